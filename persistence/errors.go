@@ -1,0 +1,20 @@
+package persistence
+
+import "errors"
+
+var (
+	// ErrNotFound: no row matches the id within the tenant (a row of another
+	// tenant is not found either).
+	ErrNotFound = errors.New("persistence: not found")
+	// ErrConflict: a uniqueness constraint was violated (a duplicate name,
+	// tool binding or token).
+	ErrConflict = errors.New("persistence: already exists")
+	// ErrStateConflict: a conditional update found the row in a state from
+	// which the transition does not apply.
+	ErrStateConflict = errors.New("persistence: state conflict")
+	// ErrBusy: the database was busy or locked and the operation may be
+	// retried.
+	ErrBusy = errors.New("persistence: database busy")
+	// ErrUnavailable: the database could not be reached.
+	ErrUnavailable = errors.New("persistence: database unavailable")
+)

@@ -1,0 +1,363 @@
+// Package postgres is the multi-node store: pgx/v5 with a pgxpool sized and
+// aged by SPEC part 8's pool settings, an optional read replica that falls
+// back to the primary, and migrations applied under an advisory lock so that
+// several nodes starting together migrate once.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"svc/persistence"
+	"svc/persistence/sqlstore"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migrationLock is the advisory lock key held while migrating.
+const migrationLock = `SELECT pg_advisory_xact_lock(7277001)`
+
+// Options configure the store.
+type Options struct {
+	URL               string
+	ReplicaURL        string
+	PoolSize          int
+	IdleTimeout       time.Duration
+	MaxLifetime       time.Duration
+	AcquireTimeout    time.Duration
+	TestBeforeAcquire bool
+}
+
+// Store is the Postgres implementation of persistence.Store.
+type Store struct {
+	sqlstore.Store
+	pool    *pgxpool.Pool
+	replica *pgxpool.Pool
+	acquire time.Duration
+}
+
+var _ persistence.Store = (*Store)(nil)
+
+func poolConfig(url string, o Options) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("persistence: postgres config: %w", err)
+	}
+	if o.PoolSize > 0 {
+		cfg.MaxConns = int32(o.PoolSize) //nolint:gosec // validated by config: small positive
+	}
+	if o.IdleTimeout > 0 {
+		cfg.MaxConnIdleTime = o.IdleTimeout
+	}
+	if o.MaxLifetime > 0 {
+		cfg.MaxConnLifetime = o.MaxLifetime
+	}
+	test := o.TestBeforeAcquire
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return test }
+	return cfg, nil
+}
+
+// Open connects, checks the connection and applies migrations.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	cfg, err := poolConfig(o.URL, o)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("persistence: postgres connect: %w", err)
+	}
+	s := &Store{pool: pool, acquire: o.AcquireTimeout}
+	if s.acquire <= 0 {
+		s.acquire = 5 * time.Second
+	}
+	if o.ReplicaURL != "" {
+		rcfg, err := poolConfig(o.ReplicaURL, o)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		if s.replica, err = pgxpool.NewWithConfig(ctx, rcfg); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("persistence: postgres replica: %w", err)
+		}
+	}
+	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "postgres", AuditSearch: auditSearch}}
+	if err := s.Ping(ctx); err != nil {
+		s.close()
+		return nil, err
+	}
+	ms, err := sqlstore.LoadMigrations(migrationFiles, "migrations")
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	if _, err := sqlstore.Migrate(ctx, (*dbAdapter)(s), ms, migrationLock); err != nil {
+		s.close()
+		return nil, fmt.Errorf("persistence: postgres migrate: %w", err)
+	}
+	return s, nil
+}
+
+// auditSearch matches every term, the last as a prefix, in the tsvector.
+func auditSearch(terms []string, n int) (string, any) {
+	q := strings.Join(terms, " & ") + ":*"
+	return fmt.Sprintf(`search @@ to_tsquery('simple', $%d)`, n), q
+}
+
+// Backend implements persistence.Store.
+func (s *Store) Backend() string { return "postgres" }
+
+// Ping implements persistence.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.acquire)
+	defer cancel()
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("%w: %w", persistence.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// PoolStats implements persistence.Store (the primary's pool).
+func (s *Store) PoolStats() persistence.PoolStats {
+	st := s.pool.Stat()
+	return persistence.PoolStats{
+		Active: int(st.AcquiredConns()),
+		Idle:   int(st.IdleConns()),
+		Max:    int(st.MaxConns()),
+		Size:   int(st.TotalConns()),
+	}
+}
+
+// SampleAcquire implements persistence.Store.
+func (s *Store) SampleAcquire(ctx context.Context) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.acquire)
+	defer cancel()
+	start := time.Now()
+	c, err := s.pool.Acquire(ctx)
+	d := time.Since(start)
+	if err != nil {
+		return d, mapErr(err)
+	}
+	c.Release()
+	return d, nil
+}
+
+// Pool exposes the primary pool to the batch writers of this package's
+// callers that need CopyFrom or SendBatch.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close implements persistence.Store.
+func (s *Store) Close() error {
+	s.close()
+	return nil
+}
+
+func (s *Store) close() {
+	if s.replica != nil {
+		s.replica.Close()
+	}
+	s.pool.Close()
+}
+
+// ---- adapter ----
+
+type dbAdapter Store
+
+// Reader reads from the replica when there is one, falling back to the
+// primary when the replica fails to answer.
+func (d *dbAdapter) Reader() sqlstore.Querier {
+	primary := poolQuerier{d.pool, d.acquire}
+	if d.replica == nil {
+		return primary
+	}
+	return fallbackQuerier{poolQuerier{d.replica, d.acquire}, primary}
+}
+
+func (d *dbAdapter) Tx(ctx context.Context, fn func(sqlstore.Querier) error) error {
+	actx, cancel := context.WithTimeout(ctx, d.acquire)
+	conn, err := d.pool.Acquire(actx)
+	cancel()
+	if err != nil {
+		return mapErr(err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return mapErr(err)
+	}
+	if err := fn(txQuerier{tx}); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return err
+	}
+	return mapErr(tx.Commit(ctx))
+}
+
+type txQuerier struct{ tx pgx.Tx }
+
+func (q txQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	tag, err := q.tx.Exec(ctx, query, args...)
+	return tag.RowsAffected(), mapErr(err)
+}
+
+func (q txQuerier) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	rows, err := q.tx.Query(ctx, query, args...)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return pgRows{rows, nil}, nil
+}
+
+func (q txQuerier) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	return pgRow{q.tx.QueryRow(ctx, query, args...), nil}
+}
+
+// poolQuerier acquires a connection within the acquire timeout for each
+// statement.
+type poolQuerier struct {
+	pool    *pgxpool.Pool
+	acquire time.Duration
+}
+
+func (q poolQuerier) conn(ctx context.Context) (*pgxpool.Conn, error) {
+	actx, cancel := context.WithTimeout(ctx, q.acquire)
+	defer cancel()
+	c, err := q.pool.Acquire(actx)
+	return c, mapErr(err)
+}
+
+func (q poolQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	c, err := q.conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Release()
+	tag, err := c.Exec(ctx, query, args...)
+	return tag.RowsAffected(), mapErr(err)
+}
+
+func (q poolQuerier) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	c, err := q.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.Query(ctx, query, args...)
+	if err != nil {
+		c.Release()
+		return nil, mapErr(err)
+	}
+	return pgRows{rows, c}, nil
+}
+
+func (q poolQuerier) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	c, err := q.conn(ctx)
+	if err != nil {
+		return errRow{err}
+	}
+	return pgRow{c.QueryRow(ctx, query, args...), c}
+}
+
+// fallbackQuerier reads from the replica and retries on the primary when the
+// replica is unavailable.
+type fallbackQuerier struct{ replica, primary poolQuerier }
+
+func (q fallbackQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return q.primary.Exec(ctx, query, args...)
+}
+
+func (q fallbackQuerier) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	rows, err := q.replica.Query(ctx, query, args...)
+	if errors.Is(err, persistence.ErrUnavailable) {
+		return q.primary.Query(ctx, query, args...)
+	}
+	return rows, err
+}
+
+func (q fallbackQuerier) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	return fallbackRow{q, ctx, query, args}
+}
+
+type fallbackRow struct {
+	q     fallbackQuerier
+	ctx   context.Context
+	query string
+	args  []any
+}
+
+func (r fallbackRow) Scan(dest ...any) error {
+	err := r.q.replica.QueryRow(r.ctx, r.query, r.args...).Scan(dest...)
+	if errors.Is(err, persistence.ErrUnavailable) {
+		return r.q.primary.QueryRow(r.ctx, r.query, r.args...).Scan(dest...)
+	}
+	return err
+}
+
+type pgRows struct {
+	pgx.Rows
+	conn *pgxpool.Conn
+}
+
+func (r pgRows) Scan(dest ...any) error { return mapErr(r.Rows.Scan(dest...)) }
+func (r pgRows) Err() error             { return mapErr(r.Rows.Err()) }
+func (r pgRows) Close() {
+	r.Rows.Close()
+	if r.conn != nil {
+		r.conn.Release()
+	}
+}
+
+type pgRow struct {
+	row  pgx.Row
+	conn *pgxpool.Conn
+}
+
+func (r pgRow) Scan(dest ...any) error {
+	if r.conn != nil {
+		defer r.conn.Release()
+	}
+	return mapErr(r.row.Scan(dest...))
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// mapErr turns pgx errors into persistence sentinels (wrapping both).
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sql.ErrNoRows
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "23505":
+			return fmt.Errorf("%w: %w", persistence.ErrConflict, err)
+		case "40001", "40P01", "55P03":
+			return fmt.Errorf("%w: %w", persistence.ErrBusy, err)
+		case "57P01", "57P02", "57P03", "53300":
+			return fmt.Errorf("%w: %w", persistence.ErrUnavailable, err)
+		}
+		return err
+	}
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || errors.As(err, &ne) || pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) ||
+		strings.Contains(err.Error(), "closed pool") {
+		return fmt.Errorf("%w: %w", persistence.ErrUnavailable, err)
+	}
+	return err
+}

@@ -1,0 +1,56 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"svc/persistence"
+	"svc/persistence/postgres"
+	"svc/persistence/storetest"
+)
+
+func open(t *testing.T, url string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), postgres.Options{URL: url, PoolSize: 10, TestBeforeAcquire: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
+}
+
+// Several nodes starting together must migrate once, under the lock.
+func TestConcurrentMigrate(t *testing.T) {
+	url := storetest.PostgresURL(t)
+	errs := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		go func() {
+			s, err := postgres.Open(context.Background(), postgres.Options{URL: url, PoolSize: 2})
+			if err == nil {
+				_ = s.Close()
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestReplicaFallsBackToPrimary(t *testing.T) {
+	url := storetest.PostgresURL(t)
+	s, err := postgres.Open(context.Background(), postgres.Options{URL: url, ReplicaURL: "postgres://svc@127.0.0.1:1/none?sslmode=disable&connect_timeout=1", PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	if _, err := s.ListTenants(context.Background()); err != nil {
+		t.Fatalf("read with a dead replica: %v", err)
+	}
+}

@@ -1,0 +1,256 @@
+// Package sqlite is the embedded single-node store: modernc.org/sqlite (pure
+// Go) in WAL mode with synchronous=NORMAL and a 5 s busy timeout, one writer
+// connection (transactions begin IMMEDIATE, so writers queue instead of
+// failing on a lock upgrade) and a pool of read connections.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"svc/persistence"
+	"svc/persistence/sqlstore"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Options configure the store.
+type Options struct {
+	// Path is the database file, or ":memory:" for a private in-memory
+	// database (tests).
+	Path           string
+	PoolSize       int
+	IdleTimeout    time.Duration
+	MaxLifetime    time.Duration
+	AcquireTimeout time.Duration
+}
+
+// Store is the SQLite implementation of persistence.Store.
+type Store struct {
+	sqlstore.Store
+	writer  *sql.DB
+	reader  *sql.DB
+	maxConn int
+	acquire time.Duration
+}
+
+var _ persistence.Store = (*Store)(nil)
+
+// Open opens (creating when missing) the database and applies migrations.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if o.PoolSize < 1 {
+		o.PoolSize = 5
+	}
+	memory := o.Path == ":memory:"
+	pragmas := "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	var writerDSN, readerDSN string
+	if memory {
+		writerDSN = "file::memory:?" + pragmas + "&_txlock=immediate"
+	} else {
+		base := "file:" + (&url.URL{Path: o.Path}).EscapedPath() + "?" + pragmas + "&_pragma=journal_mode(WAL)"
+		writerDSN = base + "&_txlock=immediate"
+		readerDSN = base + "&_pragma=query_only(1)"
+	}
+	writer, err := sql.Open("sqlite", writerDSN)
+	if err != nil {
+		return nil, fmt.Errorf("persistence: sqlite open: %w", err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0) // the in-memory database lives in its one connection
+	reader := writer
+	if !memory {
+		reader, err = sql.Open("sqlite", readerDSN)
+		if err != nil {
+			_ = writer.Close()
+			return nil, fmt.Errorf("persistence: sqlite open: %w", err)
+		}
+		reader.SetMaxOpenConns(o.PoolSize)
+		reader.SetMaxIdleConns(o.PoolSize)
+		reader.SetConnMaxIdleTime(o.IdleTimeout)
+		reader.SetConnMaxLifetime(o.MaxLifetime)
+	}
+	s := &Store{writer: writer, reader: reader, maxConn: o.PoolSize, acquire: o.AcquireTimeout}
+	if s.acquire <= 0 {
+		s.acquire = 5 * time.Second
+	}
+	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "sqlite", AuditSearch: auditSearch}}
+	if err := s.migrate(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := sqlstore.LoadMigrations(migrationFiles, "migrations")
+	if err != nil {
+		return err
+	}
+	if _, err := sqlstore.Migrate(ctx, (*dbAdapter)(s), ms, ""); err != nil {
+		return fmt.Errorf("persistence: sqlite migrate: %w", err)
+	}
+	return nil
+}
+
+// auditSearch matches every term, the last as a prefix, in the FTS5 index.
+func auditSearch(terms []string, n int) (string, any) {
+	quoted := make([]string, len(terms))
+	for i, t := range terms {
+		quoted[i] = `"` + t + `"`
+	}
+	quoted[len(quoted)-1] += "*"
+	return fmt.Sprintf(`seq IN (SELECT rowid FROM audit_events_fts WHERE audit_events_fts MATCH $%d)`, n),
+		strings.Join(quoted, " ")
+}
+
+// Backend implements persistence.Store.
+func (s *Store) Backend() string { return "sqlite" }
+
+// Ping implements persistence.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.writer.PingContext(ctx); err != nil {
+		return fmt.Errorf("%w: %w", persistence.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// PoolStats implements persistence.Store: the read pool plus the writer.
+func (s *Store) PoolStats() persistence.PoolStats {
+	st := s.reader.Stats()
+	out := persistence.PoolStats{Active: st.InUse, Idle: st.Idle, Max: s.maxConn, Size: st.OpenConnections}
+	if s.reader != s.writer {
+		w := s.writer.Stats()
+		out.Active += w.InUse
+		out.Idle += w.Idle
+		out.Size += w.OpenConnections
+		out.Max++
+	}
+	return out
+}
+
+// SampleAcquire implements persistence.Store.
+func (s *Store) SampleAcquire(ctx context.Context) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.acquire)
+	defer cancel()
+	start := time.Now()
+	c, err := s.reader.Conn(ctx)
+	if err != nil {
+		return time.Since(start), mapErr(err)
+	}
+	d := time.Since(start)
+	return d, c.Close()
+}
+
+// Close implements persistence.Store.
+func (s *Store) Close() error {
+	var err error
+	if s.reader != s.writer {
+		err = s.reader.Close()
+	}
+	return errors.Join(err, s.writer.Close())
+}
+
+// ---- adapter ----
+
+type dbAdapter Store
+
+func (d *dbAdapter) Reader() sqlstore.Querier { return querier{d.reader} }
+
+func (d *dbAdapter) Tx(ctx context.Context, fn func(sqlstore.Querier) error) error {
+	tx, err := d.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return mapErr(err)
+	}
+	if err := fn(querier{tx}); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return mapErr(tx.Commit())
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+type querier struct{ db execer }
+
+func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := q.db.ExecContext(ctx, sqlstore.RewriteDollar(query), encodeArgs(args)...)
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	n, err := res.RowsAffected()
+	return n, mapErr(err)
+}
+
+func (q querier) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	rows, err := q.db.QueryContext(ctx, sqlstore.RewriteDollar(query), encodeArgs(args)...)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return sqlRows{rows}, nil
+}
+
+func (q querier) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	return sqlRow{q.db.QueryRowContext(ctx, sqlstore.RewriteDollar(query), encodeArgs(args)...)}
+}
+
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close()     { _ = r.Rows.Close() }
+func (r sqlRows) Err() error { return mapErr(r.Rows.Err()) }
+
+type sqlRow struct{ r *sql.Row }
+
+func (r sqlRow) Scan(dest ...any) error { return mapErr(r.r.Scan(dest...)) }
+
+// encodeArgs stores times in the fixed sortable UTC text form.
+func encodeArgs(args []any) []any {
+	for i, a := range args {
+		switch v := a.(type) {
+		case time.Time:
+			args[i] = v.UTC().Format(sqlstore.TimeLayout)
+		case *time.Time:
+			if v != nil {
+				args[i] = v.UTC().Format(sqlstore.TimeLayout)
+			} else {
+				args[i] = nil
+			}
+		}
+	}
+	return args
+}
+
+// mapErr turns driver errors into persistence sentinels (wrapping both).
+func mapErr(err error) error {
+	if err == nil || errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return fmt.Errorf("%w: %w", persistence.ErrConflict, err)
+		}
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return fmt.Errorf("%w: %w", persistence.ErrBusy, err)
+		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL:
+			return fmt.Errorf("%w: %w", persistence.ErrUnavailable, err)
+		}
+	}
+	return err
+}

@@ -1,0 +1,141 @@
+// Package sqlstore is the SQL shared by the SQLite and Postgres stores: one
+// implementation of persistence.Store written against a small database
+// abstraction ([DB]) that each backend adapts (placeholders, time encoding,
+// error mapping, full-text search).
+//
+// # Why one implementation
+//
+// The two backends differ in a handful of places only (types in the schema,
+// the full-text clause, batch insertion); writing every query twice would
+// let them drift. Queries here use Postgres-style `$N` placeholders; the
+// SQLite adapter rewrites them to SQLite's equivalent `?N`.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Rows is a result set; both database/sql and pgx rows are adapted to it.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// Row is a single-row result.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Querier runs statements, inside or outside a transaction. Errors are
+// already mapped to persistence's sentinels.
+type Querier interface {
+	Exec(ctx context.Context, query string, args ...any) (int64, error)
+	Query(ctx context.Context, query string, args ...any) (Rows, error)
+	QueryRow(ctx context.Context, query string, args ...any) Row
+}
+
+// DB is what a backend provides.
+type DB interface {
+	// Reader runs reads (a read pool or replica).
+	Reader() Querier
+	// Tx runs fn in one write transaction, committing when it returns nil.
+	Tx(ctx context.Context, fn func(q Querier) error) error
+}
+
+// Dialect holds what differs between backends in the shared queries.
+type Dialect struct {
+	Name string
+	// AuditSearch returns a condition restricting audit_events to rows
+	// matching every term (the last as a prefix), using placeholder $n, and
+	// the argument to bind to it.
+	AuditSearch func(terms []string, n int) (cond string, arg any)
+}
+
+// Time is a scan target that accepts the backends' timestamp forms: a
+// time.Time (Postgres) or the fixed UTC text SQLite stores.
+type Time struct{ T *time.Time }
+
+// TimeLayout is how SQLite stores timestamps: sortable as text, UTC, the
+// "date space time" form of SPEC 2.4 with microseconds.
+const TimeLayout = "2006-01-02 15:04:05.000000"
+
+// Scan implements sql.Scanner.
+func (t Time) Scan(src any) error {
+	switch v := src.(type) {
+	case time.Time:
+		*t.T = v.UTC()
+		return nil
+	case string:
+		return t.parse(v)
+	case []byte:
+		return t.parse(string(v))
+	default:
+		return fmt.Errorf("sqlstore: cannot scan %T into a time", src)
+	}
+}
+
+func (t Time) parse(s string) error {
+	for _, layout := range []string{TimeLayout, "2006-01-02 15:04:05", time.RFC3339Nano} {
+		if v, err := time.Parse(layout, s); err == nil {
+			*t.T = v.UTC()
+			return nil
+		}
+	}
+	return fmt.Errorf("sqlstore: unparseable time %q", s)
+}
+
+// NullTime scans a nullable timestamp into a *time.Time that stays nil for
+// NULL.
+type NullTime struct{ T **time.Time }
+
+// Scan implements sql.Scanner.
+func (n NullTime) Scan(src any) error {
+	if src == nil {
+		*n.T = nil
+		return nil
+	}
+	var v time.Time
+	if err := (Time{&v}).Scan(src); err != nil {
+		return err
+	}
+	*n.T = &v
+	return nil
+}
+
+var (
+	_ sql.Scanner = Time{}
+	_ sql.Scanner = NullTime{}
+)
+
+// IsNoRows reports whether err says a single-row query found nothing, for
+// either driver (adapters map their own no-rows error to sql.ErrNoRows).
+func IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+// RewriteDollar turns `$N` placeholders into `?N` for SQLite. It leaves
+// dollar signs inside single-quoted literals alone.
+func RewriteDollar(q string) string {
+	if !strings.Contains(q, "$") {
+		return q
+	}
+	var b strings.Builder
+	inQuote := false
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		if c == '\'' {
+			inQuote = !inQuote
+		}
+		if c == '$' && !inQuote && i+1 < len(q) && q[i+1] >= '0' && q[i+1] <= '9' {
+			b.WriteByte('?')
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}

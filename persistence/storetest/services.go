@@ -1,0 +1,89 @@
+// Package storetest holds the storage contract suite that every
+// persistence.Store implementation must pass, and the helpers that give
+// integration tests a real Postgres database or Valkey server.
+//
+// # Services
+//
+// `make test` (scripts/testenv.sh) starts Postgres and a Valkey-compatible
+// server on loopback and exports SVC_TEST_POSTGRES_URL and
+// SVC_TEST_VALKEY_URL. When a variable is missing the tests that need it fail
+// under CI=true and are skipped, loudly, otherwise.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func require(t testing.TB, env, what string) string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v != "" {
+		return v
+	}
+	msg := fmt.Sprintf("\n\n*** %s is not set: %s integration test NOT RUN. Run `make test` to provision it. ***\n", env, what)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// ValkeyURL returns the Valkey-compatible server's URL, or fails/skips.
+func ValkeyURL(t testing.TB) string {
+	t.Helper()
+	return require(t, "SVC_TEST_VALKEY_URL", "Valkey")
+}
+
+// PostgresServerURL returns the URL of the provisioned Postgres server's
+// shared test database, or fails/skips.
+func PostgresServerURL(t testing.TB) string {
+	t.Helper()
+	return require(t, "SVC_TEST_POSTGRES_URL", "Postgres")
+}
+
+// PostgresURL creates a fresh, empty database for the test on the
+// provisioned server and returns its URL; the database is dropped when the
+// test ends.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	base := PostgresServerURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("storetest: connect to %s: %v", base, err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "t_" + strings.ToLower(hex.EncodeToString(b[:]))
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("storetest: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			return
+		}
+		defer func() { _ = c.Close(context.Background()) }()
+		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("storetest: parse %s: %v", base, err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
