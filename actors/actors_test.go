@@ -1,0 +1,155 @@
+package actors
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+
+	"svc/messages"
+	"svc/persistence"
+	"svc/persistence/sqlite"
+)
+
+// checkFor polls cond until it holds or the deadline passes.
+func checkFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type countingActor struct{ starts *atomic.Int32 }
+
+func (c *countingActor) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*actor.Started); ok {
+		c.starts.Add(1)
+	}
+}
+
+func TestSupervisorRestartBudget(t *testing.T) {
+	tests := []struct {
+		name        string
+		maxRestarts int
+		faults      int
+		wantDead    bool
+		wantStarts  int32
+		backoff     time.Duration
+	}{
+		{name: "within budget restarts and recovers", maxRestarts: 3, faults: 3, wantDead: false, wantStarts: 4},
+		{name: "past budget is dead", maxRestarts: 2, faults: 3, wantDead: true, wantStarts: 3},
+		{name: "backoff still restarts", maxRestarts: 3, faults: 2, wantDead: false, wantStarts: 3, backoff: 10 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sys := NewSystem(hclog.NewNullLogger())
+			reg := NewRegistry()
+			var starts atomic.Int32
+			sup, err := StartSupervisor(sys, reg, hclog.NewNullLogger(), []ChildSpec{
+				{Name: "flaky", Producer: func() actor.Actor { return &countingActor{&starts} },
+					MaxRestarts: tc.maxRestarts, Within: time.Minute, Backoff: tc.backoff},
+				{Name: "steady", Producer: func() actor.Actor { return &countingActor{new(atomic.Int32)} }, MaxRestarts: 1, Within: time.Minute},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = sup.Stop() }()
+			checkFor(t, 2*time.Second, "first start", func() bool { return starts.Load() == 1 })
+			for i := 0; i < tc.faults; i++ {
+				before := starts.Load()
+				if err := sup.InjectFault("flaky", "test"); err != nil {
+					t.Fatal(err)
+				}
+				if tc.wantDead && i == tc.faults-1 {
+					break
+				}
+				checkFor(t, 2*time.Second, "restart", func() bool { return starts.Load() == before+1 })
+			}
+			if tc.wantDead {
+				checkFor(t, 2*time.Second, "dead", func() bool { return len(reg.DeadTasks()) == 1 })
+				if got := reg.DeadTasks(); got[0] != "flaky" {
+					t.Fatalf("dead tasks = %v", got)
+				}
+			} else {
+				checkFor(t, 2*time.Second, "ok", func() bool { c, _ := reg.Get("flaky"); return c.State == StateOK })
+				if d := reg.DeadTasks(); len(d) != 0 {
+					t.Fatalf("dead tasks = %v", d)
+				}
+			}
+			if got := starts.Load(); got != tc.wantStarts {
+				t.Fatalf("starts = %d, want %d", got, tc.wantStarts)
+			}
+			if c, _ := reg.Get("steady"); c.State != StateOK {
+				t.Fatalf("a sibling was affected: %+v", c)
+			}
+			if err := sup.InjectFault("nope", "x"); err != ErrUnknownTask {
+				t.Fatalf("unknown task: %v", err)
+			}
+		})
+	}
+}
+
+func TestHeartbeatBufferFlushesLatestAndOnStop(t *testing.T) {
+	store, err := sqlite.Open(context.Background(), sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = store.Close() }()
+	now := time.Now().UTC()
+	tn := persistence.Tenant{ID: uuid.NewString(), Name: "t", CreatedAt: now}
+	op := persistence.OperatorToken{ID: uuid.NewString(), TenantID: tn.ID, Name: "a", Role: "admin", CreatedAt: now}
+	if err := store.CreateTenant(context.Background(), tn, op, []byte("h")); err != nil {
+		t.Fatal(err)
+	}
+	ag := persistence.Agent{ID: uuid.NewString(), TenantID: tn.ID, Name: "bot", Status: "active", RiskTier: "low", CreatedAt: now, UpdatedAt: now}
+	if err := store.CreateAgent(context.Background(), ag, []byte("tok")); err != nil {
+		t.Fatal(err)
+	}
+	sys := NewSystem(hclog.NewNullLogger())
+	// A flush interval far longer than the test: only the stop flush can write.
+	pid := sys.Root.Spawn(actor.PropsFromProducer(NewHeartbeatBuffer(store, time.Hour, hclog.NewNullLogger())))
+	t1 := now.Add(-time.Second).Truncate(time.Microsecond)
+	sys.Root.Send(pid, &messages.Heartbeat{TenantID: tn.ID, AgentID: ag.ID, At: t1})
+	sys.Root.Send(pid, &messages.Heartbeat{TenantID: tn.ID, AgentID: ag.ID, At: t1.Add(-time.Minute)})
+	got, _ := store.GetAgent(context.Background(), tn.ID, ag.ID)
+	if got.LastSeenAt != nil {
+		t.Fatal("heartbeat written before the flush")
+	}
+	if err := sys.Root.PoisonFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = store.GetAgent(context.Background(), tn.ID, ag.ID)
+	if got.LastSeenAt == nil || !got.LastSeenAt.Equal(t1) {
+		t.Fatalf("last_seen_at = %v, want %v", got.LastSeenAt, t1)
+	}
+}
+
+func TestEventBusNeverBlocks(t *testing.T) {
+	sys := NewSystem(hclog.NewNullLogger())
+	bus := NewEventBus(sys.Root, 4)
+	for i := 0; i < 10; i++ {
+		bus.Publish(messages.AseEvent{EventID: "e"})
+	}
+	if bus.Published() != 4 || bus.Dropped() != 6 || bus.Depth() != 4 {
+		t.Fatalf("published %d dropped %d depth %d", bus.Published(), bus.Dropped(), bus.Depth())
+	}
+	var got atomic.Int32
+	pid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*messages.AseEvent); ok {
+			got.Add(1)
+		}
+	}))
+	bus.Subscribe(pid)
+	stop := make(chan struct{})
+	close(stop)
+	bus.Run(stop)
+	checkFor(t, 2*time.Second, "delivery", func() bool { return got.Load() == 4 })
+}
