@@ -61,7 +61,7 @@ func TestSupervisorRestartBudget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer func() { _ = sup.Stop() }()
+			defer func() { _ = sup.Stop(time.Second) }()
 			checkFor(t, 2*time.Second, "first start", func() bool { return starts.Load() == 1 })
 			for i := 0; i < tc.faults; i++ {
 				before := starts.Load()

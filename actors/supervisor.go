@@ -50,7 +50,6 @@ type Supervisor struct {
 
 	mu       sync.Mutex
 	children map[string]*actor.PID
-	order    []string
 }
 
 // StartSupervisor spawns the root supervisor and, under it, every child of
@@ -83,7 +82,6 @@ func StartSupervisor(system *actor.ActorSystem, registry *Registry, log hclog.Lo
 			}
 			s.mu.Lock()
 			s.children[sp.Name] = pid
-			s.order = append(s.order, sp.Name)
 			s.mu.Unlock()
 		}
 		started <- nil
@@ -133,25 +131,35 @@ func (s *Supervisor) InjectFault(name, reason string) error {
 	return nil
 }
 
-// Stop poisons every child in reverse start order (a poison pill is a user
-// message, so each child first handles everything already in its mailbox,
-// then flushes what it buffers on Stopping), then stops the root. Each wait
-// is bounded by protoactor's 10 s stop future.
-func (s *Supervisor) Stop() error {
+// Stop poisons every child (a poison pill is a user message, so each child
+// first handles everything already in its mailbox, then flushes what it
+// buffers on Stopping), waiting at most grace for them, then stops the root,
+// which also stops a child suspended while it waits out a restart backoff.
+func (s *Supervisor) Stop(grace time.Duration) error {
 	s.mu.Lock()
-	pids := make([]*actor.PID, 0, len(s.order))
-	for _, name := range s.order {
-		pids = append(pids, s.children[name])
+	pids := make([]*actor.PID, 0, len(s.children))
+	for _, pid := range s.children {
+		pids = append(pids, pid)
 	}
 	s.mu.Unlock()
-	var errs []error
-	for i := len(pids) - 1; i >= 0; i-- {
-		if err := s.system.Root.PoisonFuture(pids[i]).Wait(); err != nil {
-			errs = append(errs, err)
+	done := make(chan struct{}, len(pids))
+	for _, pid := range pids {
+		f := s.system.Root.PoisonFuture(pid)
+		go func() { _ = f.Wait(); done <- struct{}{} }()
+	}
+	timeout := time.After(grace)
+	var err error
+	for range pids {
+		select {
+		case <-done:
+		case <-timeout:
+			err = errors.New("actors: background tasks did not stop within the grace period")
+		}
+		if err != nil {
+			break
 		}
 	}
-	errs = append(errs, s.system.Root.StopFuture(s.root).Wait())
-	return errors.Join(errs...)
+	return errors.Join(err, s.system.Root.StopFuture(s.root).Wait())
 }
 
 // budgetStrategy restarts a failed child within its spec's budget, after

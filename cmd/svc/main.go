@@ -1,0 +1,252 @@
+// Command svc is the authorization gateway for AI agents.
+//
+// # Usage
+//
+//	svc [serve]               run the gateway (the default)
+//	svc migrate               apply database migrations and exit
+//	svc tenants create NAME   create a tenant, print its id and admin token once
+//	svc version               print the build version
+//
+// Configuration comes from the environment (README.md lists every
+// variable); an invalid value stops the process with a message naming it.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"svc/actors"
+	"svc/config"
+	httpapi "svc/http"
+	"svc/messages"
+	"svc/persistence"
+	"svc/persistence/postgres"
+	"svc/persistence/sqlite"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitError  = 1
+	exitConfig = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: svc [serve] | svc migrate | svc tenants create NAME | svc version")
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch cmd {
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "svc", version)
+		return exitOK
+	case "help", "--help", "-h":
+		usage(stdout)
+		return exitOK
+	case "serve", "migrate", "tenants":
+	default:
+		fmt.Fprintf(stderr, "svc: unknown command %q\n", cmd)
+		usage(stderr)
+		return exitConfig
+	}
+	if cmd == "tenants" && (len(args) != 3 || args[1] != "create" || args[2] == "") {
+		fmt.Fprintln(stderr, "usage: svc tenants create NAME")
+		return exitConfig
+	}
+	cfg, err := config.FromEnvironment()
+	if err != nil {
+		fmt.Fprintln(stderr, "svc: invalid configuration:")
+		fmt.Fprintln(stderr, err)
+		return exitConfig
+	}
+	log := newLogger(cfg, stderr)
+	ctx := context.Background()
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		log.Error("cannot open the database", "backend", cfg.DBBackend, "error", err)
+		return exitError
+	}
+	defer func() { _ = store.Close() }()
+	switch cmd {
+	case "migrate":
+		fmt.Fprintf(stdout, "migrations applied (%s)\n", cfg.DBBackend)
+		return exitOK
+	case "tenants":
+		t, tok, err := httpapi.NewTenant(ctx, store, args[2], "cli")
+		if errors.Is(err, persistence.ErrConflict) {
+			fmt.Fprintf(stderr, "svc: a tenant named %q already exists\n", args[2])
+			return exitError
+		}
+		if err != nil {
+			log.Error("cannot create the tenant", "error", err)
+			return exitError
+		}
+		fmt.Fprintf(stdout, "tenant_id: %s\nname: %s\noperator_token: %s\n(the token is shown once; it has the admin role)\n", t.ID, t.Name, tok)
+		return exitOK
+	}
+	if err := serve(cfg, store, log, stdout); err != nil {
+		log.Error("gateway stopped with an error", "error", err)
+		return exitError
+	}
+	return exitOK
+}
+
+func newLogger(cfg *config.Config, w io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "svc", Level: hclog.LevelFromString(cfg.LogLevel), Output: w,
+		JSONFormat: cfg.LogFormat == "json", TimeFormat: time.RFC3339Nano})
+}
+
+func openStore(ctx context.Context, cfg *config.Config) (persistence.Store, error) {
+	if cfg.DBBackend == config.BackendPostgres {
+		return postgres.Open(ctx, postgres.Options{URL: cfg.DatabaseURL, ReplicaURL: cfg.ReadReplicaURL, PoolSize: cfg.DBPoolSize,
+			IdleTimeout: cfg.DBIdleTimeout, MaxLifetime: cfg.DBMaxLifetime, AcquireTimeout: cfg.DBAcquireTimeout,
+			TestBeforeAcquire: cfg.DBTestBeforeAcquire})
+	}
+	return sqlite.Open(ctx, sqlite.Options{Path: cfg.SQLitePath, PoolSize: cfg.DBPoolSize, IdleTimeout: cfg.DBIdleTimeout,
+		MaxLifetime: cfg.DBMaxLifetime, AcquireTimeout: cfg.DBAcquireTimeout})
+}
+
+// bootstrap creates the SVC_BOOTSTRAP_TENANT tenant on a database that does
+// not have it yet and prints its admin token, once.
+func bootstrap(ctx context.Context, cfg *config.Config, store persistence.Store, log hclog.Logger, stdout io.Writer) error {
+	if cfg.BootstrapTenant == "" {
+		return nil
+	}
+	if _, err := store.GetTenantByName(ctx, cfg.BootstrapTenant); err == nil {
+		return nil
+	} else if !errors.Is(err, persistence.ErrNotFound) {
+		return err
+	}
+	t, tok, err := httpapi.NewTenant(ctx, store, cfg.BootstrapTenant, "bootstrap")
+	if errors.Is(err, persistence.ErrConflict) {
+		return nil // another node bootstrapped it first
+	}
+	if err != nil {
+		return err
+	}
+	log.Info("bootstrapped tenant", "tenant_id", t.ID, "name", t.Name)
+	base := "http://" + cfg.ListenAddr
+	fmt.Fprintf(stdout, `
+================================================================================
+ Bootstrapped tenant %q (id %s).
+ Its admin operator token is shown ONCE; store it now:
+
+   %s
+
+ Try it:
+   curl -H "Authorization: Bearer %s" %s/v2/agents
+   curl -X POST -H "Authorization: Bearer %s" -H "Content-Type: application/json" \
+        -d '{"name":"my-agent"}' %s/v2/agents
+================================================================================
+
+`, t.Name, t.ID, tok, tok, base, tok, base)
+	return nil
+}
+
+func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout io.Writer) error {
+	ctx := context.Background()
+	if err := bootstrap(ctx, cfg, store, log, stdout); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	system := actors.NewSystem(log.Named("actors"))
+	registry := actors.NewRegistry()
+	leader := &actors.Leadership{}
+	pool := &actors.PoolSample{}
+	bus := actors.NewEventBus(system.Root, cfg.EventBufferSize)
+
+	sup, err := actors.StartSupervisor(system, registry, log.Named("supervisor"), []actors.ChildSpec{
+		{Name: "heartbeat_flusher", Producer: actors.NewHeartbeatBuffer(store, cfg.HeartbeatFlushInterval, log.Named("heartbeat")),
+			MaxRestarts: 5, Within: time.Minute, Backoff: 100 * time.Millisecond},
+		{Name: "leader_lease", Producer: actors.NewLeaderLease(store, cfg.NodeID, cfg.LeaderElectionInterval, cfg.LeaderLease, leader, log.Named("leader")),
+			MaxRestarts: 5, Within: time.Minute, Backoff: time.Second},
+		{Name: "pool_sampler", Producer: actors.NewPoolSampler(store, cfg.PoolHealthSampleInterval, pool, log.Named("pool")),
+			MaxRestarts: 5, Within: time.Minute, Backoff: time.Second},
+	})
+	if err != nil {
+		return err
+	}
+	heartbeatPID, _ := sup.Child("heartbeat_flusher")
+	busStop, busDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(busDone); bus.Run(busStop) }()
+
+	api := httpapi.New(httpapi.Deps{Config: cfg, Store: store, Registry: registry, Leader: leader, Pool: pool, Events: bus,
+		Supervisor: sup, Log: log, Version: version, NodeID: cfg.NodeID,
+		Heartbeat: func(h messages.Heartbeat) { system.Root.Send(heartbeatPID, &h) }})
+
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
+	}
+	dln, err := net.Listen("tcp", cfg.DebugAddr)
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("listen %s: %w", cfg.DebugAddr, err)
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
+	dsrv := &http.Server{Handler: api.DebugHandler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- serveListener(srv, ln, cfg) }()
+	go func() { serveErr <- dsrv.Serve(dln) }()
+	api.MarkStarted()
+	log.Info("gateway started", "addr", ln.Addr().String(), "debug_addr", dln.Addr().String(), "backend", store.Backend(),
+		"version", version, "node", cfg.NodeID)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	var runErr error
+	select {
+	case sig := <-sigs:
+		log.Info("shutting down", "signal", sig.String())
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			runErr = err
+			log.Error("listener failed; shutting down", "error", err)
+		}
+	}
+	// Stop accepting and drain in-flight requests, then stop producers and
+	// flush what the actors buffer, then close the store (DESIGN §3).
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("in-flight requests did not finish in time", "error", err)
+	}
+	_ = dsrv.Close()
+	if err := sup.Stop(5 * time.Second); err != nil {
+		log.Warn("background tasks did not stop cleanly", "error", err)
+	}
+	close(busStop)
+	<-busDone
+	system.Shutdown()
+	log.Info("gateway stopped")
+	return runErr
+}
+
+// serveListener serves plain HTTP, or TLS when a certificate is configured.
+func serveListener(srv *http.Server, ln net.Listener, cfg *config.Config) error {
+	if cfg.TLSCert != "" {
+		return serveTLS(srv, ln, cfg)
+	}
+	return srv.Serve(ln)
+}

@@ -1,0 +1,54 @@
+package httpapi
+
+import (
+	"time"
+
+	"svc/persistence"
+)
+
+type auditView struct {
+	EventID    string         `json:"event_id"`
+	TenantID   string         `json:"tenant_id"`
+	EventType  string         `json:"event_type"`
+	Action     string         `json:"action"`
+	Actor      string         `json:"actor"`
+	AgentID    *string        `json:"agent_id"`
+	DecisionID *string        `json:"decision_id"`
+	Details    map[string]any `json:"details"`
+	CreatedAt  time.Time      `json:"created_at"`
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func (s *Server) registerAudit() {
+	s.register(Route{Method: "GET", Path: "/audit/events", Access: AccessViewer, Tag: "audit", Resp: []auditView{}, Paginated: true,
+		Query: []QueryParam{
+			{Name: "event_type", Type: "string", Description: "exact event type"},
+			{Name: "q", Type: "string", Description: "keywords: characters other than letters, digits, whitespace and underscore are stripped; every word must match, the last as a prefix; empty means no filter"},
+		},
+		Summary: "The tenant's audit events, newest first.",
+		Handle: func(c *Call) (any, error) {
+			pg, err := c.page()
+			if err != nil {
+				return nil, err
+			}
+			q := c.R.URL.Query()
+			rows, err := s.Store.ListAudit(c.Ctx(), c.Principal.TenantID,
+				persistence.AuditFilter{EventType: q.Get("event_type"), Query: q.Get("q")}, pg)
+			if err != nil {
+				return nil, err
+			}
+			rows = paginate(c, pg, rows, func(e persistence.AuditEvent) int64 { return e.Seq })
+			out := make([]auditView, len(rows))
+			for i, e := range rows {
+				out[i] = auditView{EventID: e.ID, TenantID: e.TenantID, EventType: e.EventType, Action: e.Action, Actor: e.Actor,
+					AgentID: nullable(e.AgentID), DecisionID: nullable(e.DecisionID), Details: e.Details, CreatedAt: e.CreatedAt.UTC()}
+			}
+			return out, nil
+		}})
+}

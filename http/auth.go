@@ -1,0 +1,172 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strings"
+
+	"svc/persistence"
+)
+
+// Access is what a route requires of its caller.
+type Access int
+
+// Access levels. Operator roles nest: admin ⊃ approver ⊃ viewer.
+const (
+	AccessPublic Access = iota
+	AccessSuperAdmin
+	AccessAgent
+	AccessViewer
+	AccessApprover
+	AccessAdmin
+	AccessAgentOrViewer
+)
+
+// Principal kinds.
+const (
+	KindAgent      = "agent"
+	KindOperator   = "operator"
+	KindSuperAdmin = "super_admin"
+)
+
+// Token prefixes (CONTRACT §2).
+const (
+	agentTokenPrefix    = "svc_agent_"
+	operatorTokenPrefix = "svc_op_"
+)
+
+// TenantHeader names the tenant for super-admin calls.
+const TenantHeader = "X-Svc-Tenant-ID"
+
+// Principal is the authenticated caller.
+type Principal struct {
+	Kind     string
+	TenantID string
+	Role     string
+	AgentID  string
+	TokenID  string
+}
+
+// Actor names the principal in audit events (never a token).
+func (p Principal) Actor() string {
+	switch p.Kind {
+	case KindAgent:
+		return "agent:" + p.AgentID
+	case KindOperator:
+		return "operator:" + p.TokenID
+	default:
+		return p.Kind
+	}
+}
+
+var roleRank = map[string]int{persistence.RoleViewer: 1, persistence.RoleApprover: 2, persistence.RoleAdmin: 3}
+
+// newToken returns a fresh secret with its prefix (32 random bytes, 43
+// base64url characters) and its SHA-256, the only form stored.
+func newToken(prefix string) (string, []byte) {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	tok := prefix + base64.RawURLEncoding.EncodeToString(b[:])
+	return tok, hashToken(tok)
+}
+
+func hashToken(tok string) []byte {
+	h := sha256.Sum256([]byte(tok))
+	return h[:]
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// authenticate identifies the caller and checks it against the route's
+// access level (CONTRACT §2): 401 for a missing or unknown token, 403 for
+// the wrong kind of credential or role, or another tenant in the header.
+func (s *Server) authenticate(r *http.Request, need Access) (Principal, error) {
+	tok := bearer(r)
+	if tok == "" {
+		return Principal{}, unauthorized("missing bearer token")
+	}
+	ctx := r.Context()
+	var p Principal
+	switch {
+	case strings.HasPrefix(tok, agentTokenPrefix):
+		a, err := s.Store.LookupAgentToken(ctx, hashToken(tok))
+		if errors.Is(err, persistence.ErrNotFound) {
+			return p, unauthorized("invalid agent token")
+		}
+		if err != nil {
+			return p, err
+		}
+		switch a.Status {
+		case persistence.AgentActive, persistence.AgentFrozen:
+		default:
+			return p, unauthorized("invalid agent token")
+		}
+		p = Principal{Kind: KindAgent, TenantID: a.TenantID, AgentID: a.ID}
+	case strings.HasPrefix(tok, operatorTokenPrefix):
+		o, err := s.Store.LookupOperatorToken(ctx, hashToken(tok))
+		if errors.Is(err, persistence.ErrNotFound) {
+			return p, unauthorized("invalid operator token")
+		}
+		if err != nil {
+			return p, err
+		}
+		p = Principal{Kind: KindOperator, TenantID: o.TenantID, Role: o.Role, TokenID: o.ID}
+	case s.cfg.SuperAdminEnabled() && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminToken)) == 1:
+		p = Principal{Kind: KindSuperAdmin, Role: persistence.RoleAdmin}
+	default:
+		return p, unauthorized("invalid token")
+	}
+
+	switch need {
+	case AccessSuperAdmin:
+		if p.Kind != KindSuperAdmin {
+			return p, forbidden("this endpoint requires the super-admin token")
+		}
+		return p, nil
+	case AccessAgent:
+		if p.Kind != KindAgent {
+			return p, forbidden("this endpoint requires an agent token")
+		}
+		return p, nil
+	case AccessAgentOrViewer:
+		if p.Kind == KindAgent {
+			return p, nil
+		}
+		need = AccessViewer
+	}
+	if p.Kind == KindAgent {
+		return p, forbidden("this endpoint requires an operator token")
+	}
+	header := strings.TrimSpace(r.Header.Get(TenantHeader))
+	if p.Kind == KindSuperAdmin {
+		if header == "" {
+			return p, badRequest("tenant_required", "the super-admin token needs the %s header on tenant endpoints", TenantHeader)
+		}
+		if _, err := s.Store.GetTenant(r.Context(), header); err != nil {
+			if errors.Is(err, persistence.ErrNotFound) {
+				return p, notFound("tenant")
+			}
+			return p, err
+		}
+		p.TenantID = header
+		return p, nil
+	}
+	if header != "" && header != p.TenantID {
+		return p, forbidden("the %s header names another tenant", TenantHeader)
+	}
+	want := map[Access]string{AccessViewer: persistence.RoleViewer, AccessApprover: persistence.RoleApprover, AccessAdmin: persistence.RoleAdmin}[need]
+	if roleRank[p.Role] < roleRank[want] {
+		return p, forbidden("role %s may not call this endpoint (needs %s)", p.Role, want)
+	}
+	return p, nil
+}

@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"svc/persistence"
+)
+
+// Reasons of the status envelope and their one HTTP status each (SPEC 7,
+// CONTRACT §10). ServiceUnavailable (503) is svc's addition for load
+// shedding and unavailable dependencies, which SPEC's list does not name.
+var reasonStatus = map[string]int{
+	"BadRequest":           http.StatusBadRequest,
+	"Unauthorized":         http.StatusUnauthorized,
+	"Forbidden":            http.StatusForbidden,
+	"NotFound":             http.StatusNotFound,
+	"Conflict":             http.StatusConflict,
+	"AlreadyExists":        http.StatusConflict,
+	"Invalid":              http.StatusUnprocessableEntity,
+	"TooManyRequests":      http.StatusTooManyRequests,
+	"InternalError":        http.StatusInternalServerError,
+	"Unknown":              http.StatusInternalServerError,
+	"NotImplemented":       http.StatusNotImplemented,
+	"Timeout":              http.StatusGatewayTimeout,
+	"UnsupportedMediaType": http.StatusUnsupportedMediaType,
+	"ServiceUnavailable":   http.StatusServiceUnavailable,
+}
+
+// Error is an API error, rendered as the status envelope.
+type Error struct {
+	Reason  string
+	Message string
+	Details map[string]any
+	// RetryAfter, in seconds, is sent as the Retry-After header when > 0.
+	RetryAfter int
+}
+
+func (e *Error) Error() string { return e.Reason + ": " + e.Message }
+
+// Status is the HTTP status of the error's reason.
+func (e *Error) Status() int { return reasonStatus[e.Reason] }
+
+func apiErr(reason, code, format string, args ...any) *Error {
+	d := map[string]any{}
+	if code != "" {
+		d["error"] = code
+	}
+	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...), Details: d}
+}
+
+func badRequest(code, format string, args ...any) *Error {
+	return apiErr("BadRequest", code, format, args...)
+}
+
+func notFound(what string) *Error { return apiErr("NotFound", "not_found", "%s not found", what) }
+
+func forbidden(format string, args ...any) *Error {
+	return apiErr("Forbidden", "FORBIDDEN", format, args...)
+}
+
+func unauthorized(format string, args ...any) *Error {
+	return apiErr("Unauthorized", "unauthorized", format, args...)
+}
+
+func invalidField(field, format string, args ...any) *Error {
+	e := badRequest("invalid_field", "%s: %s", field, fmt.Sprintf(format, args...))
+	e.Details["field"] = field
+	return e
+}
+
+// envelope is the SPEC 7 status body.
+type envelope struct {
+	Kind       string         `json:"kind"`
+	APIVersion string         `json:"apiVersion"`
+	Status     string         `json:"status"`
+	Message    string         `json:"message"`
+	Reason     string         `json:"reason"`
+	Details    map[string]any `json:"details"`
+	Code       int            `json:"code"`
+}
+
+// toAPIError turns any error into an API error without leaking internal
+// detail: storage sentinels map to their meaning, everything else is an
+// InternalError whose text is only logged.
+func toAPIError(err error) (*Error, bool) {
+	var ae *Error
+	switch {
+	case errors.As(err, &ae):
+		return ae, false
+	case errors.Is(err, persistence.ErrNotFound):
+		return notFound("resource"), false
+	case errors.Is(err, persistence.ErrConflict):
+		return apiErr("AlreadyExists", "already_exists", "a resource with these values already exists"), false
+	case errors.Is(err, persistence.ErrStateConflict):
+		return apiErr("Conflict", "conflict", "the operation does not apply in the resource's current state"), false
+	case errors.Is(err, context.DeadlineExceeded):
+		return apiErr("Timeout", "timeout", "the request took longer than the server's timeout"), true
+	case errors.Is(err, persistence.ErrUnavailable), errors.Is(err, persistence.ErrBusy):
+		e := apiErr("ServiceUnavailable", "database_unavailable", "the database is unavailable; retry later")
+		e.RetryAfter = 1
+		return e, true
+	default:
+		return apiErr("InternalError", "internal", "internal error"), true
+	}
+}
+
+func writeEnvelope(w http.ResponseWriter, version string, e *Error) {
+	status := e.Status()
+	if status == 0 {
+		e = apiErr("Unknown", "unknown", "%s", e.Message)
+		status = http.StatusInternalServerError
+	}
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	if version == "" {
+		version = "v1"
+	}
+	body, _ := json.Marshal(envelope{Kind: "Status", APIVersion: version, Status: "Failure", Message: e.Message,
+		Reason: e.Reason, Details: e.Details, Code: status})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,66 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics is the server's Prometheus registry (never the global one).
+type metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	shed     prometheus.Counter
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svc_http_requests_total",
+		Help: "HTTP requests by route and status."}, []string{"method", "route", "code"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "svc_http_request_duration_seconds",
+		Help: "HTTP request latency by route.", Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1, 5}},
+		[]string{"method", "route"})
+	m.shed = prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_http_requests_shed_total",
+		Help: "Requests refused with 503 over SVC_MAX_CONCURRENT_REQUESTS."})
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	boolean := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.shed,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
+		gauge("db_pool_connections_active", "Database connections in use.", func() float64 { return float64(s.Store.PoolStats().Active) }),
+		gauge("db_pool_connections_idle", "Idle database connections.", func() float64 { return float64(s.Store.PoolStats().Idle) }),
+		gauge("db_pool_connections_max", "Configured maximum database connections.", func() float64 { return float64(s.Store.PoolStats().Max) }),
+		gauge("db_pool_connections_size", "Open database connections.", func() float64 { return float64(s.Store.PoolStats().Size) }),
+		gauge("db_pool_acquire_wait_seconds", "Rolling mean wait of the periodic synthetic acquire.", s.Pool.MeanWaitSeconds),
+		gauge("svc_leader", "1 when this node holds the maintenance lease.", func() float64 { return boolean(s.Leader.IsLeader()) }),
+		gauge("svc_background_tasks_dead", "Supervised background tasks whose restart budget is spent.",
+			func() float64 { return float64(len(s.Registry.DeadTasks())) }),
+		gauge("svc_audit_writer_unhealthy", "1 while audit writes are failing.", func() float64 { return boolean(!s.auditWriterOK()) }),
+		gauge("svc_events_queue_depth", "SOC events queued for the pipeline.", func() float64 { return float64(s.Events.Depth()) }),
+		counter("svc_events_published_total", "SOC events queued for the pipeline.", func() float64 { return float64(s.Events.Published()) }),
+		counter("svc_events_dropped_total", "SOC events dropped because the queue was full.", func() float64 { return float64(s.Events.Dropped()) }),
+	)
+	return m
+}
+
+func (m *metrics) observe(rt Route, status int, d time.Duration) {
+	m.requests.WithLabelValues(rt.Method, rt.Path, strconv.Itoa(status)).Inc()
+	m.latency.WithLabelValues(rt.Method, rt.Path).Observe(d.Seconds())
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}

@@ -1,0 +1,61 @@
+package httpapi
+
+import (
+	"strconv"
+
+	"svc/persistence"
+)
+
+// Page size bounds (CONTRACT §10).
+const (
+	defaultLimit = 50
+	maxLimit     = 500
+)
+
+// pageQuery documents the pagination parameters.
+var pageQuery = []QueryParam{
+	{Name: "limit", Type: "integer", Description: "page size, default 50, at most 500 (larger values are clamped)"},
+	{Name: "offset", Type: "integer", Description: "rows to skip; ignored when cursor is given"},
+	{Name: "cursor", Type: "string", Description: "opaque cursor from a previous response's X-Next-Cursor header"},
+}
+
+// page parses limit, offset and cursor (400 when malformed).
+func (c *Call) page() (persistence.Page, error) {
+	q := c.R.URL.Query()
+	p := persistence.Page{Limit: defaultLimit}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return p, badRequest("invalid_limit", "limit must be a non-negative integer")
+		}
+		p.Limit = min(n, maxLimit)
+		if p.Limit == 0 {
+			p.Limit = defaultLimit
+		}
+	}
+	if v := q.Get("offset"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return p, badRequest("invalid_offset", "offset must be a non-negative integer")
+		}
+		p.Offset = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		seq, err := persistence.DecodeCursor(v)
+		if err != nil {
+			return p, badRequest("invalid_cursor", "cursor does not decode")
+		}
+		p.After, p.Offset = seq, 0
+	}
+	return p, nil
+}
+
+// paginate trims the limit+1 rows read to one page and sets X-Next-Cursor
+// when more rows follow (SPEC 4.1).
+func paginate[T any](c *Call, p persistence.Page, rows []T, seq func(T) int64) []T {
+	if len(rows) > p.Limit {
+		rows = rows[:p.Limit]
+		c.Header().Set("X-Next-Cursor", persistence.EncodeCursor(seq(rows[len(rows)-1])))
+	}
+	return rows
+}

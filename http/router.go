@@ -1,0 +1,391 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+)
+
+// Sunset is the HTTP-date after which /v1 is retired (SPEC 9).
+const Sunset = "Wed, 31 Dec 2026 23:59:59 GMT"
+
+// Versions served; the same handlers are mounted under each prefix.
+var apiVersions = []string{"v1", "v2"}
+
+// Route is one endpoint. Its registration carries the request and response
+// types, which the OpenAPI document is generated from, so an endpoint cannot
+// exist without being documented.
+type Route struct {
+	Method  string
+	Path    string // without the version prefix, httprouter syntax: /agents/:agent_id
+	Summary string
+	Tag     string
+	Access  Access
+	// Body is a pointer to the request type, nil when the route takes no
+	// body. OptionalBody accepts an empty body as {}.
+	Body         any
+	OptionalBody bool
+	// Resp is the success response type (nil: no body), Status its code
+	// (default 200).
+	Resp   any
+	Status int
+	Query  []QueryParam
+	// Paginated routes take limit, offset and cursor and may answer
+	// X-Next-Cursor.
+	Paginated bool
+	// Errors lists the extra error statuses the route documents besides the
+	// ones every route of its access level has.
+	Errors []int
+	Handle func(c *Call) (any, error)
+	// Unversioned routes are mounted once, at Path, outside /v1 and /v2.
+	Unversioned bool
+	// RawBody, when set, is the content type of a non-JSON success body the
+	// handler returns as []byte.
+	RawBody string
+}
+
+// QueryParam documents one query parameter.
+type QueryParam struct {
+	Name        string
+	Type        string // "string" or "integer" or "boolean"
+	Description string
+}
+
+// Call is what a handler sees of one request.
+type Call struct {
+	R         *http.Request
+	Params    httprouter.Params
+	Principal Principal
+	Version   string
+	// Raw is the request body as received (size-capped).
+	Raw    []byte
+	body   any
+	header http.Header
+	srv    *Server
+}
+
+// Ctx is the request's context, bounded by the request timeout.
+func (c *Call) Ctx() context.Context { return c.R.Context() }
+
+// Param returns a path parameter.
+func (c *Call) Param(name string) string { return c.Params.ByName(name) }
+
+// Body returns the decoded request body (the route's Body type).
+func (c *Call) Body() any { return c.body }
+
+// Header gives the response headers to set.
+func (c *Call) Header() http.Header { return c.header }
+
+// HasField reports whether the JSON body carries the top-level field (to
+// tell an explicit null from an absent field).
+func (c *Call) HasField(name string) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(c.Raw, &m) != nil {
+		return false
+	}
+	_, ok := m[name]
+	return ok
+}
+
+// register adds a route to the server's table.
+func (s *Server) register(r Route) {
+	if r.Status == 0 {
+		r.Status = http.StatusOK
+	}
+	s.routes = append(s.routes, r)
+}
+
+// Routes returns the registered routes (for the OpenAPI document and tests).
+func (s *Server) Routes() []Route { return s.routes }
+
+// buildMux mounts every route. Fully static paths are matched exactly
+// first; parameterized ones go to httprouter (whose v1 tree cannot hold a
+// static segment and a parameter at the same position, as in
+// POST /agents/heartbeat beside POST /agents/:agent_id/freeze).
+func (s *Server) buildMux() {
+	s.static = map[string]http.Handler{}
+	s.router = httprouter.New()
+	s.router.RedirectTrailingSlash = false
+	s.router.RedirectFixedPath = false
+	s.router.HandleMethodNotAllowed = false
+	s.router.HandleOPTIONS = false
+	s.router.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
+		s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
+		writeEnvelope(w, versionOf(r.URL.Path), apiErr("InternalError", "internal", "internal error"))
+	}
+	mount := func(method, path string, h httprouter.Handle) {
+		if !strings.Contains(path, ":") && !strings.Contains(path, "*") {
+			s.static[method+" "+path] = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(w, r, nil) })
+			return
+		}
+		s.router.Handle(method, path, h)
+	}
+	for i := range s.routes {
+		r := s.routes[i]
+		if r.Unversioned {
+			mount(r.Method, r.Path, s.handle(r, ""))
+			continue
+		}
+		for _, v := range apiVersions {
+			mount(r.Method, "/"+v+r.Path, s.handle(r, v))
+		}
+	}
+}
+
+// ServeHTTP dispatches: exact static paths, then httprouter, then the
+// Accept-header routing of unversioned API paths (SPEC 9.3), else 404.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h, ok := s.static[r.Method+" "+r.URL.Path]; ok {
+		h.ServeHTTP(w, r)
+		return
+	}
+	if h, ps, _ := s.router.Lookup(r.Method, r.URL.Path); h != nil {
+		h(w, r, ps)
+		return
+	}
+	if v := versionOf(r.URL.Path); v == "" && !exempt(r.URL.Path) {
+		target := "v1"
+		if accepts(r.Header.Get("Accept"), "application/vnd.svc.v2+json") {
+			target = "v2"
+		}
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/" + target + r.URL.Path
+		r2.URL.RawPath = ""
+		if h, ok := s.static[r2.Method+" "+r2.URL.Path]; ok {
+			h.ServeHTTP(w, r2)
+			return
+		}
+		if h, ps, _ := s.router.Lookup(r2.Method, r2.URL.Path); h != nil {
+			h(w, r2, ps)
+			return
+		}
+		setVersionHeaders(w, target)
+		writeEnvelope(w, target, notFound("path "+r.URL.Path))
+		return
+	}
+	v := versionOf(r.URL.Path)
+	setVersionHeaders(w, v)
+	writeEnvelope(w, v, notFound("path "+r.URL.Path))
+}
+
+func accepts(header, mediaType string) bool {
+	for _, part := range strings.Split(header, ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err == nil && strings.EqualFold(mt, mediaType) {
+			return true
+		}
+	}
+	return false
+}
+
+// versionOf returns "v1" or "v2" for a versioned path, "" otherwise.
+func versionOf(path string) string {
+	for _, v := range apiVersions {
+		if path == "/"+v || strings.HasPrefix(path, "/"+v+"/") {
+			return v
+		}
+	}
+	return ""
+}
+
+// exempt paths are never version-routed (SPEC 9.1).
+func exempt(path string) bool {
+	for _, p := range []string{"/health", "/livez", "/readyz", "/startupz", "/metrics", "/debug/", "/dashboard"} {
+		if path == p || strings.HasPrefix(path, p+"/") || (strings.HasSuffix(p, "/") && strings.HasPrefix(path, p)) {
+			return true
+		}
+	}
+	return false
+}
+
+func setVersionHeaders(w http.ResponseWriter, version string) {
+	if version == "v1" {
+		w.Header().Set("Deprecation", "true")
+		w.Header().Set("Sunset", Sunset)
+	}
+}
+
+// handle wraps a route's handler with the conventions every endpoint gets:
+// version headers, load shedding, timeout, authentication and roles, the
+// JSON body checks, the envelope for errors, and ETag/304 on GET 200.
+func (s *Server) handle(rt Route, version string) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		start := time.Now()
+		status := s.serve(w, r, ps, rt, version)
+		s.metrics.observe(rt, status, time.Since(start))
+	}
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Params, rt Route, version string) int {
+	setVersionHeaders(w, version)
+	fail := func(e *Error) int {
+		writeEnvelope(w, version, e)
+		return e.Status()
+	}
+	if !rt.Unversioned {
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		default:
+			s.metrics.shed.Inc()
+			e := apiErr("ServiceUnavailable", "overloaded", "too many concurrent requests; retry later")
+			e.RetryAfter = 1
+			return fail(e)
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	r = r.WithContext(ctx)
+
+	c := &Call{R: r, Params: ps, Version: version, header: w.Header(), srv: s}
+	if rt.Access != AccessPublic {
+		p, err := s.authenticate(r, rt.Access)
+		if err != nil {
+			ae, _ := toAPIError(err)
+			return fail(ae)
+		}
+		c.Principal = p
+	}
+	if rt.Body != nil {
+		if e := s.readBody(c, rt); e != nil {
+			return fail(e)
+		}
+	}
+	out, err := rt.Handle(c)
+	if err != nil {
+		ae, internal := toAPIError(err)
+		if internal {
+			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+		}
+		return fail(ae)
+	}
+	return s.writeOK(w, r, rt, out)
+}
+
+// readBody enforces the content type, the size cap and JSON validity, then
+// decodes into a fresh value of the route's Body type.
+func (s *Server) readBody(c *Call, rt Route) *Error {
+	raw, err := io.ReadAll(http.MaxBytesReader(nil, c.R.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return badRequest("body_too_large", "request body exceeds %d bytes", s.cfg.MaxBodyBytes)
+		}
+		return badRequest("invalid_body", "could not read the request body")
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		if !rt.OptionalBody {
+			return badRequest("invalid_json", "request body is empty; a JSON object is required")
+		}
+		raw = []byte("{}")
+	} else {
+		ct := c.R.Header.Get("Content-Type")
+		mt, _, perr := mime.ParseMediaType(ct)
+		if ct == "" || perr != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+			return apiErr("UnsupportedMediaType", "unsupported_media_type", "Content-Type must be application/json")
+		}
+		if !json.Valid(raw) {
+			return badRequest("invalid_json", "request body is not valid JSON")
+		}
+	}
+	c.Raw = raw
+	v := reflect.New(reflect.TypeOf(rt.Body).Elem()).Interface()
+	if err := json.Unmarshal(raw, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			if te.Field == "" {
+				return badRequest("invalid_json", "request body must be a JSON object")
+			}
+			e := badRequest("invalid_type", "field %s must be %s", te.Field, jsonKind(te.Type))
+			e.Details["field"] = te.Field
+			return e
+		}
+		return badRequest("invalid_json", "request body is not valid JSON")
+	}
+	c.body = v
+	return nil
+}
+
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint, reflect.Uint64, reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+// writeOK encodes a success, with ETag and 304 for GET 200.
+func (s *Server) writeOK(w http.ResponseWriter, r *http.Request, rt Route, out any) int {
+	status := rt.Status
+	if ws, ok := out.(withStatus); ok {
+		status, out = ws.Status, ws.Body
+	}
+	if rt.Status == http.StatusNoContent || (out == nil && rt.Resp == nil) {
+		w.WriteHeader(rt.Status)
+		return rt.Status
+	}
+	var body []byte
+	ctype := "application/json"
+	if raw, ok := out.([]byte); ok && rt.RawBody != "" {
+		body, ctype = raw, rt.RawBody
+	} else {
+		var err error
+		if body, err = json.Marshal(out); err != nil {
+			s.log.Error("encode response", "path", r.URL.Path, "error", err)
+			writeEnvelope(w, versionOf(r.URL.Path), apiErr("InternalError", "internal", "internal error"))
+			return http.StatusInternalServerError
+		}
+	}
+	if r.Method == http.MethodGet && status == http.StatusOK {
+		sum := sha256.Sum256(body)
+		etag := `"` + hex.EncodeToString(sum[:]) + `"`
+		w.Header().Set("ETag", etag)
+		if etagMatches(r.Header.Get("If-None-Match"), etag) {
+			w.WriteHeader(http.StatusNotModified)
+			return http.StatusNotModified
+		}
+	}
+	w.Header().Set("Content-Type", ctype)
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	return status
+}
+
+// withStatus lets a handler answer a documented non-default status with a
+// body of its own (the probes' 503).
+type withStatus struct {
+	Status int
+	Body   any
+}
+
+func etagMatches(header, etag string) bool {
+	for _, part := range strings.Split(header, ",") {
+		p := strings.TrimPrefix(strings.TrimSpace(part), "W/")
+		if p == etag || p == "*" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,83 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/julienschmidt/httprouter"
+
+	"svc/actors"
+	"svc/config"
+	"svc/messages"
+	"svc/persistence"
+)
+
+// Deps are the server's collaborators, built in cmd/svc.
+type Deps struct {
+	Config     *config.Config
+	Store      persistence.Store
+	Registry   *actors.Registry
+	Leader     *actors.Leadership
+	Pool       *actors.PoolSample
+	Events     *actors.EventBus
+	Supervisor *actors.Supervisor
+	// Heartbeat hands a heartbeat to the buffering actor (never blocks).
+	Heartbeat func(messages.Heartbeat)
+	Log       hclog.Logger
+	Version   string
+	NodeID    string
+}
+
+// Server is the API handler.
+type Server struct {
+	Deps
+	cfg     *config.Config
+	log     hclog.Logger
+	routes  []Route
+	static  map[string]http.Handler
+	router  *httprouter.Router
+	slots   chan struct{}
+	metrics *metrics
+	started time.Time
+	ready   bool
+}
+
+// New builds the server and registers every route.
+func New(d Deps) *Server {
+	s := &Server{Deps: d, cfg: d.Config, log: d.Log.Named("http"), started: time.Now(),
+		slots: make(chan struct{}, d.Config.MaxConcurrentRequests)}
+	s.metrics = newMetrics(s)
+	s.Registry.Register(componentAuditWriter, false)
+	s.Registry.Set(componentAuditWriter, actors.StateOK, "")
+	s.registerProbes()
+	s.registerTenants()
+	s.registerAgents()
+	s.registerAudit()
+	s.registerOpenAPI()
+	s.buildMux()
+	return s
+}
+
+// MarkStarted flips /startupz to 200 once start-up has completed.
+func (s *Server) MarkStarted() { s.ready = true }
+
+// componentAuditWriter is the registry entry that reports whether audit
+// writes are succeeding (/readyz audit_writer).
+const componentAuditWriter = "audit_writer"
+
+// audited records the outcome of a write that carried audit events: the
+// audit writer is unhealthy while such writes fail for storage reasons.
+func (s *Server) audited(err error) error {
+	switch {
+	case err == nil:
+		s.Registry.Set(componentAuditWriter, actors.StateOK, "")
+	case isStorageFailure(err):
+		s.Registry.Set(componentAuditWriter, actors.StateDegraded, err.Error())
+	}
+	return err
+}
+
+// nowUTC is the current time at the storage's microsecond precision, so a
+// create response shows what later reads return.
+func nowUTC() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

@@ -1,0 +1,216 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"svc/persistence"
+)
+
+type tenantCreate struct {
+	Name string `json:"name"`
+}
+
+type tenantView struct {
+	TenantID                     string    `json:"tenant_id"`
+	Name                         string    `json:"name"`
+	CreatedAt                    time.Time `json:"created_at"`
+	AutoRotateTokenOnLeakEnabled bool      `json:"auto_rotate_token_on_leak_enabled"`
+}
+
+type tenantCreated struct {
+	tenantView
+	OperatorToken string `json:"operator_token"`
+}
+
+type settingsView struct {
+	TenantID                     string `json:"tenant_id"`
+	AutoRotateTokenOnLeakEnabled bool   `json:"auto_rotate_token_on_leak_enabled"`
+}
+
+type settingsPatch struct {
+	AutoRotateTokenOnLeakEnabled *bool `json:"auto_rotate_token_on_leak_enabled"`
+}
+
+type opTokenCreate struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+type opTokenView struct {
+	TokenID   string    `json:"token_id"`
+	Name      string    `json:"name"`
+	Role      string    `json:"role"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+type opTokenCreated struct {
+	opTokenView
+	OperatorToken string `json:"operator_token"`
+}
+
+func viewTenant(t persistence.Tenant) tenantView {
+	return tenantView{TenantID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt.UTC(), AutoRotateTokenOnLeakEnabled: t.AutoRotateTokenOnLeak}
+}
+
+func viewOpToken(t persistence.OperatorToken) opTokenView {
+	return opTokenView{TokenID: t.ID, Name: t.Name, Role: t.Role, CreatedAt: t.CreatedAt.UTC()}
+}
+
+// auditEvent builds an audit event for the caller's tenant.
+func auditEvent(p Principal, tenantID, eventType, action, agentID string, details map[string]any) persistence.AuditEvent {
+	if details == nil {
+		details = map[string]any{}
+	}
+	details["action"] = action
+	return persistence.AuditEvent{ID: uuid.NewString(), TenantID: tenantID, EventType: eventType, Action: action,
+		Actor: p.Actor(), AgentID: agentID, Details: details, CreatedAt: nowUTC()}
+}
+
+// validName checks a 1..max character name.
+func validName(field, v string, max int) error {
+	if strings.TrimSpace(v) == "" {
+		return invalidField(field, "is required")
+	}
+	if utf8.RuneCountInString(v) > max {
+		return invalidField(field, "must be at most %d characters", max)
+	}
+	return nil
+}
+
+// NewTenant creates a tenant with its first admin operator token and a
+// tenant_created audit event, returning the token's plaintext (shown once).
+// POST /v1/tenants, `svc tenants create` and the start-up bootstrap share it.
+func NewTenant(ctx context.Context, store persistence.TenantStore, name, actor string) (persistence.Tenant, string, error) {
+	now := nowUTC()
+	t := persistence.Tenant{ID: uuid.NewString(), Name: name, AutoRotateTokenOnLeak: true, CreatedAt: now}
+	tok, hash := newToken(operatorTokenPrefix)
+	op := persistence.OperatorToken{ID: uuid.NewString(), TenantID: t.ID, Name: "admin", Role: persistence.RoleAdmin, CreatedAt: now}
+	ev := persistence.AuditEvent{ID: uuid.NewString(), TenantID: t.ID, EventType: "admin_action", Action: "tenant_created",
+		Actor: actor, Details: map[string]any{"action": "tenant_created", "name": name, "token_id": op.ID}, CreatedAt: now}
+	if err := store.CreateTenant(ctx, t, op, hash, ev); err != nil {
+		return t, "", err
+	}
+	return t, tok, nil
+}
+
+func (s *Server) registerTenants() {
+	s.register(Route{Method: "POST", Path: "/tenants", Access: AccessSuperAdmin, Tag: "tenants", Status: 201,
+		Summary: "Create a tenant; the response carries its admin operator token, once.",
+		Body:    &tenantCreate{}, Resp: tenantCreated{}, Errors: []int{409},
+		Handle: func(c *Call) (any, error) {
+			b := c.Body().(*tenantCreate)
+			if err := validName("name", b.Name, 128); err != nil {
+				return nil, err
+			}
+			t, tok, err := NewTenant(c.Ctx(), s.Store, strings.TrimSpace(b.Name), c.Principal.Actor())
+			if err != nil {
+				if errors.Is(err, persistence.ErrConflict) {
+					return nil, apiErr("AlreadyExists", "already_exists", "a tenant named %q already exists", b.Name)
+				}
+				return nil, s.audited(err)
+			}
+			s.audited(nil)
+			return tenantCreated{viewTenant(t), tok}, nil
+		}})
+	s.register(Route{Method: "GET", Path: "/tenants", Access: AccessSuperAdmin, Tag: "tenants", Resp: []tenantView{},
+		Summary: "List tenants.",
+		Handle: func(c *Call) (any, error) {
+			ts, err := s.Store.ListTenants(c.Ctx())
+			if err != nil {
+				return nil, err
+			}
+			out := make([]tenantView, len(ts))
+			for i, t := range ts {
+				out[i] = viewTenant(t)
+			}
+			return out, nil
+		}})
+	s.register(Route{Method: "DELETE", Path: "/tenants/:tenant_id", Access: AccessSuperAdmin, Tag: "tenants", Status: 204,
+		Summary: "Delete a tenant and every row it owns; its tokens stop working at once.", Errors: []int{404},
+		Handle: func(c *Call) (any, error) {
+			err := s.Store.DeleteTenant(c.Ctx(), c.Param("tenant_id"))
+			if errors.Is(err, persistence.ErrNotFound) {
+				return nil, notFound("tenant")
+			}
+			return nil, err
+		}})
+	s.register(Route{Method: "GET", Path: "/tenants/settings", Access: AccessViewer, Tag: "tenants", Resp: settingsView{},
+		Summary: "The tenant's settings.",
+		Handle: func(c *Call) (any, error) {
+			t, err := s.Store.GetTenant(c.Ctx(), c.Principal.TenantID)
+			if err != nil {
+				return nil, err
+			}
+			return settingsView{t.ID, t.AutoRotateTokenOnLeak}, nil
+		}})
+	s.register(Route{Method: "PATCH", Path: "/tenants/settings", Access: AccessAdmin, Tag: "tenants", Resp: settingsView{},
+		Summary: "Change the tenant's settings (config_change audit event).", Body: &settingsPatch{},
+		Handle: func(c *Call) (any, error) {
+			b := c.Body().(*settingsPatch)
+			if b.AutoRotateTokenOnLeakEnabled == nil {
+				return nil, invalidField("auto_rotate_token_on_leak_enabled", "is required")
+			}
+			p := c.Principal
+			t, err := s.Store.UpdateTenantSettings(c.Ctx(), p.TenantID, *b.AutoRotateTokenOnLeakEnabled,
+				auditEvent(p, p.TenantID, "config_change", "tenant_settings_updated", "",
+					map[string]any{"auto_rotate_token_on_leak_enabled": *b.AutoRotateTokenOnLeakEnabled}))
+			if err != nil {
+				return nil, s.audited(err)
+			}
+			s.audited(nil)
+			return settingsView{t.ID, t.AutoRotateTokenOnLeak}, nil
+		}})
+	s.register(Route{Method: "POST", Path: "/operator-tokens", Access: AccessAdmin, Tag: "tenants", Status: 201,
+		Summary: "Create an operator token with a role; the secret is returned once.",
+		Body:    &opTokenCreate{}, Resp: opTokenCreated{},
+		Handle: func(c *Call) (any, error) {
+			b := c.Body().(*opTokenCreate)
+			if err := validName("name", b.Name, 128); err != nil {
+				return nil, err
+			}
+			if _, ok := roleRank[b.Role]; !ok {
+				return nil, invalidField("role", "must be admin, approver or viewer")
+			}
+			p := c.Principal
+			tok, hash := newToken(operatorTokenPrefix)
+			ot := persistence.OperatorToken{ID: uuid.NewString(), TenantID: p.TenantID, Name: b.Name, Role: b.Role, CreatedAt: nowUTC()}
+			err := s.Store.CreateOperatorToken(c.Ctx(), ot, hash, auditEvent(p, p.TenantID, "admin_action", "operator_token_created", "",
+				map[string]any{"token_id": ot.ID, "role": ot.Role}))
+			if err != nil {
+				return nil, s.audited(err)
+			}
+			s.audited(nil)
+			return opTokenCreated{viewOpToken(ot), tok}, nil
+		}})
+	s.register(Route{Method: "GET", Path: "/operator-tokens", Access: AccessAdmin, Tag: "tenants", Resp: []opTokenView{},
+		Summary: "List the tenant's operator tokens (never their secrets).",
+		Handle: func(c *Call) (any, error) {
+			ts, err := s.Store.ListOperatorTokens(c.Ctx(), c.Principal.TenantID)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]opTokenView, len(ts))
+			for i, t := range ts {
+				out[i] = viewOpToken(t)
+			}
+			return out, nil
+		}})
+	s.register(Route{Method: "DELETE", Path: "/operator-tokens/:token_id", Access: AccessAdmin, Tag: "tenants", Status: 204,
+		Summary: "Revoke an operator token; it fails on the very next call.", Errors: []int{404},
+		Handle: func(c *Call) (any, error) {
+			p := c.Principal
+			id := c.Param("token_id")
+			err := s.Store.DeleteOperatorToken(c.Ctx(), p.TenantID, id,
+				auditEvent(p, p.TenantID, "admin_action", "operator_token_revoked", "", map[string]any{"token_id": id}))
+			if errors.Is(err, persistence.ErrNotFound) {
+				return nil, notFound("operator token")
+			}
+			return nil, s.audited(err)
+		}})
+}
