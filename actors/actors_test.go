@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,7 +91,7 @@ func TestSupervisorRestartBudget(t *testing.T) {
 			if c, _ := reg.Get("steady"); c.State != StateOK {
 				t.Fatalf("a sibling was affected: %+v", c)
 			}
-			if err := sup.InjectFault("nope", "x"); err != ErrUnknownTask {
+			if err := sup.InjectFault("nope", "x"); !errors.Is(err, ErrUnknownTask) {
 				t.Fatalf("unknown task: %v", err)
 			}
 		})

@@ -139,7 +139,7 @@ func (s *Server) registerAgents() {
 		Summary: "Register an agent; agent_token (and a generated signing_key) are returned once.",
 		Body:    &agentCreate{}, Resp: agentCreated{}, Errors: []int{409},
 		Handle: func(c *Call) (any, error) {
-			b := c.Body().(*agentCreate)
+			b := bodyOf[agentCreate](c)
 			if err := validName("name", b.Name, 128); err != nil {
 				return nil, err
 			}
@@ -176,7 +176,7 @@ func (s *Server) registerAgents() {
 			if err != nil {
 				return nil, s.audited(err)
 			}
-			s.audited(nil)
+			s.auditOK()
 			return agentCreated{agentView: viewAgent(a), AgentToken: tok, SigningKey: shown}, nil
 		}})
 	s.register(Route{Method: "GET", Path: "/agents", Access: AccessViewer, Tag: "agents", Resp: []agentView{}, Paginated: true,
@@ -211,7 +211,7 @@ func (s *Server) registerAgents() {
 		Errors:  []int{404, 409},
 		Summary: "Change name, risk_tier, allowed_environments (null: unrestricted) or signing_key (null: remove).",
 		Handle: func(c *Call) (any, error) {
-			b := c.Body().(*agentPatch)
+			b := bodyOf[agentPatch](c)
 			var patch persistence.AgentPatch
 			details := map[string]any{}
 			if b.Name != nil {
@@ -257,7 +257,7 @@ func (s *Server) registerAgents() {
 			if err != nil {
 				return nil, s.audited(agentNotFound(err))
 			}
-			s.audited(nil)
+			s.auditOK()
 			return agentPatched{agentView: viewAgent(a), SigningKey: shown}, nil
 		}})
 	s.register(Route{Method: "DELETE", Path: "/agents/:agent_id", Access: AccessAdmin, Tag: "agents", Status: 204, Errors: []int{404},
@@ -288,7 +288,7 @@ func (s *Server) registerAgents() {
 				if err != nil {
 					return nil, s.audited(agentNotFound(err))
 				}
-				s.audited(nil)
+				s.auditOK()
 				return viewAgent(a), nil
 			}})
 	}
@@ -303,7 +303,7 @@ func (s *Server) registerAgents() {
 				auditEvent(p, p.TenantID, "agent_token_rotated", "operator_rotation", id, nil)); err != nil {
 				return nil, s.audited(agentNotFound(err))
 			}
-			s.audited(nil)
+			s.auditOK()
 			return tokenRotated{id, tok}, nil
 		}})
 	s.register(Route{Method: "POST", Path: "/agents/:agent_id/report-leaked-token", Access: AccessAdmin, Tag: "agents", Resp: leakReported{},
@@ -335,7 +335,7 @@ func (s *Server) registerAgents() {
 			if err != nil {
 				return nil, s.audited(agentNotFound(err))
 			}
-			s.audited(nil)
+			s.auditOK()
 			s.Events.Publish(messages.AseEvent{EventID: uuid.NewString(), OccurredAt: nowUTC(), TenantID: p.TenantID,
 				Kind: messages.KindAgentTokenLeakDetected, AgentID: id, Decision: "deny", Tool: "agent_token", Action: "report_leaked_token",
 				RiskScore: 90, Reason: fmt.Sprintf("agent token reported leaked; rotated=%t", out.Rotated), SchemaVersion: messages.SchemaVersion})
@@ -363,7 +363,7 @@ func (s *Server) registerAgents() {
 		Body: &permissionCreate{}, Resp: permissionView{}, Errors: []int{404, 409},
 		Summary: "Bind a tool to the agent (409 AlreadyExists when bound).",
 		Handle: func(c *Call) (any, error) {
-			b := c.Body().(*permissionCreate)
+			b := bodyOf[permissionCreate](c)
 			if err := validName("tool_key", b.ToolKey, 128); err != nil {
 				return nil, err
 			}
@@ -378,7 +378,7 @@ func (s *Server) registerAgents() {
 			if err != nil {
 				return nil, s.audited(agentNotFound(err))
 			}
-			s.audited(nil)
+			s.auditOK()
 			return permissionView{id, b.ToolKey, perm.CreatedAt}, nil
 		}})
 	s.register(Route{Method: "DELETE", Path: "/agents/:agent_id/permissions/:tool_key", Access: AccessAdmin, Tag: "agents", Status: 204,

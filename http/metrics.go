@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -39,7 +40,7 @@ func newMetrics(s *Server) *metrics {
 		return 0
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.shed,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		gauge("db_pool_connections_active", "Database connections in use.", func() float64 { return float64(s.Store.PoolStats().Active) }),
 		gauge("db_pool_connections_idle", "Idle database connections.", func() float64 { return float64(s.Store.PoolStats().Idle) }),
 		gauge("db_pool_connections_max", "Configured maximum database connections.", func() float64 { return float64(s.Store.PoolStats().Max) }),

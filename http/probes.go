@@ -26,6 +26,8 @@ type readyBody struct {
 	DeadBackgroundTasks  []string           `json:"dead_background_tasks"`
 	AuditWriter          string             `json:"audit_writer"`
 	AuditWriterUnhealthy bool               `json:"audit_writer_unhealthy"`
+	SharedState          string             `json:"shared_state"`
+	SharedStateBackend   string             `json:"shared_state_backend"`
 	Leader               bool               `json:"leader"`
 	NodeID               string             `json:"node_id"`
 	Components           []actors.Component `json:"components"`
@@ -62,13 +64,23 @@ func (s *Server) registerProbes() {
 		Summary: "Liveness: no I/O, no dependency checks.",
 		Handle:  func(*Call) (any, error) { return simpleStatus{"ok"}, nil }})
 	s.register(Route{Method: "GET", Path: "/readyz", Unversioned: true, Tag: "operations", Resp: readyBody{}, Errors: []int{503},
-		Summary: "Readiness: 503 with background_tasks down and the dead tasks listed when a supervised task has spent its restart budget; audit_writer is advisory.",
-		Handle: func(*Call) (any, error) {
+		Summary: "Readiness: 503 with background_tasks down and the dead tasks listed when a supervised task has spent its restart budget, or when clustered and Valkey is unreachable; audit_writer is advisory.",
+		Handle: func(c *Call) (any, error) {
 			dead := s.Registry.DeadTasks()
 			b := readyBody{Status: "ready", BackgroundTasks: "up", DeadBackgroundTasks: dead, AuditWriter: "ok",
 				Leader: s.Leader.IsLeader(), NodeID: s.NodeID, Components: s.Registry.Snapshot()}
 			if !s.auditWriterOK() {
 				b.AuditWriter, b.AuditWriterUnhealthy = "unhealthy", true
+			}
+			b.SharedStateBackend, b.SharedState = s.Shared.Backend(), "ok"
+			pctx, cancel := context.WithTimeout(c.Ctx(), 2*time.Second)
+			defer cancel()
+			if err := s.Shared.Ping(pctx); err != nil {
+				b.SharedState = "unreachable"
+				if s.cfg.Cluster {
+					b.Status = "not_ready"
+					return withStatus{http.StatusServiceUnavailable, b}, nil
+				}
 			}
 			if len(dead) > 0 {
 				b.Status, b.BackgroundTasks = "not_ready", "down"

@@ -82,8 +82,14 @@ func (c *Call) Ctx() context.Context { return c.R.Context() }
 // Param returns a path parameter.
 func (c *Call) Param(name string) string { return c.Params.ByName(name) }
 
-// Body returns the decoded request body (the route's Body type).
-func (c *Call) Body() any { return c.body }
+// bodyOf returns the decoded request body as the route's Body type T (the
+// router decoded it into a fresh *T before calling the handler).
+func bodyOf[T any](c *Call) *T {
+	if v, ok := c.body.(*T); ok {
+		return v
+	}
+	return new(T)
+}
 
 // Header gives the response headers to set.
 func (c *Call) Header() http.Header { return c.header }
@@ -293,7 +299,7 @@ func (s *Server) readBody(c *Call, rt Route) *Error {
 	} else {
 		ct := c.R.Header.Get("Content-Type")
 		mt, _, perr := mime.ParseMediaType(ct)
-		if ct == "" || perr != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		if ct == "" || perr != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 			return apiErr("UnsupportedMediaType", "unsupported_media_type", "Content-Type must be application/json")
 		}
 		if !json.Valid(raw) {

@@ -11,12 +11,14 @@ import (
 	"svc/config"
 	"svc/messages"
 	"svc/persistence"
+	"svc/persistence/sharedstate"
 )
 
 // Deps are the server's collaborators, built in cmd/svc.
 type Deps struct {
 	Config     *config.Config
 	Store      persistence.Store
+	Shared     sharedstate.State
 	Registry   *actors.Registry
 	Leader     *actors.Leadership
 	Pool       *actors.PoolSample
@@ -66,17 +68,21 @@ func (s *Server) MarkStarted() { s.ready = true }
 // writes are succeeding (/readyz audit_writer).
 const componentAuditWriter = "audit_writer"
 
-// audited records the outcome of a write that carried audit events: the
-// audit writer is unhealthy while such writes fail for storage reasons.
+// audited records the outcome of a write that carried audit events and
+// returns err: the audit writer is unhealthy while such writes fail for
+// storage reasons, and healthy again after the next success.
 func (s *Server) audited(err error) error {
 	switch {
 	case err == nil:
-		s.Registry.Set(componentAuditWriter, actors.StateOK, "")
+		s.auditOK()
 	case isStorageFailure(err):
 		s.Registry.Set(componentAuditWriter, actors.StateDegraded, err.Error())
 	}
 	return err
 }
+
+// auditOK records a successful audited write.
+func (s *Server) auditOK() { s.Registry.Set(componentAuditWriter, actors.StateOK, "") }
 
 // nowUTC is the current time at the storage's microsecond precision, so a
 // create response shows what later reads return.

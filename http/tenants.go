@@ -73,12 +73,12 @@ func auditEvent(p Principal, tenantID, eventType, action, agentID string, detail
 }
 
 // validName checks a 1..max character name.
-func validName(field, v string, max int) error {
+func validName(field, v string, limit int) error {
 	if strings.TrimSpace(v) == "" {
 		return invalidField(field, "is required")
 	}
-	if utf8.RuneCountInString(v) > max {
-		return invalidField(field, "must be at most %d characters", max)
+	if utf8.RuneCountInString(v) > limit {
+		return invalidField(field, "must be at most %d characters", limit)
 	}
 	return nil
 }
@@ -104,7 +104,7 @@ func (s *Server) registerTenants() {
 		Summary: "Create a tenant; the response carries its admin operator token, once.",
 		Body:    &tenantCreate{}, Resp: tenantCreated{}, Errors: []int{409},
 		Handle: func(c *Call) (any, error) {
-			b := c.Body().(*tenantCreate)
+			b := bodyOf[tenantCreate](c)
 			if err := validName("name", b.Name, 128); err != nil {
 				return nil, err
 			}
@@ -115,7 +115,7 @@ func (s *Server) registerTenants() {
 				}
 				return nil, s.audited(err)
 			}
-			s.audited(nil)
+			s.auditOK()
 			return tenantCreated{viewTenant(t), tok}, nil
 		}})
 	s.register(Route{Method: "GET", Path: "/tenants", Access: AccessSuperAdmin, Tag: "tenants", Resp: []tenantView{},
@@ -152,7 +152,7 @@ func (s *Server) registerTenants() {
 	s.register(Route{Method: "PATCH", Path: "/tenants/settings", Access: AccessAdmin, Tag: "tenants", Resp: settingsView{},
 		Summary: "Change the tenant's settings (config_change audit event).", Body: &settingsPatch{},
 		Handle: func(c *Call) (any, error) {
-			b := c.Body().(*settingsPatch)
+			b := bodyOf[settingsPatch](c)
 			if b.AutoRotateTokenOnLeakEnabled == nil {
 				return nil, invalidField("auto_rotate_token_on_leak_enabled", "is required")
 			}
@@ -163,14 +163,14 @@ func (s *Server) registerTenants() {
 			if err != nil {
 				return nil, s.audited(err)
 			}
-			s.audited(nil)
+			s.auditOK()
 			return settingsView{t.ID, t.AutoRotateTokenOnLeak}, nil
 		}})
 	s.register(Route{Method: "POST", Path: "/operator-tokens", Access: AccessAdmin, Tag: "tenants", Status: 201,
 		Summary: "Create an operator token with a role; the secret is returned once.",
 		Body:    &opTokenCreate{}, Resp: opTokenCreated{},
 		Handle: func(c *Call) (any, error) {
-			b := c.Body().(*opTokenCreate)
+			b := bodyOf[opTokenCreate](c)
 			if err := validName("name", b.Name, 128); err != nil {
 				return nil, err
 			}
@@ -185,7 +185,7 @@ func (s *Server) registerTenants() {
 			if err != nil {
 				return nil, s.audited(err)
 			}
-			s.audited(nil)
+			s.auditOK()
 			return opTokenCreated{viewOpToken(ot), tok}, nil
 		}})
 	s.register(Route{Method: "GET", Path: "/operator-tokens", Access: AccessAdmin, Tag: "tenants", Resp: []opTokenView{},

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"math"
 	"strings"
 	"unicode"
 )
@@ -34,7 +35,7 @@ func SanitizeQuery(q string) []string {
 // X-Next-Cursor header.
 func EncodeCursor(seq int64) string {
 	var buf [8]byte
-	binary.BigEndian.PutUint64(buf[:], uint64(seq))
+	binary.BigEndian.PutUint64(buf[:], uint64(max(seq, 0)))
 	return hex.EncodeToString(buf[:])
 }
 
@@ -44,9 +45,9 @@ func DecodeCursor(c string) (int64, error) {
 	if err != nil || len(raw) != 8 {
 		return 0, ErrBadCursor
 	}
-	seq := int64(binary.BigEndian.Uint64(raw))
-	if seq <= 0 {
+	u := binary.BigEndian.Uint64(raw)
+	if u == 0 || u > math.MaxInt64 {
 		return 0, ErrBadCursor
 	}
-	return seq, nil
+	return int64(u), nil
 }

@@ -31,6 +31,7 @@ import (
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/postgres"
+	"svc/persistence/sharedstate"
 	"svc/persistence/sqlite"
 )
 
@@ -49,7 +50,7 @@ func main() {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: svc [serve] | svc migrate | svc tenants create NAME | svc version")
+	_, _ = fmt.Fprintln(w, "usage: svc [serve] | svc migrate | svc tenants create NAME | svc version")
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -59,25 +60,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd {
 	case "version", "--version", "-v":
-		fmt.Fprintln(stdout, "svc", version)
+		_, _ = fmt.Fprintln(stdout, "svc", version)
 		return exitOK
 	case "help", "--help", "-h":
 		usage(stdout)
 		return exitOK
 	case "serve", "migrate", "tenants":
 	default:
-		fmt.Fprintf(stderr, "svc: unknown command %q\n", cmd)
+		_, _ = fmt.Fprintf(stderr, "svc: unknown command %q\n", cmd)
 		usage(stderr)
 		return exitConfig
 	}
 	if cmd == "tenants" && (len(args) != 3 || args[1] != "create" || args[2] == "") {
-		fmt.Fprintln(stderr, "usage: svc tenants create NAME")
+		_, _ = fmt.Fprintln(stderr, "usage: svc tenants create NAME")
 		return exitConfig
 	}
 	cfg, err := config.FromEnvironment()
 	if err != nil {
-		fmt.Fprintln(stderr, "svc: invalid configuration:")
-		fmt.Fprintln(stderr, err)
+		_, _ = fmt.Fprintln(stderr, "svc: invalid configuration:")
+		_, _ = fmt.Fprintln(stderr, err)
 		return exitConfig
 	}
 	log := newLogger(cfg, stderr)
@@ -90,19 +91,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer func() { _ = store.Close() }()
 	switch cmd {
 	case "migrate":
-		fmt.Fprintf(stdout, "migrations applied (%s)\n", cfg.DBBackend)
+		_, _ = fmt.Fprintf(stdout, "migrations applied (%s)\n", cfg.DBBackend)
 		return exitOK
 	case "tenants":
 		t, tok, err := httpapi.NewTenant(ctx, store, args[2], "cli")
 		if errors.Is(err, persistence.ErrConflict) {
-			fmt.Fprintf(stderr, "svc: a tenant named %q already exists\n", args[2])
+			_, _ = fmt.Fprintf(stderr, "svc: a tenant named %q already exists\n", args[2])
 			return exitError
 		}
 		if err != nil {
 			log.Error("cannot create the tenant", "error", err)
 			return exitError
 		}
-		fmt.Fprintf(stdout, "tenant_id: %s\nname: %s\noperator_token: %s\n(the token is shown once; it has the admin role)\n", t.ID, t.Name, tok)
+		_, _ = fmt.Fprintf(stdout, "tenant_id: %s\nname: %s\noperator_token: %s\n(the token is shown once; it has the admin role)\n", t.ID, t.Name, tok)
 		return exitOK
 	}
 	if err := serve(cfg, store, log, stdout); err != nil {
@@ -147,7 +148,7 @@ func bootstrap(ctx context.Context, cfg *config.Config, store persistence.Store,
 	}
 	log.Info("bootstrapped tenant", "tenant_id", t.ID, "name", t.Name)
 	base := "http://" + cfg.ListenAddr
-	fmt.Fprintf(stdout, `
+	_, _ = fmt.Fprintf(stdout, `
 ================================================================================
  Bootstrapped tenant %q (id %s).
  Its admin operator token is shown ONCE; store it now:
@@ -169,6 +170,11 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	if err := bootstrap(ctx, cfg, store, log, stdout); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
+	shared, err := openSharedState(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("shared state: %w", err)
+	}
+	defer func() { _ = shared.Close() }()
 	system := actors.NewSystem(log.Named("actors"))
 	registry := actors.NewRegistry()
 	leader := &actors.Leadership{}
@@ -190,7 +196,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	busStop, busDone := make(chan struct{}), make(chan struct{})
 	go func() { defer close(busDone); bus.Run(busStop) }()
 
-	api := httpapi.New(httpapi.Deps{Config: cfg, Store: store, Registry: registry, Leader: leader, Pool: pool, Events: bus,
+	api := httpapi.New(httpapi.Deps{Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: leader, Pool: pool, Events: bus,
 		Supervisor: sup, Log: log, Version: version, NodeID: cfg.NodeID,
 		Heartbeat: func(h messages.Heartbeat) { system.Root.Send(heartbeatPID, &h) }})
 
@@ -241,6 +247,17 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	system.Shutdown()
 	log.Info("gateway stopped")
 	return runErr
+}
+
+// openSharedState connects to Valkey when SVC_VALKEY_URL is set (the state
+// nodes must agree on), or keeps that state in process for a lone node.
+func openSharedState(ctx context.Context, cfg *config.Config) (sharedstate.State, error) {
+	if cfg.ValkeyURL == "" {
+		return sharedstate.NewMemory(), nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return sharedstate.NewValkey(cctx, cfg.ValkeyURL)
 }
 
 // serveListener serves plain HTTP, or TLS when a certificate is configured.

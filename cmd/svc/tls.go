@@ -19,7 +19,9 @@ func serveTLS(srv *http.Server, ln net.Listener, cfg *config.Config) error {
 	srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	split := newSplitListener(ln)
 	redirect := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "https://"+r.Host+r.URL.RequestURI(), http.StatusPermanentRedirect)
+		// The target keeps the request's own host and path: the redirect only
+		// upgrades the scheme, it cannot send a client to another site.
+		http.Redirect(w, r, "https://"+r.Host+r.URL.RequestURI(), http.StatusPermanentRedirect) //nolint:gosec // G710: same host, scheme upgrade only
 	})}
 	go func() { _ = redirect.Serve(split.plain) }()
 	srv.RegisterOnShutdown(func() { _ = redirect.Close() })

@@ -1,0 +1,134 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/hashicorp/go-hclog"
+
+	"svc/actors"
+	"svc/config"
+	"svc/messages"
+	"svc/persistence/sharedstate"
+	"svc/persistence/sqlite"
+)
+
+func newTestServer(t *testing.T) *Server {
+	t.Helper()
+	cfg, err := config.Load(func(k string) (string, bool) {
+		if k == "DATABASE_URL" {
+			return "sqlite://:memory:", true
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := sqlite.Open(context.Background(), sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := sharedstate.NewMemory()
+	t.Cleanup(func() { _ = store.Close(); _ = shared.Close() })
+	sys := actors.NewSystem(hclog.NewNullLogger())
+	return New(Deps{Config: cfg, Store: store, Shared: shared, Registry: actors.NewRegistry(), Leader: &actors.Leadership{},
+		Pool: &actors.PoolSample{}, Events: actors.NewEventBus(sys.Root, 8), Log: hclog.NewNullLogger(),
+		Heartbeat: func(messages.Heartbeat) {}, Version: "test"})
+}
+
+func TestOpenAPIDocumentIsValidAndComplete(t *testing.T) {
+	s := newTestServer(t)
+	for _, path := range []string{"/v1/openapi.json", "/v2/openapi.json"} {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s = %d %s", path, rec.Code, rec.Body)
+		}
+		loader := openapi3.NewLoader()
+		doc, err := loader.LoadFromData(rec.Body.Bytes())
+		if err != nil {
+			t.Fatalf("%s does not load: %v", path, err)
+		}
+		if err := doc.Validate(context.Background()); err != nil {
+			t.Fatalf("%s is not a valid OpenAPI document: %v", path, err)
+		}
+		if doc.OpenAPI != "3.0.3" {
+			t.Fatalf("openapi = %q", doc.OpenAPI)
+		}
+		// Every mounted route is documented: the static table and every
+		// registered route under each prefix.
+		documented := func(method, p string) bool {
+			item := doc.Paths.Value(openAPIPath(p))
+			return item != nil && item.GetOperation(method) != nil
+		}
+		for key := range s.static {
+			method, p, _ := strings.Cut(key, " ")
+			if !documented(method, p) {
+				t.Errorf("mounted route %s %s is not in the document", method, p)
+			}
+		}
+		for _, rt := range s.Routes() {
+			paths := []string{rt.Path}
+			if !rt.Unversioned {
+				paths = []string{"/v1" + rt.Path, "/v2" + rt.Path}
+			}
+			for _, p := range paths {
+				if !documented(rt.Method, p) {
+					t.Errorf("route %s %s is not in the document", rt.Method, p)
+				}
+			}
+		}
+	}
+}
+
+func TestEnvelopeReasonsMapToOneStatus(t *testing.T) {
+	tests := []struct {
+		name   string
+		reason string
+		want   int
+	}{
+		{"bad request", "BadRequest", 400}, {"unauthorized", "Unauthorized", 401}, {"forbidden", "Forbidden", 403},
+		{"not found", "NotFound", 404}, {"conflict", "Conflict", 409}, {"already exists", "AlreadyExists", 409},
+		{"invalid", "Invalid", 422}, {"too many", "TooManyRequests", 429}, {"internal", "InternalError", 500},
+		{"unknown", "Unknown", 500}, {"not implemented", "NotImplemented", 501}, {"timeout", "Timeout", 504},
+		{"media type", "UnsupportedMediaType", 415}, {"unavailable", "ServiceUnavailable", 503},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			writeEnvelope(rec, "v2", &Error{Reason: tc.reason, Message: "m"})
+			var env envelope
+			if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Code != tc.want || env.Code != tc.want || env.Reason != tc.reason || env.Kind != "Status" ||
+				env.APIVersion != "v2" || env.Status != "Failure" || env.Details == nil {
+				t.Fatalf("got %d %+v", rec.Code, env)
+			}
+		})
+	}
+}
+
+func TestLoadSheddingAnswers503(t *testing.T) {
+	s := newTestServer(t)
+	for i := 0; i < cap(s.slots); i++ {
+		s.slots <- struct{}{} // every slot busy
+	}
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest("GET", "/v2/version", nil))
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" ||
+		!strings.Contains(rec.Body.String(), `"ServiceUnavailable"`) {
+		t.Fatalf("got %d %s", rec.Code, rec.Body)
+	}
+	// Probes are not shed: an orchestrator must still see the node.
+	rec = httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest("GET", "/livez", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/livez under load = %d", rec.Code)
+	}
+}
