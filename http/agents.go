@@ -212,6 +212,11 @@ func (s *Server) registerAgents() {
 		Summary: "Change name, risk_tier, allowed_environments (null: unrestricted) or signing_key (null: remove).",
 		Handle: func(c *Call) (any, error) {
 			b := bodyOf[agentPatch](c)
+			for _, f := range []string{"name", "risk_tier"} {
+				if c.HasField(f) && ((f == "name" && b.Name == nil) || (f == "risk_tier" && b.RiskTier == nil)) {
+					return nil, invalidField(f, "may not be null")
+				}
+			}
 			var patch persistence.AgentPatch
 			details := map[string]any{}
 			if b.Name != nil {

@@ -63,5 +63,7 @@ func (m *metrics) observe(rt Route, status int, d time.Duration) {
 }
 
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	// The router writes the body itself, so promhttp must not negotiate its
+	// own gzip encoding (the header it would set is not the one sent).
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{DisableCompression: true})
 }

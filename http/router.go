@@ -153,37 +153,37 @@ func (s *Server) buildMux() {
 // ServeHTTP dispatches: exact static paths, then httprouter, then the
 // Accept-header routing of unversioned API paths (SPEC 9.3), else 404.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h, ok := s.static[r.Method+" "+r.URL.Path]; ok {
-		h.ServeHTTP(w, r)
-		return
-	}
-	if h, ps, _ := s.router.Lookup(r.Method, r.URL.Path); h != nil {
-		h(w, r, ps)
-		return
-	}
-	if v := versionOf(r.URL.Path); v == "" && !exempt(r.URL.Path) {
-		target := "v1"
-		if accepts(r.Header.Get("Accept"), "application/vnd.svc.v2+json") {
-			target = "v2"
-		}
-		r2 := r.Clone(r.Context())
-		r2.URL.Path = "/" + target + r.URL.Path
-		r2.URL.RawPath = ""
-		if h, ok := s.static[r2.Method+" "+r2.URL.Path]; ok {
-			h.ServeHTTP(w, r2)
-			return
-		}
-		if h, ps, _ := s.router.Lookup(r2.Method, r2.URL.Path); h != nil {
-			h(w, r2, ps)
-			return
-		}
-		setVersionHeaders(w, target)
-		writeEnvelope(w, target, notFound("path "+r.URL.Path))
+	if s.dispatch(w, r) {
 		return
 	}
 	v := versionOf(r.URL.Path)
+	if v == "" && !exempt(r.URL.Path) {
+		v = "v1"
+		if accepts(r.Header.Get("Accept"), "application/vnd.svc.v2+json") {
+			v = "v2"
+		}
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/" + v + r.URL.Path
+		r2.URL.RawPath = ""
+		if s.dispatch(w, r2) {
+			return
+		}
+	}
 	setVersionHeaders(w, v)
 	writeEnvelope(w, v, notFound("path "+r.URL.Path))
+}
+
+// dispatch serves r when a route matches its method and path.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) bool {
+	if h, ok := s.static[r.Method+" "+r.URL.Path]; ok {
+		h.ServeHTTP(w, r)
+		return true
+	}
+	if h, ps, _ := s.router.Lookup(r.Method, r.URL.Path); h != nil {
+		h(w, r, ps)
+		return true
+	}
+	return false
 }
 
 func accepts(header, mediaType string) bool {

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -158,7 +159,7 @@ func startServerOn(t testing.TB, dbURL string, env map[string]string) *server {
 		s.exit = 0
 		if err != nil {
 			s.exit = -1
-			if ee, ok := err.(*exec.ExitError); ok {
+			if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 				s.exit = ee.ExitCode()
 			}
 		}
@@ -254,7 +255,7 @@ func (s *server) do(t testing.TB, method, path, token string, body any, headers 
 	if len(headers)%2 != 0 {
 		t.Fatalf("headers must be name, value pairs")
 	}
-	for i := 0; i < len(headers); i += 2 {
+	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := s.client.Do(req)
@@ -458,7 +459,7 @@ func runSvc(t testing.TB, env map[string]string, args ...string) (code int, stdo
 	code = 0
 	if err != nil {
 		code = -1
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			code = ee.ExitCode()
 		}
 	}

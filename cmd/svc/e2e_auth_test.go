@@ -1,0 +1,177 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestE2EBadInput covers body validation on POST /v2/agents, POST
+// /v2/tenants and PATCH /v2/agents/:id (CONTRACT §10).
+func TestE2EBadInput(t *testing.T) {
+	t.Parallel()
+	forBackends(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, map[string]string{"SVC_MAX_BODY_LIMIT_BYTES": "1024"})
+		_, admin := s.tenant(t, "bad-"+uniq())
+		agentID, _ := s.agent(t, admin, "bad-target", nil)
+
+		endpoints := []struct {
+			name, method, path, token string
+			ok                        int
+		}{
+			{"POST agents", "POST", "/v2/agents", admin, 201},
+			{"POST tenants", "POST", "/v2/tenants", superToken, 201},
+			{"PATCH agent", "PATCH", "/v2/agents/" + agentID, admin, 200},
+		}
+		big := `{"name":"` + strings.Repeat("x", 2048) + `"}`
+		for _, ep := range endpoints {
+			t.Run(ep.name, func(t *testing.T) {
+				cases := []struct {
+					name    string
+					body    string
+					headers []string
+					status  int
+					reason  string
+					errCode string
+					field   string
+				}{
+					{name: "malformed json", body: `{"name":`, status: 400, reason: "BadRequest", errCode: "invalid_json"},
+					{name: "not json at all", body: `hello`, status: 400, reason: "BadRequest", errCode: "invalid_json"},
+					{name: "wrong type", body: `{"name":5}`, status: 400, reason: "BadRequest", field: "name"},
+					{name: "text/plain", body: `{"name":"plain"}`, headers: []string{"Content-Type", "text/plain"}, status: 415, reason: "UnsupportedMediaType"},
+					{name: "body too large", body: big, status: 400, reason: "BadRequest", errCode: "body_too_large"},
+					{name: "empty name", body: `{"name":""}`, status: 400, reason: "BadRequest"},
+					{name: "blank name", body: `{"name":"   "}`, status: 400, reason: "BadRequest"},
+					{name: "array body", body: `[{"name":"x"}]`, status: 400, reason: "BadRequest", errCode: "invalid_json"},
+					{name: "name too long", body: `{"name":"` + strings.Repeat("n", 129) + `"}`, status: 400, reason: "BadRequest"},
+					{name: "unknown fields ignored", body: `{"name":"unk-` + uniq() + `","bogus_field":{"x":1}}`, status: ep.ok},
+				}
+				if ep.method == "POST" {
+					// PATCH treats a null name as "unchanged"; a create needs one.
+					cases = append(cases, struct {
+						name    string
+						body    string
+						headers []string
+						status  int
+						reason  string
+						errCode string
+						field   string
+					}{name: "name null", body: `{"name":null}`, status: 400, reason: "BadRequest"})
+				}
+				if ep.path != "/v2/tenants" {
+					cases = append(cases,
+						struct {
+							name    string
+							body    string
+							headers []string
+							status  int
+							reason  string
+							errCode string
+							field   string
+						}{name: "environments wrong type", body: `{"name":"env-` + uniq() + `","allowed_environments":"prod"}`, status: 400, reason: "BadRequest", field: "allowed_environments"})
+				}
+				for _, tc := range cases {
+					t.Run(tc.name, func(t *testing.T) {
+						resp, raw := s.do(t, ep.method, ep.path, ep.token, tc.body, tc.headers...)
+						if resp.StatusCode != tc.status {
+							t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, raw)
+						}
+						if tc.reason == "" {
+							return
+						}
+						m := envelope(t, raw, tc.status, "v2", tc.reason)
+						if tc.errCode != "" && detail(m, "error") != tc.errCode {
+							t.Errorf("details.error = %v, want %s", detail(m, "error"), tc.errCode)
+						}
+						if tc.field != "" {
+							if detail(m, "field") != tc.field {
+								t.Errorf("details.field = %v, want %s", detail(m, "field"), tc.field)
+							}
+							if msg, _ := m["message"].(string); !strings.Contains(msg, tc.field) {
+								t.Errorf("message %q does not name the field %s", msg, tc.field)
+							}
+						}
+					})
+				}
+			})
+		}
+	})
+}
+
+// TestE2EAuth covers credentials and roles (CONTRACT §2).
+func TestE2EAuth(t *testing.T) {
+	t.Parallel()
+	forBackends(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, nil)
+		tenantA, admin := s.tenant(t, "auth-a-"+uniq())
+		tenantB, adminB := s.tenant(t, "auth-b-"+uniq())
+		_, agentTok := s.agent(t, admin, "auth-agent", nil)
+		_, viewer := s.opToken(t, admin, "viewer", "viewer")
+		_, approver := s.opToken(t, admin, "approver", "approver")
+		newAgent := func() map[string]any { return map[string]any{"name": "auth-" + uniq()} }
+
+		cases := []struct {
+			name, method, path, token string
+			body                      any
+			headers                   []string
+			status                    int
+			reason                    string
+		}{
+			{name: "no token", method: "GET", path: "/v2/agents", status: 401, reason: "Unauthorized"},
+			{name: "garbage token", method: "GET", path: "/v2/agents", token: "garbage", status: 401, reason: "Unauthorized"},
+			{name: "unknown operator token", method: "GET", path: "/v2/agents", token: "svc_op_" + strings.Repeat("A", 43), status: 401, reason: "Unauthorized"},
+			{name: "unknown agent token", method: "POST", path: "/v2/agents/heartbeat", token: "svc_agent_" + strings.Repeat("A", 43), status: 401, reason: "Unauthorized"},
+			{name: "basic scheme", method: "GET", path: "/v2/agents", headers: []string{"Authorization", "Basic " + admin}, status: 401, reason: "Unauthorized"},
+			{name: "wrong super-admin token", method: "GET", path: "/v2/tenants", token: strings.Repeat("z", 40), status: 401, reason: "Unauthorized"},
+			{name: "agent token on agents list", method: "GET", path: "/v2/agents", token: agentTok, status: 403, reason: "Forbidden"},
+			{name: "agent token on tenants", method: "POST", path: "/v2/tenants", token: agentTok, body: map[string]any{"name": "x-" + uniq()}, status: 403, reason: "Forbidden"},
+			{name: "operator token on heartbeat", method: "POST", path: "/v2/agents/heartbeat", token: admin, status: 403, reason: "Forbidden"},
+			{name: "viewer creates agent", method: "POST", path: "/v2/agents", token: viewer, body: newAgent(), status: 403, reason: "Forbidden"},
+			{name: "viewer lists agents", method: "GET", path: "/v2/agents", token: viewer, status: 200},
+			{name: "viewer lists audit", method: "GET", path: "/v2/audit/events", token: viewer, status: 200},
+			{name: "approver lists agents", method: "GET", path: "/v2/agents", token: approver, status: 200},
+			{name: "approver creates operator token", method: "POST", path: "/v2/operator-tokens", token: approver, body: map[string]any{"name": "n", "role": "viewer"}, status: 403, reason: "Forbidden"},
+			{name: "approver creates agent", method: "POST", path: "/v2/agents", token: approver, body: newAgent(), status: 403, reason: "Forbidden"},
+			{name: "super-admin without tenant header", method: "GET", path: "/v2/agents", token: superToken, status: 400, reason: "BadRequest"},
+			{name: "super-admin with tenant header lists", method: "GET", path: "/v2/agents", token: superToken, headers: []string{"X-Svc-Tenant-ID", tenantA}, status: 200},
+			{name: "super-admin with tenant header creates agent", method: "POST", path: "/v2/agents", token: superToken, body: newAgent(), headers: []string{"X-Svc-Tenant-ID", tenantA}, status: 201},
+			{name: "super-admin with unknown tenant header", method: "GET", path: "/v2/agents", token: superToken, headers: []string{"X-Svc-Tenant-ID", randomUUID()}, status: 404, reason: "NotFound"},
+			{name: "operator with own tenant header", method: "GET", path: "/v2/agents", token: admin, headers: []string{"X-Svc-Tenant-ID", tenantA}, status: 200},
+			{name: "operator with other tenant header", method: "GET", path: "/v2/agents", token: admin, headers: []string{"X-Svc-Tenant-ID", tenantB}, status: 403, reason: "Forbidden"},
+			{name: "other tenant admin with A header", method: "POST", path: "/v2/agents", token: adminB, body: newAgent(), headers: []string{"X-Svc-Tenant-ID", tenantA}, status: 403, reason: "Forbidden"},
+			{name: "operator creates tenant", method: "POST", path: "/v2/tenants", token: admin, body: map[string]any{"name": "x-" + uniq()}, status: 403, reason: "Forbidden"},
+			{name: "operator lists tenants", method: "GET", path: "/v2/tenants", token: admin, status: 403, reason: "Forbidden"},
+			{name: "super-admin lists tenants", method: "GET", path: "/v2/tenants", token: superToken, status: 200},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				resp, raw := s.do(t, tc.method, tc.path, tc.token, tc.body, tc.headers...)
+				if resp.StatusCode != tc.status {
+					t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, raw)
+				}
+				if tc.reason != "" {
+					envelope(t, raw, tc.status, "v2", tc.reason)
+				}
+			})
+		}
+
+		t.Run("super-admin acts as tenant admin", func(t *testing.T) {
+			m := obj(t, s.want(t, 201, "POST", "/v2/agents", superToken, map[string]any{"name": "via-super"}, "X-Svc-Tenant-ID", tenantA))
+			id := str(t, m, "agent_id")
+			s.getAgent(t, admin, id) // visible to the tenant's own admin
+			s.want(t, 404, "GET", "/v2/agents/"+id, adminB, nil)
+		})
+
+		t.Run("short SVC_ADMIN_TOKEN fails closed", func(t *testing.T) {
+			short := startServer(t, backend, map[string]string{"SVC_ADMIN_TOKEN": "short"})
+			resp, raw := short.do(t, "POST", "/v2/tenants", "short", map[string]any{"name": "nope"})
+			if resp.StatusCode != 401 {
+				t.Fatalf("POST /v2/tenants with a short admin token: %d, want 401: %s", resp.StatusCode, raw)
+			}
+			envelope(t, raw, 401, "v2", "Unauthorized")
+			resp, raw = short.do(t, "GET", "/v2/tenants", "short", nil)
+			if resp.StatusCode != 401 {
+				t.Fatalf("GET /v2/tenants with a short admin token: %d, want 401: %s", resp.StatusCode, raw)
+			}
+		})
+	})
+}

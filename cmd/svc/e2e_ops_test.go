@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestE2EProbes covers the unversioned operational endpoints.
+func TestE2EProbes(t *testing.T) {
+	t.Parallel()
+	forBackends(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, nil)
+
+		t.Run("livez", func(t *testing.T) {
+			s.want(t, 200, "GET", "/livez", "", nil)
+		})
+		t.Run("health", func(t *testing.T) {
+			m := obj(t, s.want(t, 200, "GET", "/health", "", nil))
+			if m["status"] != "ok" || m["db"] != "up" {
+				t.Errorf("/health = %v", m)
+			}
+		})
+		t.Run("readyz", func(t *testing.T) {
+			m := obj(t, s.want(t, 200, "GET", "/readyz", "", nil))
+			dead, ok := m["dead_background_tasks"].([]any)
+			if m["background_tasks"] != "up" || !ok || len(dead) != 0 {
+				t.Errorf("/readyz = %v; want background_tasks up and dead_background_tasks []", m)
+			}
+			if _, ok := m["audit_writer"]; !ok {
+				t.Errorf("/readyz lacks audit_writer: %v", m)
+			}
+		})
+		t.Run("startupz", func(t *testing.T) {
+			s.want(t, 200, "GET", "/startupz", "", nil)
+		})
+		t.Run("metrics", func(t *testing.T) {
+			names := []string{"db_pool_connections_active", "db_pool_connections_idle", "db_pool_connections_max",
+				"db_pool_connections_size", "db_pool_acquire_wait_seconds"}
+			cases := []struct {
+				name    string
+				headers []string
+			}{
+				{"identity encoding", []string{"Accept-Encoding", "identity"}},
+				// Go's client asks for gzip and decompresses transparently
+				// when the server declares Content-Encoding: gzip; a
+				// Prometheus scraper does the same.
+				{"gzip negotiated", nil},
+			}
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					resp, raw := s.do(t, "GET", "/metrics", "", nil, tc.headers...)
+					if resp.StatusCode != 200 {
+						t.Fatalf("/metrics: %d", resp.StatusCode)
+					}
+					if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+						t.Errorf("/metrics Content-Type %q", ct)
+					}
+					if len(raw) > 2 && raw[0] == 0x1f && raw[1] == 0x8b {
+						t.Fatalf("/metrics body is gzip-compressed without Content-Encoding: gzip (Content-Encoding %q)", resp.Header.Get("Content-Encoding"))
+					}
+					for _, name := range names {
+						if !regexp.MustCompile(`(?m)^` + name + `(\{[^}]*\})? `).Match(raw) {
+							t.Errorf("/metrics lacks a %s sample", name)
+						}
+					}
+				})
+			}
+		})
+		t.Run("debug runtime", func(t *testing.T) {
+			m := obj(t, s.want(t, 200, "GET", s.debug+"/debug/runtime", "", nil))
+			for _, f := range []string{"active_tasks_count", "workers_count", "total_poll_count", "global_queue_depth",
+				"scheduler_utilization", "uptime_secs"} {
+				if _, ok := m[f].(float64); !ok {
+					t.Errorf("/debug/runtime %s = %v, want a number", f, m[f])
+				}
+			}
+			if w, _ := m["workers_count"].(float64); w < 1 {
+				t.Errorf("workers_count %v", m["workers_count"])
+			}
+		})
+		t.Run("debug endpoints are not on the API listener", func(t *testing.T) {
+			resp, _ := s.do(t, "GET", "/debug/runtime", "", nil)
+			if resp.StatusCode == 200 {
+				t.Errorf("/debug/runtime answered 200 on the API listener")
+			}
+			resp, _ = s.do(t, "POST", "/debug/tasks/heartbeat_flusher/fail", "", nil)
+			if resp.StatusCode < 400 {
+				t.Errorf("fault injection answered %d on the API listener", resp.StatusCode)
+			}
+		})
+	})
+}
+
+// TestE2ESupervision kills the heartbeat flusher past its restart budget.
+func TestE2ESupervision(t *testing.T) {
+	t.Parallel()
+	forBackends(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, nil)
+
+		t.Run("unknown task", func(t *testing.T) {
+			resp, raw := s.do(t, "POST", s.debug+"/debug/tasks/no_such_task/fail", "", nil)
+			if resp.StatusCode != 404 {
+				t.Fatalf("unknown task: %d %s", resp.StatusCode, raw)
+			}
+		})
+
+		t.Run("restart budget exhausted", func(t *testing.T) {
+			resp, raw := s.do(t, "POST", s.debug+"/debug/tasks/heartbeat_flusher/fail", "", nil)
+			if resp.StatusCode != 202 {
+				t.Fatalf("first fault: %d %s", resp.StatusCode, raw)
+			}
+			ready := func() (int, map[string]any) {
+				resp, raw := s.do(t, "GET", "/readyz", "", nil)
+				return resp.StatusCode, obj(t, raw)
+			}
+			for i := 0; i < 10; i++ {
+				if code, _ := ready(); code == 503 {
+					break
+				}
+				time.Sleep(300 * time.Millisecond) // pace faults past the 100 ms doubling backoff
+				s.do(t, "POST", s.debug+"/debug/tasks/heartbeat_flusher/fail", "", nil)
+			}
+			var body map[string]any
+			checkFor(t, 20*time.Second, "/readyz 503", func() bool {
+				var code int
+				code, body = ready()
+				return code == 503
+			})
+			dead, _ := body["dead_background_tasks"].([]any)
+			if body["background_tasks"] != "down" || !slices.Contains(dead, any("heartbeat_flusher")) {
+				t.Errorf("/readyz = %v; want background_tasks down and heartbeat_flusher dead", body)
+			}
+			// Liveness is unaffected.
+			s.want(t, 200, "GET", "/livez", "", nil)
+		})
+	})
+}
+
+// TestE2EConfig runs the binary directly: invalid settings, version, CLI.
+func TestE2EConfig(t *testing.T) {
+	t.Parallel()
+	t.Run("invalid settings", func(t *testing.T) {
+		cases := []struct {
+			name, variable, value string
+		}{
+			{"rate limit not a number", "SVC_RATE_LIMIT_CAPACITY", "abc"},
+			{"debug addr not loopback", "SVC_DEBUG_ADDR", "0.0.0.0:1234"},
+			{"unknown database scheme", "DATABASE_URL", "mysql://x"},
+			{"negative body limit", "SVC_MAX_BODY_LIMIT_BYTES", "-5"},
+			{"flush interval not a number", "SVC_HEARTBEAT_FLUSH_INTERVAL_SECS", "soon"},
+			{"listen addr without port", "SVC_LISTEN_ADDR", "localhost"},
+			{"shutdown timeout negative", "SVC_SHUTDOWN_TIMEOUT_SECS", "-1"},
+			{"concurrency not a number", "SVC_MAX_CONCURRENT_REQUESTS", "lots"},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				env := map[string]string{
+					"DATABASE_URL":    "sqlite://" + filepath.Join(t.TempDir(), "svc.db"),
+					"SVC_LISTEN_ADDR": freeAddr(t),
+					"SVC_DEBUG_ADDR":  freeAddr(t),
+					"SVC_LOG_LEVEL":   "warn",
+				}
+				env[tc.variable] = tc.value
+				code, _, stderr := runSvc(t, env, "serve")
+				if code == 0 {
+					t.Fatalf("exit 0 with %s=%s", tc.variable, tc.value)
+				}
+				if !strings.Contains(stderr, tc.variable) {
+					t.Errorf("stderr does not name %s:\n%s", tc.variable, stderr)
+				}
+			})
+		}
+	})
+
+	t.Run("version", func(t *testing.T) {
+		code, out, _ := runSvc(t, nil, "version")
+		if code != 0 || !strings.HasPrefix(out, "svc") {
+			t.Errorf("svc version: exit %d, output %q", code, out)
+		}
+	})
+
+	t.Run("unknown command", func(t *testing.T) {
+		if code, _, _ := runSvc(t, nil, "frobnicate"); code == 0 {
+			t.Errorf("unknown command exits 0")
+		}
+	})
+
+	forBackends(t, func(t *testing.T, backend string) {
+		t.Run("tenants create", func(t *testing.T) {
+			dbURL := dbURLFor(t, backend)
+			code, out, stderr := runSvc(t, map[string]string{"DATABASE_URL": dbURL, "SVC_LOG_LEVEL": "warn"}, "tenants", "create", "acme")
+			if code != 0 {
+				t.Fatalf("svc tenants create: exit %d\n%s", code, stderr)
+			}
+			fields := map[string]string{}
+			sc := bufio.NewScanner(strings.NewReader(out))
+			for sc.Scan() {
+				if k, v, ok := strings.Cut(sc.Text(), ": "); ok {
+					fields[k] = strings.TrimSpace(v)
+				}
+			}
+			if fields["tenant_id"] == "" || !opTokenRE.MatchString(fields["operator_token"]) {
+				t.Fatalf("output lacks tenant_id / operator_token:\n%s", out)
+			}
+			// The same name again fails.
+			if code, _, _ := runSvc(t, map[string]string{"DATABASE_URL": dbURL, "SVC_LOG_LEVEL": "warn"}, "tenants", "create", "acme"); code == 0 {
+				t.Errorf("duplicate tenants create exits 0")
+			}
+			s := startServerOn(t, dbURL, nil)
+			m := obj(t, s.want(t, 200, "GET", "/v2/tenants/settings", fields["operator_token"], nil))
+			if m["tenant_id"] != fields["tenant_id"] {
+				t.Errorf("token acts for tenant %v, want %s", m["tenant_id"], fields["tenant_id"])
+			}
+			s.want(t, 201, "POST", "/v2/agents", fields["operator_token"], map[string]any{"name": "cli-agent"})
+		})
+
+		t.Run("SIGTERM exits 0 and flushes heartbeats", func(t *testing.T) {
+			dbURL := dbURLFor(t, backend)
+			s := startServerOn(t, dbURL, map[string]string{"SVC_HEARTBEAT_FLUSH_INTERVAL_SECS": "3600", "SVC_SHUTDOWN_TIMEOUT_SECS": "5"})
+			_, admin := s.tenant(t, "flush-"+uniq())
+			id, tok := s.agent(t, admin, "flushed", nil)
+			s.want(t, 204, "POST", "/v2/agents/heartbeat", tok, nil)
+			if s.getAgent(t, admin, id)["last_seen_at"] != nil {
+				t.Logf("last_seen_at already set before shutdown (flush interval 3600 s)")
+			}
+			code, took := s.stop(t)
+			if code != 0 {
+				t.Errorf("exit code %d after SIGTERM, want 0\nstderr:\n%s", code, s.stderr.String())
+			}
+			if took > 5*time.Second+5*time.Second {
+				t.Errorf("shutdown took %s", took)
+			}
+			s2 := startServerOn(t, dbURL, nil)
+			a := s2.getAgent(t, admin, id)
+			if a["last_seen_at"] == nil {
+				t.Errorf("heartbeat accepted before SIGTERM was lost: %v", a)
+			}
+			code, _ = s2.stop(t)
+			if code != 0 {
+				t.Errorf("second server exit code %d", code)
+			}
+		})
+	})
+}
+
+// TestE2ELoadShedding holds the only request slot with a request whose body
+// never completes, then expects 503 for the next API call (deterministic:
+// the slot is held from dispatch until the body is read).
+func TestE2ELoadShedding(t *testing.T) {
+	t.Parallel()
+	forBackends(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, map[string]string{"SVC_MAX_CONCURRENT_REQUESTS": "1"})
+		_, admin := s.tenant(t, "shed-"+uniq())
+		s.want(t, 200, "GET", "/v2/agents", admin, nil)
+
+		body := `{"name":"slow-agent"}`
+		var conn net.Conn
+		var br *bufio.Reader
+		open := func() {
+			c, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, br = c, bufio.NewReader(c)
+			fmt.Fprintf(conn, "POST /v2/agents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+				admin, len(body), body[:5])
+		}
+		open()
+		defer func() { _ = conn.Close() }()
+
+		var resp *http.Response
+		var raw []byte
+		checkFor(t, 10*time.Second, "a 503 while the slot is held", func() bool {
+			// The slow request itself may have been shed if the previous
+			// request's slot was not released yet: then it is answered at
+			// once, and is sent again.
+			_ = conn.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+			if _, err := br.Peek(1); err == nil {
+				_ = conn.Close()
+				open()
+				return false
+			}
+			_ = conn.SetReadDeadline(time.Time{})
+			resp, raw = s.do(t, "GET", "/v2/agents", admin, nil)
+			return resp.StatusCode == 503
+		})
+		if resp.Header.Get("Retry-After") == "" {
+			t.Errorf("503 without Retry-After")
+		}
+		m := obj(t, raw)
+		if m["code"] != float64(503) || m["kind"] != "Status" {
+			t.Errorf("503 body %s", raw)
+		}
+		s.want(t, 200, "GET", "/livez", "", nil) // probes are not shed
+
+		fmt.Fprint(conn, body[5:])
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		r, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("slow request response: %v", err)
+		}
+		_ = r.Body.Close()
+		if r.StatusCode != 201 {
+			t.Errorf("slow request: %d, want 201", r.StatusCode)
+		}
+		checkFor(t, 5*time.Second, "the slot to be released", func() bool {
+			resp, _ := s.do(t, "GET", "/v2/agents", admin, nil)
+			return resp.StatusCode == 200
+		})
+	})
+}
