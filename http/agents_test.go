@@ -1,0 +1,60 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestPatchAgentRejectsNullForNonNullableFields(t *testing.T) {
+	s := newTestServer(t)
+	_, tok, err := NewTenant(context.Background(), s.Store, "acme", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(method, path, body string) (int, map[string]any) {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		var m map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &m)
+		return rec.Code, m
+	}
+	code, agent := call("POST", "/v2/agents", `{"name":"bot","allowed_environments":["prod"]}`)
+	if code != 201 {
+		t.Fatalf("create = %d %v", code, agent)
+	}
+	path := "/v2/agents/" + agent["agent_id"].(string)
+	tests := []struct {
+		name  string
+		body  string
+		code  int
+		field string
+	}{
+		{name: "null name", body: `{"name":null}`, code: 400, field: "name"},
+		{name: "null risk_tier", body: `{"risk_tier":null}`, code: 400, field: "risk_tier"},
+		{name: "null allowed_environments clears the restriction", body: `{"allowed_environments":null}`, code: 200},
+		{name: "absent fields change nothing", body: `{}`, code: 200},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := call("PATCH", path, tc.body)
+			if code != tc.code {
+				t.Fatalf("PATCH %s = %d %v", tc.body, code, body)
+			}
+			if tc.field != "" {
+				if d, _ := body["details"].(map[string]any); d["field"] != tc.field {
+					t.Fatalf("details = %v, want field %s", body["details"], tc.field)
+				}
+			}
+		})
+	}
+	_, got := call("GET", path, "")
+	if got["name"] != "bot" || got["allowed_environments"] != nil {
+		t.Fatalf("after the patches: %v", got)
+	}
+}
