@@ -28,7 +28,8 @@ func TestPatchAgentRejectsNullForNonNullableFields(t *testing.T) {
 	if code != 201 {
 		t.Fatalf("create = %d %v", code, agent)
 	}
-	path := "/v2/agents/" + agent["agent_id"].(string)
+	id, _ := agent["agent_id"].(string)
+	path := "/v2/agents/" + id
 	tests := []struct {
 		name  string
 		body  string
