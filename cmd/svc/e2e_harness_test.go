@@ -4,6 +4,8 @@ package main
 // starts real processes against SQLite and Postgres and talks HTTP to them.
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -144,6 +146,18 @@ func startServerOn(t testing.TB, dbURL string, env map[string]string) *server {
 	s := &server{base: "http://" + listen, debug: "http://" + debug, dbURL: dbURL,
 		stdout: &syncBuf{}, stderr: &syncBuf{}, done: make(chan struct{}),
 		client: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}}
+	if cert := vars["SVC_TLS_CERT"]; cert != "" {
+		// Speak TLS to the server, trusting only its test certificate.
+		pemBytes, err := os.ReadFile(cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pemBytes)
+		s.base = "https://" + listen
+		s.client.Transport = &http.Transport{MaxIdleConnsPerHost: 4, ForceAttemptHTTP2: true,
+			TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
 	cmd := exec.Command(svcBinary, "serve")
 	cmd.Env = baseEnv()
 	for k, v := range vars {
