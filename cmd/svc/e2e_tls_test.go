@@ -78,8 +78,9 @@ func TestE2ETLS(t *testing.T) {
 	pool := x509.NewCertPool()
 	raw, _ := os.ReadFile(cert)
 	pool.AppendCertsFromPEM(raw)
-	old := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		RootCAs: pool, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}}} //nolint:gosec // testing the refusal
+	// An old client on purpose: the server must refuse it.
+	oldTLS := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11} //nolint:gosec // G402: testing the refusal
+	old := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: oldTLS}}
 	if r, err := old.Get(s.base + "/livez"); err == nil {
 		_ = r.Body.Close()
 		t.Fatal("a TLS 1.1 client was served")
