@@ -4,11 +4,11 @@ package main
 // starts real processes against SQLite and Postgres and talks HTTP to them.
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
