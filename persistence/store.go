@@ -197,6 +197,10 @@ type Store interface {
 	AgentStore
 	AuditStore
 	LeaseStore
+	DecisionStore
+	PolicyStore
+	SkillStore
+	RiskStore
 
 	// Backend names the implementation: "sqlite" or "postgres".
 	Backend() string

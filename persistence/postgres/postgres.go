@@ -93,7 +93,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 			return nil, fmt.Errorf("persistence: postgres replica: %w", err)
 		}
 	}
-	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "postgres", AuditSearch: auditSearch}}
+	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "postgres", AuditSearch: auditSearch,
+		DecisionSearch: decisionSearch, ForUpdate: " FOR UPDATE"}}
 	if err := s.Ping(ctx); err != nil {
 		s.close()
 		return nil, err
@@ -114,6 +115,12 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 func auditSearch(terms []string, n int) (string, any) {
 	q := strings.Join(terms, " & ") + ":*"
 	return fmt.Sprintf(`search @@ to_tsquery('simple', $%d)`, n), q
+}
+
+// decisionSearch is auditSearch over the decisions' tsvector (alias d).
+func decisionSearch(terms []string, n int) (string, any) {
+	_, arg := auditSearch(terms, n)
+	return fmt.Sprintf(`d.search @@ to_tsquery('simple', $%d)`, n), arg
 }
 
 // Backend implements persistence.Store.
@@ -206,6 +213,24 @@ func (d *dbAdapter) Tx(ctx context.Context, fn func(sqlstore.Querier) error) err
 
 type txQuerier struct{ tx pgx.Tx }
 
+func (q txQuerier) Batch(ctx context.Context, stmts []sqlstore.Stmt) error {
+	if len(stmts) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	for _, st := range stmts {
+		b.Queue(st.SQL, st.Args...)
+	}
+	br := q.tx.SendBatch(ctx, b)
+	for range stmts {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return mapErr(err)
+		}
+	}
+	return mapErr(br.Close())
+}
+
 func (q txQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	tag, err := q.tx.Exec(ctx, query, args...)
 	return tag.RowsAffected(), mapErr(err)
@@ -235,6 +260,15 @@ func (q poolQuerier) conn(ctx context.Context) (*pgxpool.Conn, error) {
 	defer cancel()
 	c, err := q.pool.Acquire(actx)
 	return c, mapErr(err)
+}
+
+func (q poolQuerier) Batch(ctx context.Context, stmts []sqlstore.Stmt) error {
+	for _, st := range stmts {
+		if _, err := q.Exec(ctx, st.SQL, st.Args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (q poolQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
@@ -271,6 +305,10 @@ func (q poolQuerier) QueryRow(ctx context.Context, query string, args ...any) sq
 // fallbackQuerier reads from the replica and retries on the primary when the
 // replica is unavailable.
 type fallbackQuerier struct{ replica, primary poolQuerier }
+
+func (q fallbackQuerier) Batch(ctx context.Context, stmts []sqlstore.Stmt) error {
+	return q.primary.Batch(ctx, stmts)
+}
 
 func (q fallbackQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	return q.primary.Exec(ctx, query, args...)

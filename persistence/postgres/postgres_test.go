@@ -54,3 +54,7 @@ func TestReplicaFallsBackToPrimary(t *testing.T) {
 		t.Fatalf("read with a dead replica: %v", err)
 	}
 }
+
+func TestDecisionsContract(t *testing.T) {
+	storetest.RunDecisions(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
+}

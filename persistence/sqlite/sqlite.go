@@ -84,7 +84,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if s.acquire <= 0 {
 		s.acquire = 5 * time.Second
 	}
-	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "sqlite", AuditSearch: auditSearch}}
+	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "sqlite", AuditSearch: auditSearch, DecisionSearch: decisionSearch}}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -112,6 +112,13 @@ func auditSearch(terms []string, n int) (string, any) {
 	quoted[len(quoted)-1] += "*"
 	return fmt.Sprintf(`seq IN (SELECT rowid FROM audit_events_fts WHERE audit_events_fts MATCH $%d)`, n),
 		strings.Join(quoted, " ")
+}
+
+// decisionSearch matches every term, the last as a prefix, in the decisions
+// FTS5 index.
+func decisionSearch(terms []string, n int) (string, any) {
+	_, arg := auditSearch(terms, n)
+	return fmt.Sprintf(`d.seq IN (SELECT rowid FROM decisions_fts WHERE decisions_fts MATCH $%d)`, n), arg
 }
 
 // Backend implements persistence.Store.
@@ -186,6 +193,15 @@ type execer interface {
 }
 
 type querier struct{ db execer }
+
+func (q querier) Batch(ctx context.Context, stmts []sqlstore.Stmt) error {
+	for _, st := range stmts {
+		if _, err := q.Exec(ctx, st.SQL, st.Args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	res, err := q.db.ExecContext(ctx, sqlstore.RewriteDollar(query), encodeArgs(args)...)

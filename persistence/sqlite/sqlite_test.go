@@ -42,3 +42,9 @@ func TestReopenKeepsDataAndSkipsMigrations(t *testing.T) {
 		t.Fatalf("reopened store: %v", err)
 	}
 }
+
+func TestDecisionsContract(t *testing.T) {
+	storetest.RunDecisions(t, func(t *testing.T) persistence.Store {
+		return open(t, filepath.Join(t.TempDir(), "svc.db"))
+	})
+}

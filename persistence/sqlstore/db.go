@@ -33,9 +33,18 @@ type Row interface {
 	Scan(dest ...any) error
 }
 
+// Stmt is one statement with its arguments.
+type Stmt struct {
+	SQL  string
+	Args []any
+}
+
 // Querier runs statements, inside or outside a transaction. Errors are
 // already mapped to persistence's sentinels.
 type Querier interface {
+	// Batch runs statements in order; Postgres sends them in one round
+	// trip (pgx.Batch), SQLite runs them one after the other.
+	Batch(ctx context.Context, stmts []Stmt) error
 	Exec(ctx context.Context, query string, args ...any) (int64, error)
 	Query(ctx context.Context, query string, args ...any) (Rows, error)
 	QueryRow(ctx context.Context, query string, args ...any) Row
@@ -56,6 +65,12 @@ type Dialect struct {
 	// matching every term (the last as a prefix), using placeholder $n, and
 	// the argument to bind to it.
 	AuditSearch func(terms []string, n int) (cond string, arg any)
+	// DecisionSearch is the same for decisions (alias d).
+	DecisionSearch func(terms []string, n int) (cond string, arg any)
+	// ForUpdate is appended to a SELECT that must lock its row for the rest
+	// of the transaction (" FOR UPDATE" on Postgres; SQLite's single writer
+	// needs none).
+	ForUpdate string
 }
 
 // Time is a scan target that accepts the backends' timestamp forms: a

@@ -257,12 +257,15 @@ func getAgentTx(ctx context.Context, q Querier, tenantID, id string) (persistenc
 // pageClause appends the cursor or offset window to a query whose WHERE
 // clause is already open, returning the SQL tail and the extra arguments.
 // n is the next placeholder number.
-func pageClause(p persistence.Page, n int) (string, []any) {
+func pageClause(p persistence.Page, n int) (string, []any) { return pageClauseOn("seq", p, n) }
+
+// pageClauseOn is pageClause over a named (possibly qualified) column.
+func pageClauseOn(col string, p persistence.Page, n int) (string, []any) {
 	limit := p.Limit + 1
 	if p.After > 0 {
-		return fmt.Sprintf(` AND seq < $%d ORDER BY seq DESC LIMIT $%d`, n, n+1), []any{p.After, limit}
+		return fmt.Sprintf(` AND %s < $%d ORDER BY %s DESC LIMIT $%d`, col, n, col, n+1), []any{p.After, limit}
 	}
-	return fmt.Sprintf(` ORDER BY seq DESC LIMIT $%d OFFSET $%d`, n, n+1), []any{limit, p.Offset}
+	return fmt.Sprintf(` ORDER BY %s DESC LIMIT $%d OFFSET $%d`, col, n, n+1), []any{limit, p.Offset}
 }
 
 // ListAgents implements persistence.AgentStore.

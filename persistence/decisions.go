@@ -1,0 +1,175 @@
+package persistence
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Decision is the record of one authorize call (SPEC 2.4).
+type Decision struct {
+	Seq                int64
+	ID                 string
+	TenantID           string
+	AgentID            string
+	RequestID          *string
+	Tool               string
+	Action             string
+	Resource           *string
+	ActionHash         string
+	Decision           string
+	Reason             string
+	RiskScore          int
+	CompositeRiskScore int
+	MatchedPolicyIDs   []string
+	RedactedFields     []string
+	MutatesState       bool
+	TrustLevel         string
+	RootTrustLevel     string
+	Environment        *string
+	RunID              *string
+	ParentRunID        *string
+	TraceID            *string
+	// ToolCall is the normalized tool call as JSON (for approvals); it is
+	// never copied into events.
+	ToolCall  json.RawMessage
+	CreatedAt time.Time
+	// ReceiptID and ReceiptHash are filled on reads from the decision's
+	// receipt, empty when none was written.
+	ReceiptID   string
+	ReceiptHash string
+}
+
+// Receipt is one link of a tenant's receipt chain (CONTRACT §13).
+type Receipt struct {
+	ID         string
+	TenantID   string
+	DecisionID string
+	Seq        int64
+	ActionHash string
+	Decision   string
+	Hash       string
+	PrevHash   string
+	Signature  *string
+	KeyID      string
+	CreatedAt  time.Time
+}
+
+// ChainHead is the last link of a tenant's chain (Seq 0 and Hash "" before
+// the first receipt).
+type ChainHead struct {
+	Seq  int64
+	Hash string
+}
+
+// DecisionWrite is one decision with the rows that travel in its
+// transaction.
+type DecisionWrite struct {
+	Decision Decision
+	Audit    []AuditEvent
+	// Receipt is sealed (Seq, PrevHash, Hash, Signature) inside the
+	// transaction by the Sealer; nil writes none.
+	Receipt *Receipt
+}
+
+// Sealer fills in Seq, PrevHash, Hash and Signature of a tenant's new
+// receipts, in order, continuing from head. CommitDecisions calls it inside
+// the transaction with the head locked, so nodes never fork a chain.
+type Sealer func(tenantID string, head ChainHead, rs []*Receipt) error
+
+// TenantStats are the counts of GET /v1/tenants/stats.
+type TenantStats struct {
+	TotalDecisions      int64
+	ByDecision          map[string]int64
+	TrustLevelBreakdown map[string]int64
+	AgentsTotal         int64
+	AgentsActive        int64
+}
+
+// DecisionStore keeps decisions and receipts.
+type DecisionStore interface {
+	// CommitDecisions writes the decisions, their audit events and sealed
+	// receipts in one transaction (group commit).
+	CommitDecisions(ctx context.Context, writes []DecisionWrite, seal Sealer) error
+	GetDecision(ctx context.Context, tenantID, id string) (Decision, error)
+	FindDecisionByRequest(ctx context.Context, tenantID, agentID, requestID string) (Decision, error)
+	// ListDecisions lists newest first; query is the raw `q` value.
+	ListDecisions(ctx context.Context, tenantID, query string, p Page) ([]Decision, error)
+	// ListReceipts lists newest first by seq (the cursor is the seq).
+	ListReceipts(ctx context.Context, tenantID string, p Page) ([]Receipt, error)
+	GetReceipt(ctx context.Context, tenantID, id string) (Receipt, error)
+	// ReceiptRange returns receipts with fromSeq <= seq <= toSeq in seq
+	// order, at most limit of them (toSeq 0: no upper bound).
+	ReceiptRange(ctx context.Context, tenantID string, fromSeq, toSeq int64, limit int) ([]Receipt, error)
+	ReceiptsByID(ctx context.Context, tenantID string, ids []string) ([]Receipt, error)
+	ChainHead(ctx context.Context, tenantID string) (ChainHead, error)
+	TenantStats(ctx context.Context, tenantID string) (TenantStats, error)
+}
+
+// Policy is a tenant's Rego module.
+type Policy struct {
+	TenantID    string
+	Name        string
+	Rego        string
+	Description string
+	Enabled     bool
+	Version     int64
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Skill is one registry entry: its actions' risk metadata.
+type Skill struct {
+	TenantID    string
+	Key         string
+	Description string
+	Actions     map[string]SkillAction
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// SkillAction is the registry's metadata for one action of a skill.
+type SkillAction struct {
+	Risk             string `json:"risk"`
+	MutatesState     bool   `json:"mutates_state"`
+	ApprovalRequired bool   `json:"approval_required"`
+}
+
+// RiskSettings are a tenant's composite-risk weights and tier-escalation
+// settings.
+type RiskSettings struct {
+	// Weights is nil when the tenant never set them (defaults apply).
+	Weights         map[string]float64
+	DenialThreshold int
+	WindowMinutes   int
+}
+
+// PolicyStore keeps tenant policies. Every change bumps the tenant's
+// policy version in the same transaction, which is how every node learns
+// that its prepared query is stale.
+type PolicyStore interface {
+	CreatePolicy(ctx context.Context, p Policy, audit ...AuditEvent) (Policy, error)
+	UpdatePolicy(ctx context.Context, p Policy, audit ...AuditEvent) (Policy, error)
+	DeletePolicy(ctx context.Context, tenantID, name string, audit ...AuditEvent) error
+	GetPolicy(ctx context.Context, tenantID, name string) (Policy, error)
+	ListPolicies(ctx context.Context, tenantID string) ([]Policy, error)
+	PolicyVersion(ctx context.Context, tenantID string) (int64, error)
+}
+
+// SkillStore keeps the skill registry.
+type SkillStore interface {
+	PutSkill(ctx context.Context, s Skill, audit ...AuditEvent) (Skill, error)
+	GetSkill(ctx context.Context, tenantID, key string) (Skill, error)
+	ListSkills(ctx context.Context, tenantID string) ([]Skill, error)
+	DeleteSkill(ctx context.Context, tenantID, key string, audit ...AuditEvent) error
+}
+
+// RiskStore keeps the tenant's risk settings and escalates agent tiers.
+type RiskStore interface {
+	GetRiskSettings(ctx context.Context, tenantID string) (RiskSettings, error)
+	PutRiskWeights(ctx context.Context, tenantID string, w map[string]float64, audit ...AuditEvent) error
+	PutRiskEscalation(ctx context.Context, tenantID string, threshold, windowMinutes int, audit ...AuditEvent) error
+	// EscalateTier moves the agent's tier from `from` to `to` only when it is
+	// still `from` (conditional), reporting whether it moved.
+	EscalateTier(ctx context.Context, tenantID, agentID, from, to string, audit ...AuditEvent) (bool, error)
+}

@@ -1,0 +1,283 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"svc/persistence"
+)
+
+const decisionCols = `d.seq, d.id, d.tenant_id, d.agent_id, d.request_id, d.tool, d.action, d.resource, d.action_hash,
+	d.decision, d.reason, d.risk_score, d.composite_risk_score, d.matched_policy_ids, d.redacted_fields, d.mutates_state,
+	d.trust_level, d.root_trust_level, d.environment, d.run_id, d.parent_run_id, d.trace_id, d.tool_call, d.created_at,
+	COALESCE(r.id, ''), COALESCE(r.receipt_hash, '')`
+
+const decisionFrom = ` FROM decisions d LEFT JOIN receipts r ON r.tenant_id = d.tenant_id AND r.decision_id = d.id`
+
+func scanDecision(row Row) (persistence.Decision, error) {
+	var d persistence.Decision
+	var policies, redacted, toolCall string
+	err := row.Scan(&d.Seq, &d.ID, &d.TenantID, &d.AgentID, &d.RequestID, &d.Tool, &d.Action, &d.Resource, &d.ActionHash,
+		&d.Decision, &d.Reason, &d.RiskScore, &d.CompositeRiskScore, &policies, &redacted, &d.MutatesState,
+		&d.TrustLevel, &d.RootTrustLevel, &d.Environment, &d.RunID, &d.ParentRunID, &d.TraceID, &toolCall, Time{&d.CreatedAt},
+		&d.ReceiptID, &d.ReceiptHash)
+	if IsNoRows(err) {
+		return d, persistence.ErrNotFound
+	}
+	if err != nil {
+		return d, err
+	}
+	if err := json.Unmarshal([]byte(policies), &d.MatchedPolicyIDs); err != nil {
+		return d, fmt.Errorf("sqlstore: matched_policy_ids: %w", err)
+	}
+	if err := json.Unmarshal([]byte(redacted), &d.RedactedFields); err != nil {
+		return d, fmt.Errorf("sqlstore: redacted_fields: %w", err)
+	}
+	d.ToolCall = json.RawMessage(toolCall)
+	return d, nil
+}
+
+func jsonText(v any) string {
+	raw, err := json.Marshal(v)
+	if err != nil || string(raw) == "null" {
+		return "[]"
+	}
+	return string(raw)
+}
+
+func decisionInsert(d persistence.Decision) Stmt {
+	toolCall := string(d.ToolCall)
+	if toolCall == "" {
+		toolCall = "{}"
+	}
+	return Stmt{SQL: `INSERT INTO decisions (id, tenant_id, agent_id, request_id, tool, action, resource, action_hash, decision,
+		reason, risk_score, composite_risk_score, matched_policy_ids, redacted_fields, mutates_state, trust_level,
+		root_trust_level, environment, run_id, parent_run_id, trace_id, tool_call, created_at)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23)`,
+		Args: []any{d.ID, d.TenantID, d.AgentID, d.RequestID, d.Tool, d.Action, d.Resource, d.ActionHash, d.Decision,
+			d.Reason, d.RiskScore, d.CompositeRiskScore, jsonText(d.MatchedPolicyIDs), jsonText(d.RedactedFields),
+			d.MutatesState, d.TrustLevel, d.RootTrustLevel, d.Environment, d.RunID, d.ParentRunID, d.TraceID, toolCall,
+			d.CreatedAt}}
+}
+
+func auditInsert(e persistence.AuditEvent) Stmt {
+	details := "{}"
+	if e.Details != nil {
+		if raw, err := json.Marshal(e.Details); err == nil {
+			details = string(raw)
+		}
+	}
+	at := e.CreatedAt
+	if at.IsZero() {
+		at = now()
+	}
+	return Stmt{SQL: `INSERT INTO audit_events (id, tenant_id, event_type, action, actor, agent_id, decision_id, details, created_at)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`,
+		Args: []any{e.ID, e.TenantID, e.EventType, e.Action, e.Actor, e.AgentID, e.DecisionID, details, at}}
+}
+
+func receiptInsert(r *persistence.Receipt) Stmt {
+	return Stmt{SQL: `INSERT INTO receipts (id, tenant_id, seq, decision_id, action_hash, decision, receipt_hash,
+		prev_receipt_hash, signature, key_id, created_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`,
+		Args: []any{r.ID, r.TenantID, r.Seq, r.DecisionID, r.ActionHash, r.Decision, r.Hash, r.PrevHash, r.Signature,
+			r.KeyID, r.CreatedAt}}
+}
+
+// CommitDecisions implements persistence.DecisionStore. Each tenant's chain
+// head is created when missing, read (locked on Postgres), advanced by the
+// sealer and written back within the one transaction.
+func (s *Store) CommitDecisions(ctx context.Context, writes []persistence.DecisionWrite, seal persistence.Sealer) error {
+	if len(writes) == 0 {
+		return nil
+	}
+	var tenants []string
+	chains := map[string][]*persistence.Receipt{}
+	for i := range writes {
+		if r := writes[i].Receipt; r != nil {
+			if _, ok := chains[r.TenantID]; !ok {
+				tenants = append(tenants, r.TenantID)
+			}
+			chains[r.TenantID] = append(chains[r.TenantID], r)
+		}
+	}
+	return s.DB.Tx(ctx, func(q Querier) error {
+		stmts := make([]Stmt, 0, len(writes)*3+len(tenants))
+		for _, t := range tenants {
+			if _, err := q.Exec(ctx, `INSERT INTO receipt_heads (tenant_id, seq, hash) VALUES ($1, 0, '')
+				ON CONFLICT (tenant_id) DO NOTHING`, t); err != nil {
+				return err
+			}
+			var head persistence.ChainHead
+			if err := q.QueryRow(ctx, `SELECT seq, hash FROM receipt_heads WHERE tenant_id = $1`+s.Dialect.ForUpdate, t).
+				Scan(&head.Seq, &head.Hash); err != nil {
+				return err
+			}
+			rs := chains[t]
+			if err := seal(t, head, rs); err != nil {
+				return err
+			}
+			last := rs[len(rs)-1]
+			stmts = append(stmts, Stmt{SQL: `UPDATE receipt_heads SET seq = $1, hash = $2 WHERE tenant_id = $3`,
+				Args: []any{last.Seq, last.Hash, t}})
+		}
+		for _, w := range writes {
+			stmts = append(stmts, decisionInsert(w.Decision))
+			for _, e := range w.Audit {
+				stmts = append(stmts, auditInsert(e))
+			}
+			if w.Receipt != nil {
+				stmts = append(stmts, receiptInsert(w.Receipt))
+			}
+		}
+		return q.Batch(ctx, stmts)
+	})
+}
+
+// GetDecision implements persistence.DecisionStore.
+func (s *Store) GetDecision(ctx context.Context, tenantID, id string) (persistence.Decision, error) {
+	return scanDecision(s.DB.Reader().QueryRow(ctx, `SELECT `+decisionCols+decisionFrom+` WHERE d.tenant_id = $1 AND d.id = $2`, tenantID, id))
+}
+
+// FindDecisionByRequest implements persistence.DecisionStore.
+func (s *Store) FindDecisionByRequest(ctx context.Context, tenantID, agentID, requestID string) (persistence.Decision, error) {
+	return scanDecision(s.DB.Reader().QueryRow(ctx, `SELECT `+decisionCols+decisionFrom+
+		` WHERE d.tenant_id = $1 AND d.agent_id = $2 AND d.request_id = $3`, tenantID, agentID, requestID))
+}
+
+// ListDecisions implements persistence.DecisionStore.
+func (s *Store) ListDecisions(ctx context.Context, tenantID, query string, p persistence.Page) ([]persistence.Decision, error) {
+	q := `SELECT ` + decisionCols + decisionFrom + ` WHERE d.tenant_id = $1`
+	args := []any{tenantID}
+	if terms := persistence.SanitizeQuery(query); len(terms) > 0 {
+		cond, arg := s.Dialect.DecisionSearch(terms, len(args)+1)
+		args = append(args, arg)
+		q += ` AND ` + cond
+	}
+	tail, extra := pageClauseOn("d.seq", p, len(args)+1)
+	rows, err := s.DB.Reader().Query(ctx, q+tail, append(args, extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanDecision)
+}
+
+const receiptCols = `id, tenant_id, decision_id, seq, action_hash, decision, receipt_hash, prev_receipt_hash, signature, key_id, created_at`
+
+func scanReceipt(row Row) (persistence.Receipt, error) {
+	var r persistence.Receipt
+	err := row.Scan(&r.ID, &r.TenantID, &r.DecisionID, &r.Seq, &r.ActionHash, &r.Decision, &r.Hash, &r.PrevHash,
+		&r.Signature, &r.KeyID, Time{&r.CreatedAt})
+	if IsNoRows(err) {
+		return r, persistence.ErrNotFound
+	}
+	return r, err
+}
+
+// ListReceipts implements persistence.DecisionStore.
+func (s *Store) ListReceipts(ctx context.Context, tenantID string, p persistence.Page) ([]persistence.Receipt, error) {
+	tail, extra := pageClause(p, 2)
+	rows, err := s.DB.Reader().Query(ctx, `SELECT `+receiptCols+` FROM receipts WHERE tenant_id = $1`+tail,
+		append([]any{tenantID}, extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanReceipt)
+}
+
+// GetReceipt implements persistence.DecisionStore.
+func (s *Store) GetReceipt(ctx context.Context, tenantID, id string) (persistence.Receipt, error) {
+	return scanReceipt(s.DB.Reader().QueryRow(ctx, `SELECT `+receiptCols+` FROM receipts WHERE tenant_id = $1 AND id = $2`, tenantID, id))
+}
+
+// ReceiptRange implements persistence.DecisionStore.
+func (s *Store) ReceiptRange(ctx context.Context, tenantID string, fromSeq, toSeq int64, limit int) ([]persistence.Receipt, error) {
+	if toSeq <= 0 {
+		toSeq = 1<<62 - 1
+	}
+	rows, err := s.DB.Reader().Query(ctx, `SELECT `+receiptCols+` FROM receipts
+		WHERE tenant_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq LIMIT $4`, tenantID, fromSeq, toSeq, limit)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanReceipt)
+}
+
+// ReceiptsByID implements persistence.DecisionStore (in the order of ids;
+// unknown ids are skipped).
+func (s *Store) ReceiptsByID(ctx context.Context, tenantID string, ids []string) ([]persistence.Receipt, error) {
+	if len(ids) == 0 {
+		return []persistence.Receipt{}, nil
+	}
+	args := []any{tenantID}
+	marks := make([]string, len(ids))
+	for i, id := range ids {
+		args = append(args, id)
+		marks[i] = fmt.Sprintf("$%d", i+2)
+	}
+	rows, err := s.DB.Reader().Query(ctx, `SELECT `+receiptCols+` FROM receipts WHERE tenant_id = $1 AND id IN (`+
+		strings.Join(marks, ",")+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	found, err := collect(rows, scanReceipt)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]persistence.Receipt, len(found))
+	for _, r := range found {
+		byID[r.ID] = r
+	}
+	out := make([]persistence.Receipt, 0, len(ids))
+	for _, id := range ids {
+		if r, ok := byID[id]; ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// ChainHead implements persistence.DecisionStore.
+func (s *Store) ChainHead(ctx context.Context, tenantID string) (persistence.ChainHead, error) {
+	var h persistence.ChainHead
+	err := s.DB.Reader().QueryRow(ctx, `SELECT seq, hash FROM receipt_heads WHERE tenant_id = $1`, tenantID).Scan(&h.Seq, &h.Hash)
+	if IsNoRows(err) {
+		return persistence.ChainHead{}, nil
+	}
+	return h, err
+}
+
+// TenantStats implements persistence.DecisionStore.
+func (s *Store) TenantStats(ctx context.Context, tenantID string) (persistence.TenantStats, error) {
+	st := persistence.TenantStats{ByDecision: map[string]int64{}, TrustLevelBreakdown: map[string]int64{}}
+	r := s.DB.Reader()
+	group := func(col string, into map[string]int64) error {
+		rows, err := r.Query(ctx, `SELECT `+col+`, COUNT(*) FROM decisions WHERE tenant_id = $1 GROUP BY `+col, tenantID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			var n int64
+			if err := rows.Scan(&k, &n); err != nil {
+				return err
+			}
+			into[k] = n
+		}
+		return rows.Err()
+	}
+	if err := group("decision", st.ByDecision); err != nil {
+		return st, err
+	}
+	if err := group("root_trust_level", st.TrustLevelBreakdown); err != nil {
+		return st, err
+	}
+	for _, n := range st.ByDecision {
+		st.TotalDecisions += n
+	}
+	err := r.QueryRow(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN status = 'active' THEN 1 ELSE 0 END), 0)
+		FROM agents WHERE tenant_id = $1 AND status <> 'deleted'`, tenantID).Scan(&st.AgentsTotal, &st.AgentsActive)
+	return st, err
+}

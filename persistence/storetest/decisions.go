@@ -1,0 +1,248 @@
+package storetest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"svc/persistence"
+)
+
+// testSeal is a stand-in for the receipt package's sealer: it links each
+// receipt to the previous one by hash.
+func testSeal(_ string, head persistence.ChainHead, rs []*persistence.Receipt) error {
+	for _, r := range rs {
+		head.Seq++
+		r.Seq, r.PrevHash = head.Seq, head.Hash
+		h := sha256.Sum256([]byte(head.Hash + r.ID))
+		r.Hash = hex.EncodeToString(h[:])
+		head.Hash = r.Hash
+	}
+	return nil
+}
+
+func decisionWrite(tenantID, agentID, decision string, requestID *string) persistence.DecisionWrite {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	d := persistence.Decision{ID: id(), TenantID: tenantID, AgentID: agentID, RequestID: requestID, Tool: "github",
+		Action: "create_issue", ActionHash: "ab", Decision: decision, Reason: "because " + decision, RiskScore: 10,
+		CompositeRiskScore: 20, MatchedPolicyIDs: []string{"default_allow_read"}, RedactedFields: []string{},
+		MutatesState: decision != "allow", TrustLevel: "unknown", RootTrustLevel: "unknown",
+		ToolCall: json.RawMessage(`{"tool":"github"}`), CreatedAt: now}
+	r := &persistence.Receipt{ID: id(), TenantID: tenantID, DecisionID: d.ID, ActionHash: d.ActionHash, Decision: decision, CreatedAt: now}
+	ev := persistence.AuditEvent{ID: id(), TenantID: tenantID, EventType: "authorize_decision", Action: decision,
+		AgentID: agentID, DecisionID: d.ID, CreatedAt: now}
+	return persistence.DecisionWrite{Decision: d, Audit: []persistence.AuditEvent{ev}, Receipt: r}
+}
+
+// RunDecisions runs the decision, receipt, policy, skill and risk contract.
+func RunDecisions(t *testing.T, open func(t *testing.T) persistence.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s persistence.Store)
+	}{
+		{"commit, read back, search and stats", testCommitAndRead},
+		{"concurrent committers never fork a chain", testChainNoFork},
+		{"a failed batch writes nothing", testBatchAtomic},
+		{"policies bump the tenant version", testPolicies},
+		{"skills and risk settings", testSkillsRisk},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
+	}
+}
+
+func testCommitAndRead(t *testing.T, s persistence.Store) {
+	a, _ := mustTenant(t, s, "a")
+	b, _ := mustTenant(t, s, "b")
+	ag := mustAgent(t, s, a.ID, "bot")
+	req := "req-1"
+	w1 := decisionWrite(a.ID, ag.ID, "allow", &req)
+	w2 := decisionWrite(a.ID, ag.ID, "deny", nil)
+	w3 := decisionWrite(b.ID, "other", "allow", nil)
+	if err := s.CommitDecisions(ctx(t), []persistence.DecisionWrite{w1, w2, w3}, testSeal); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetDecision(ctx(t), a.ID, w1.Decision.ID)
+	if err != nil || got.ReceiptID != w1.Receipt.ID || got.ReceiptHash == "" || got.Decision != "allow" ||
+		len(got.MatchedPolicyIDs) != 1 || string(got.ToolCall) != `{"tool":"github"}` {
+		t.Fatalf("GetDecision = %+v, %v", got, err)
+	}
+	if _, err := s.GetDecision(ctx(t), b.ID, w1.Decision.ID); err == nil {
+		t.Fatal("tenant b read tenant a's decision")
+	}
+	byReq, err := s.FindDecisionByRequest(ctx(t), a.ID, ag.ID, "req-1")
+	if err != nil || byReq.ID != w1.Decision.ID {
+		t.Fatalf("FindDecisionByRequest = %+v, %v", byReq, err)
+	}
+	dup := decisionWrite(a.ID, ag.ID, "allow", &req)
+	wantErr(t, s.CommitDecisions(ctx(t), []persistence.DecisionWrite{dup}, testSeal), persistence.ErrConflict)
+	list, err := s.ListDecisions(ctx(t), a.ID, "", persistence.Page{Limit: 10})
+	if err != nil || len(list) != 2 || list[0].ID != w2.Decision.ID {
+		t.Fatalf("ListDecisions = %d, %v", len(list), err)
+	}
+	found, _ := s.ListDecisions(ctx(t), a.ID, "because den", persistence.Page{Limit: 10})
+	if len(found) != 1 || found[0].ID != w2.Decision.ID {
+		t.Fatalf("q search found %d", len(found))
+	}
+	head, _ := s.ChainHead(ctx(t), a.ID)
+	if head.Seq != 2 || head.Hash != w2.Receipt.Hash {
+		t.Fatalf("head = %+v", head)
+	}
+	rs, _ := s.ReceiptRange(ctx(t), a.ID, 1, 0, 100)
+	if len(rs) != 2 || rs[0].Seq != 1 || rs[0].PrevHash != "" || rs[1].PrevHash != rs[0].Hash {
+		t.Fatalf("ReceiptRange = %+v", rs)
+	}
+	byID, _ := s.ReceiptsByID(ctx(t), a.ID, []string{w2.Receipt.ID, w3.Receipt.ID, w1.Receipt.ID})
+	if len(byID) != 2 || byID[0].ID != w2.Receipt.ID {
+		t.Fatalf("ReceiptsByID (other tenant's id skipped) = %+v", byID)
+	}
+	st, err := s.TenantStats(ctx(t), a.ID)
+	if err != nil || st.TotalDecisions != 2 || st.ByDecision["deny"] != 1 || st.TrustLevelBreakdown["unknown"] != 2 || st.AgentsTotal != 1 {
+		t.Fatalf("TenantStats = %+v, %v", st, err)
+	}
+	ev, _ := s.ListAudit(ctx(t), a.ID, persistence.AuditFilter{EventType: "authorize_decision"}, persistence.Page{Limit: 10})
+	if len(ev) != 2 {
+		t.Fatalf("audit rows travelled with the decisions: %d", len(ev))
+	}
+}
+
+func testChainNoFork(t *testing.T, s persistence.Store) {
+	a, _ := mustTenant(t, s, "a")
+	const writers, batches, per = 4, 10, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < batches; i++ {
+				batch := make([]persistence.DecisionWrite, per)
+				for j := range batch {
+					batch[j] = decisionWrite(a.ID, "agent", "allow", nil)
+				}
+				var err error
+				for attempt := 0; attempt < 20; attempt++ {
+					if err = s.CommitDecisions(context.Background(), batch, testSeal); err == nil {
+						break
+					}
+					time.Sleep(time.Duration(attempt+1) * time.Millisecond)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	rs, err := s.ReceiptRange(ctx(t), a.ID, 1, 0, 10000)
+	if err != nil || len(rs) != writers*batches*per {
+		t.Fatalf("receipts = %d, %v", len(rs), err)
+	}
+	prev := ""
+	for i, r := range rs {
+		if r.Seq != int64(i+1) || r.PrevHash != prev {
+			t.Fatalf("chain forked or has a gap at index %d: %+v", i, r)
+		}
+		prev = r.Hash
+	}
+}
+
+func testBatchAtomic(t *testing.T, s persistence.Store) {
+	a, _ := mustTenant(t, s, "a")
+	good := decisionWrite(a.ID, "agent", "allow", nil)
+	bad := decisionWrite("no-such-tenant", "agent", "allow", nil)
+	if err := s.CommitDecisions(ctx(t), []persistence.DecisionWrite{good, bad}, testSeal); err == nil {
+		t.Fatal("a write for an unknown tenant committed")
+	}
+	if _, err := s.GetDecision(ctx(t), a.ID, good.Decision.ID); err == nil {
+		t.Fatal("half a failed batch was committed")
+	}
+	if h, _ := s.ChainHead(ctx(t), a.ID); h.Seq != 0 {
+		t.Fatalf("head advanced by a failed batch: %+v", h)
+	}
+}
+
+func testPolicies(t *testing.T, s persistence.Store) {
+	a, _ := mustTenant(t, s, "a")
+	b, _ := mustTenant(t, s, "b")
+	v0, _ := s.PolicyVersion(ctx(t), a.ID)
+	p, err := s.CreatePolicy(ctx(t), persistence.Policy{TenantID: a.ID, Name: "pci", Rego: "package svc.policies.pci", Enabled: true})
+	if err != nil || p.Version != 1 {
+		t.Fatalf("CreatePolicy = %+v, %v", p, err)
+	}
+	_, err = s.CreatePolicy(ctx(t), persistence.Policy{TenantID: a.ID, Name: "pci", Rego: "x", Enabled: true})
+	wantErr(t, err, persistence.ErrConflict)
+	p.Rego, p.Enabled = "package svc.policies.pci\n", false
+	up, err := s.UpdatePolicy(ctx(t), p)
+	if err != nil || up.Version != 2 || up.Enabled {
+		t.Fatalf("UpdatePolicy = %+v, %v", up, err)
+	}
+	if _, err := s.GetPolicy(ctx(t), b.ID, "pci"); err == nil {
+		t.Fatal("tenant b read tenant a's policy")
+	}
+	wantErr(t, s.DeletePolicy(ctx(t), b.ID, "pci"), persistence.ErrNotFound)
+	if err := s.DeletePolicy(ctx(t), a.ID, "pci"); err != nil {
+		t.Fatal(err)
+	}
+	v1, _ := s.PolicyVersion(ctx(t), a.ID)
+	if v1 != v0+3 {
+		t.Fatalf("policy version %d → %d, want +3", v0, v1)
+	}
+	if vb, _ := s.PolicyVersion(ctx(t), b.ID); vb != 0 {
+		t.Fatalf("tenant b's version moved: %d", vb)
+	}
+}
+
+func testSkillsRisk(t *testing.T, s persistence.Store) {
+	a, _ := mustTenant(t, s, "a")
+	sk := persistence.Skill{TenantID: a.ID, Key: "github", Description: "code host",
+		Actions: map[string]persistence.SkillAction{"merge": {Risk: "high", MutatesState: true, ApprovalRequired: true}}}
+	if _, err := s.PutSkill(ctx(t), sk); err != nil {
+		t.Fatal(err)
+	}
+	sk.Description = "v2"
+	got, err := s.PutSkill(ctx(t), sk)
+	if err != nil || got.Description != "v2" || !got.Actions["merge"].ApprovalRequired {
+		t.Fatalf("PutSkill replace = %+v, %v", got, err)
+	}
+	list, _ := s.ListSkills(ctx(t), a.ID)
+	if len(list) != 1 {
+		t.Fatalf("ListSkills = %d", len(list))
+	}
+	if err := s.DeleteSkill(ctx(t), a.ID, "github"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.GetSkill(ctx(t), a.ID, "github")
+	wantErr(t, err, persistence.ErrNotFound)
+
+	rs, err := s.GetRiskSettings(ctx(t), a.ID)
+	if err != nil || rs.Weights != nil || rs.DenialThreshold != 5 || rs.WindowMinutes != 60 {
+		t.Fatalf("defaults = %+v, %v", rs, err)
+	}
+	if err := s.PutRiskWeights(ctx(t), a.ID, map[string]float64{"trust": 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutRiskEscalation(ctx(t), a.ID, 3, 10); err != nil {
+		t.Fatal(err)
+	}
+	rs, _ = s.GetRiskSettings(ctx(t), a.ID)
+	if rs.Weights["trust"] != 0.5 || rs.DenialThreshold != 3 || rs.WindowMinutes != 10 {
+		t.Fatalf("after put = %+v", rs)
+	}
+	ag := mustAgent(t, s, a.ID, "bot")
+	if moved, err := s.EscalateTier(ctx(t), a.ID, ag.ID, "low", "medium"); err != nil || !moved {
+		t.Fatalf("escalate = %v, %v", moved, err)
+	}
+	if moved, _ := s.EscalateTier(ctx(t), a.ID, ag.ID, "low", "medium"); moved {
+		t.Fatal("a stale escalation moved the tier again")
+	}
+}
