@@ -51,6 +51,10 @@ type Route struct {
 	Handle func(c *Call) (any, error)
 	// Unversioned routes are mounted once, at Path, outside /v1 and /v2.
 	Unversioned bool
+	// SelfAuth routes authenticate inside the handler (authorize, which
+	// counts failed attempts before it looks a token up); Access then only
+	// documents who may call.
+	SelfAuth bool
 	// RawBody, when set, is the content type of a non-JSON success body the
 	// handler returns as []byte.
 	RawBody string
@@ -256,7 +260,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 	r = r.WithContext(ctx)
 
 	c := &Call{R: r, Params: ps, Version: version, header: w.Header(), srv: s}
-	if rt.Access != AccessPublic {
+	if rt.Access != AccessPublic && !rt.SelfAuth {
 		p, err := s.authenticate(r, rt.Access)
 		if err != nil {
 			ae, _ := toAPIError(err)

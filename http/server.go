@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/ed25519"
 	"net/http"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
+	"svc/rules/policy"
 )
 
 // Deps are the server's collaborators, built in cmd/svc.
@@ -24,6 +26,11 @@ type Deps struct {
 	Pool       *actors.PoolSample
 	Events     *actors.EventBus
 	Supervisor *actors.Supervisor
+	Authorizer *actors.Authorizer
+	Policy     *policy.Engine
+	// Receipts signs and verifies receipts; nil public key when unsigned.
+	ReceiptKey ed25519.PublicKey
+	KeyID      string
 	// Heartbeat hands a heartbeat to the buffering actor (never blocks).
 	Heartbeat func(messages.Heartbeat)
 	Log       hclog.Logger
@@ -56,6 +63,9 @@ func New(d Deps) *Server {
 	s.registerTenants()
 	s.registerAgents()
 	s.registerAudit()
+	s.registerAuthorize()
+	s.registerPolicies()
+	s.registerDecisions()
 	s.registerOpenAPI()
 	s.buildMux()
 	return s

@@ -5,6 +5,7 @@
 //	svc [serve]               run the gateway (the default)
 //	svc migrate               apply database migrations and exit
 //	svc tenants create NAME   create a tenant, print its id and admin token once
+//	svc verify-receipts FILE  verify an exported receipt chain offline
 //	svc version               print the build version
 //
 // Configuration comes from the environment (README.md lists every
@@ -13,6 +14,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +35,8 @@ import (
 	"svc/persistence/postgres"
 	"svc/persistence/sharedstate"
 	"svc/persistence/sqlite"
+	"svc/receipt"
+	"svc/rules/policy"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -65,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "--help", "-h":
 		usage(stdout)
 		return exitOK
+	case "verify-receipts":
+		return verifyReceipts(args[1:], stdout, stderr)
 	case "serve", "migrate", "tenants":
 	default:
 		_, _ = fmt.Fprintf(stderr, "svc: unknown command %q\n", cmd)
@@ -175,8 +181,26 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		return fmt.Errorf("shared state: %w", err)
 	}
 	defer func() { _ = shared.Close() }()
+	engine, err := policy.NewEngine(policy.Options{PolicyPath: cfg.PolicyFile})
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	var signer *receipt.Signer
+	if len(cfg.ReceiptSeed) > 0 {
+		if signer, err = receipt.NewSigner(cfg.ReceiptSeed); err != nil {
+			return fmt.Errorf("SVC_RECEIPT_SIGNING_KEY: %w", err)
+		}
+	}
 	system := actors.NewSystem(log.Named("actors"))
 	registry := actors.NewRegistry()
+	registry.Register("audit_writer", false)
+	writerHealth := func(err error) {
+		if err != nil {
+			registry.Set("audit_writer", actors.StateDegraded, err.Error())
+			return
+		}
+		registry.Set("audit_writer", actors.StateOK, "")
+	}
 	leader := &actors.Leadership{}
 	pool := &actors.PoolSample{}
 	bus := actors.NewEventBus(system.Root, cfg.EventBufferSize)
@@ -186,6 +210,9 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 			MaxRestarts: 5, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "leader_lease", Producer: actors.NewLeaderLease(store, cfg.NodeID, cfg.LeaderElectionInterval, cfg.LeaderLease, leader, log.Named("leader")),
 			MaxRestarts: 5, Within: time.Minute, Backoff: time.Second},
+		{Name: "group_writer", Producer: actors.NewGroupWriter(store, actors.NewSealer(signer), writerHealth,
+			actors.WriterOptions{AuditBatchSize: cfg.AuditBatchSize, AuditBatchFlush: cfg.AuditBatchFlush}, log.Named("writer")),
+			MaxRestarts: 10, Within: time.Minute},
 		{Name: "pool_sampler", Producer: actors.NewPoolSampler(store, cfg.PoolHealthSampleInterval, pool, log.Named("pool")),
 			MaxRestarts: 5, Within: time.Minute, Backoff: time.Second},
 	})
@@ -193,12 +220,24 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		return err
 	}
 	heartbeatPID, _ := sup.Child("heartbeat_flusher")
+	writerPID, _ := sup.Child("group_writer")
+	heartbeat := func(h messages.Heartbeat) { system.Root.Send(heartbeatPID, &h) }
+	authorizer, err := actors.NewAuthorizer(system, store, shared, engine, writerPID, bus, heartbeat, actors.AuthorizerOptions{
+		RateCapacity: cfg.RateLimitCapacity, RateRefill: cfg.RateLimitRefillRate, QuotaLimit: cfg.QuotaLimit, QuotaWindow: cfg.QuotaWindow,
+		ReplayWindow: cfg.ReplayWindow, SkillCacheCapacity: cfg.SkillCacheCapacity, RiskWeightsTTL: cfg.RiskWeightsCacheTTL,
+		CommitTimeout: cfg.RequestTimeout}, log.Named("authorize"))
+	if err != nil {
+		return err
+	}
+	invCtx, stopInvalidations := context.WithCancel(context.Background())
+	defer stopInvalidations()
+	go authorizer.RunInvalidations(invCtx)
 	busStop, busDone := make(chan struct{}), make(chan struct{})
 	go func() { defer close(busDone); bus.Run(busStop) }()
 
 	api := httpapi.New(httpapi.Deps{Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: leader, Pool: pool, Events: bus,
-		Supervisor: sup, Log: log, Version: version, NodeID: cfg.NodeID,
-		Heartbeat: func(h messages.Heartbeat) { system.Root.Send(heartbeatPID, &h) }})
+		Supervisor: sup, Authorizer: authorizer, Policy: engine, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
+		Log: log, Version: version, NodeID: cfg.NodeID, Heartbeat: heartbeat})
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
@@ -247,6 +286,51 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	system.Shutdown()
 	log.Info("gateway stopped")
 	return runErr
+}
+
+func publicKey(s *receipt.Signer) ed25519.PublicKey {
+	if s == nil {
+		return nil
+	}
+	return s.PublicKey()
+}
+
+func keyID(s *receipt.Signer) string {
+	if s == nil {
+		return ""
+	}
+	return s.KeyID()
+}
+
+// verifyReceipts is `svc verify-receipts FILE`: it verifies an export of
+// GET /v1/receipts/export offline (no server, no database) and exits 0 when
+// every receipt, link, count and the head hash check out, 1 otherwise.
+func verifyReceipts(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		_, _ = fmt.Fprintln(stderr, "usage: svc verify-receipts FILE")
+		return exitConfig
+	}
+	f, err := os.Open(args[0])
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "svc: %v\n", err)
+		return exitError
+	}
+	defer func() { _ = f.Close() }()
+	rep, err := receipt.VerifyExport(f)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "svc: %v\n", err)
+		return exitError
+	}
+	_, _ = fmt.Fprintf(stdout, "tenant_id: %s\nreceipts: %d\nchecked: %d\nhead_hash: %s\n", rep.TenantID, rep.Count, rep.Checked, rep.HeadHash)
+	for _, e := range rep.Errors {
+		_, _ = fmt.Fprintf(stdout, "error: index %d receipt %s: %s\n", e.Index, e.ReceiptID, e.Error)
+	}
+	if !rep.Valid {
+		_, _ = fmt.Fprintln(stdout, "INVALID")
+		return exitError
+	}
+	_, _ = fmt.Fprintln(stdout, "VALID")
+	return exitOK
 }
 
 // openSharedState connects to Valkey when SVC_VALKEY_URL is set (the state

@@ -1,0 +1,779 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"svc/canonical"
+	"svc/messages"
+	"svc/persistence"
+	"svc/persistence/sharedstate"
+	"svc/rules/policy"
+	"svc/rules/risk"
+)
+
+// AuthorizerOptions are the authorize path's settings (SPEC part 8).
+type AuthorizerOptions struct {
+	RateCapacity       float64
+	RateRefill         float64
+	QuotaLimit         int
+	QuotaWindow        time.Duration
+	ReplayWindow       time.Duration
+	SkillCacheCapacity int
+	RiskWeightsTTL     time.Duration
+	// IdempotencyTTL is how long a request_id's answer is kept in shared
+	// state (the decision row stays the durable record).
+	IdempotencyTTL time.Duration
+	// AgentIdle stops an agent actor after this long without a call.
+	AgentIdle time.Duration
+	// CommitTimeout bounds the wait for the group commit.
+	CommitTimeout time.Duration
+}
+
+// Authorizer runs POST /v1/authorize: per-agent actors decide (SPEC 4.2
+// rules 2 to 9), the GroupWriter makes the decision durable, and then the
+// side effects run (events, quarantine, tier escalation). It is shared by
+// every request; its caches are safe for concurrent use.
+type Authorizer struct {
+	system    *actor.ActorSystem
+	store     persistence.Store
+	shared    sharedstate.State
+	engine    *policy.Engine
+	writer    *actor.PID
+	events    *EventBus
+	heartbeat func(messages.Heartbeat)
+	log       hclog.Logger
+	opt       AuthorizerOptions
+
+	agents sync.Map // tenant/agent → *actor.PID
+
+	skills  *lru.Cache[string, skillEntry] // nil when the capacity is 0
+	tenants sync.Map                       // tenant → *tenantEntry
+
+	bestEffortFailures atomic.Uint64
+	decisions          atomic.Uint64
+}
+
+type skillEntry struct {
+	skill persistence.Skill
+	found bool
+}
+
+// tenantEntry caches a tenant's policy version and risk settings.
+type tenantEntry struct {
+	mu          sync.Mutex
+	policyVer   int64
+	policyAt    time.Time
+	risk        persistence.RiskSettings
+	riskAt      time.Time
+	riskLoaded  bool
+	policyReady bool
+}
+
+// HTTP statuses of the outcomes (actors/ does not import net/http).
+const (
+	status200 = 200
+	status400 = 400
+	status403 = 403
+	status409 = 409
+	status429 = 429
+	status503 = 503
+)
+
+// policyCheckEvery bounds how stale a node's view of a tenant's policy
+// version may be when an invalidation message from another node is lost.
+const policyCheckEvery = time.Second
+
+// NewAuthorizer builds the authorize service; writer is the GroupWriter.
+func NewAuthorizer(system *actor.ActorSystem, store persistence.Store, shared sharedstate.State, engine *policy.Engine,
+	writer *actor.PID, events *EventBus, heartbeat func(messages.Heartbeat), o AuthorizerOptions, log hclog.Logger) (*Authorizer, error) {
+	a := &Authorizer{system: system, store: store, shared: shared, engine: engine, writer: writer, events: events,
+		heartbeat: heartbeat, log: log, opt: o}
+	if o.SkillCacheCapacity > 0 {
+		c, err := lru.New[string, skillEntry](o.SkillCacheCapacity)
+		if err != nil {
+			return nil, fmt.Errorf("actors: skill cache: %w", err)
+		}
+		a.skills = c
+	}
+	if a.opt.IdempotencyTTL <= 0 {
+		a.opt.IdempotencyTTL = 24 * time.Hour
+	}
+	if a.opt.AgentIdle <= 0 {
+		a.opt.AgentIdle = 2 * time.Minute
+	}
+	if a.opt.CommitTimeout <= 0 {
+		a.opt.CommitTimeout = 15 * time.Second
+	}
+	return a, nil
+}
+
+// Invalidation channel and messages: "skill <tenant> <key>", "policy
+// <tenant>", "risk <tenant>". Every node drops the named cache entry.
+const InvalidationChannel = "invalidate"
+
+// Invalidate drops a cache entry on this node and publishes the drop to
+// every node.
+func (a *Authorizer) Invalidate(ctx context.Context, kind, tenantID, key string) {
+	a.dropCache(kind, tenantID, key)
+	a.Broadcast(ctx, kind, tenantID, key)
+}
+
+// Broadcast tells the other nodes to drop a cache entry (or, for "base",
+// to reload the base policy set) without touching this node's.
+func (a *Authorizer) Broadcast(ctx context.Context, kind, tenantID, key string) {
+	msg := kind + " " + tenantID + " " + key
+	if err := a.shared.Publish(ctx, InvalidationChannel, []byte(msg)); err != nil {
+		a.log.Warn("invalidation not published; other nodes catch up within their check interval", "kind", kind, "error", err)
+	}
+}
+
+func (a *Authorizer) dropCache(kind, tenantID, key string) {
+	switch kind {
+	case "skill":
+		if a.skills != nil {
+			a.skills.Remove(tenantID + "\x00" + key)
+		}
+	case "policy", "risk":
+		a.tenants.Delete(tenantID)
+	case "base":
+		if err := a.engine.ReloadBase(); err != nil {
+			a.log.Error("base policy reload from another node failed; keeping the current set", "error", err)
+		}
+	}
+}
+
+// RunInvalidations applies other nodes' invalidations until ctx ends,
+// resubscribing (and dropping every cache, since messages may have been
+// missed) when the subscription breaks.
+func (a *Authorizer) RunInvalidations(ctx context.Context) {
+	for ctx.Err() == nil {
+		ch, err := a.shared.Subscribe(ctx, InvalidationChannel)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+				continue
+			}
+		}
+		for raw := range ch {
+			parts := strings.SplitN(string(raw), " ", 3)
+			if len(parts) == 3 {
+				a.dropCache(parts[0], parts[1], parts[2])
+			}
+		}
+		if a.skills != nil {
+			a.skills.Purge()
+		}
+		a.tenants.Range(func(k, _ any) bool { a.tenants.Delete(k); return true })
+	}
+}
+
+// Stats are counters for /metrics.
+func (a *Authorizer) Stats() (decisions, bestEffortFailures uint64) {
+	return a.decisions.Load(), a.bestEffortFailures.Load()
+}
+
+// ---- the request path ----
+
+// draft is what an agent actor hands back: either a finished outcome (a
+// refusal, a dry run, an idempotent replay) or a decision to make durable.
+type draft struct {
+	outcome  *messages.AuthorizeOutcome
+	write    *persistence.DecisionWrite
+	response *messages.AuthorizeResponse
+	// lowRisk marks a non-mutating, low-risk allow: when its write fails it
+	// is still answered (best effort), without receipt fields.
+	lowRisk    bool
+	quarantine bool
+	deny       bool
+	idemKey    string
+	events     []messages.AseEvent
+}
+
+// Authorize decides one call; it blocks the calling (HTTP) goroutine, never
+// an actor.
+func (a *Authorizer) Authorize(ctx context.Context, m *messages.Authorize) messages.AuthorizeOutcome {
+	req := &m.Request
+	var idemKey string
+	if req.RequestID != nil && *req.RequestID != "" && !req.DryRun {
+		idemKey = "idem:" + m.TenantID + ":" + m.AgentID + ":" + *req.RequestID
+		if out, done := a.claimRequest(ctx, m, idemKey); done {
+			return out
+		}
+	}
+	d, err := a.askAgent(ctx, m)
+	if err != nil {
+		a.releaseRequest(idemKey)
+		return failure(status503, "ServiceUnavailable", "agent_unavailable", "the agent's actor did not answer: "+err.Error(), 1)
+	}
+	if d.outcome != nil {
+		a.releaseRequest(idemKey)
+		return *d.outcome
+	}
+	d.idemKey = idemKey
+	return a.commit(ctx, m, d)
+}
+
+func failure(status int, reason, code, msg string, retryAfter int) messages.AuthorizeOutcome {
+	return messages.AuthorizeOutcome{Failure: &messages.AuthorizeFailure{Status: status, Reason: reason, Code: code, Message: msg, RetryAfter: retryAfter}}
+}
+
+func sharedFailure(err error) *messages.AuthorizeOutcome {
+	o := failure(status503, "ServiceUnavailable", "shared_state_unavailable",
+		"shared state is unavailable; the call is refused (fail closed)", 1)
+	_ = err
+	return &o
+}
+
+// claimRequest implements rule 2 (idempotency): the first call with a
+// request_id claims it atomically (SET NX) and evaluates; later ones get
+// its answer, waiting while it is in flight.
+func (a *Authorizer) claimRequest(ctx context.Context, m *messages.Authorize, key string) (messages.AuthorizeOutcome, bool) {
+	ok, err := a.shared.SetNX(ctx, key, "pending", a.opt.IdempotencyTTL)
+	if err != nil {
+		return *sharedFailure(err), true
+	}
+	if ok {
+		// The claim is ours. A decision committed before the shared state
+		// was lost is still the answer.
+		d, err := a.store.FindDecisionByRequest(ctx, m.TenantID, m.AgentID, *m.Request.RequestID)
+		if err == nil {
+			resp := responseFromDecision(d, m.Request.RequestID)
+			a.rememberResponse(key, resp)
+			return messages.AuthorizeOutcome{Response: resp, Status: status200}, true
+		}
+		if !errors.Is(err, persistence.ErrNotFound) {
+			a.releaseRequest(key)
+			return failure(status503, "ServiceUnavailable", "database_unavailable", "the database is unavailable", 1), true
+		}
+		return messages.AuthorizeOutcome{}, false
+	}
+	for {
+		v, found, err := a.shared.Get(ctx, key)
+		if err != nil {
+			return *sharedFailure(err), true
+		}
+		if found && v != "pending" {
+			var resp messages.AuthorizeResponse
+			if json.Unmarshal([]byte(v), &resp) == nil {
+				return messages.AuthorizeOutcome{Response: &resp, Status: status200}, true
+			}
+		}
+		if !found {
+			// The first call failed and released its claim: try again.
+			return a.claimRequest(ctx, m, key)
+		}
+		select {
+		case <-ctx.Done():
+			return failure(status409, "Conflict", "request_in_flight", "a call with this request_id is still being decided", 0), true
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func (a *Authorizer) rememberResponse(key string, resp *messages.AuthorizeResponse) {
+	if key == "" {
+		return
+	}
+	raw, err := json.Marshal(resp)
+	if err != nil {
+		return
+	}
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.shared.Set(c, key, string(raw), a.opt.IdempotencyTTL); err != nil {
+		a.log.Warn("idempotent answer not recorded; the decision row still answers a retry", "error", err)
+	}
+}
+
+func (a *Authorizer) releaseRequest(key string) {
+	if key == "" {
+		return
+	}
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = a.shared.Del(c, key)
+}
+
+func responseFromDecision(d persistence.Decision, requestID *string) *messages.AuthorizeResponse {
+	return &messages.AuthorizeResponse{Decision: d.Decision, Reason: d.Reason, CompositeRiskScore: d.CompositeRiskScore,
+		RootTrustLevel: d.RootTrustLevel, RedactedFields: nonNil(d.RedactedFields), DecisionID: d.ID, ActionHash: d.ActionHash,
+		RiskScore: d.RiskScore, MatchedPolicies: nonNil(d.MatchedPolicyIDs), ReceiptID: d.ReceiptID, ReceiptHash: d.ReceiptHash,
+		RequestID: requestID}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// askAgent sends the call to the agent's actor, spawning it when needed
+// (and once more when the actor stopped for idleness as the call arrived).
+func (a *Authorizer) askAgent(ctx context.Context, m *messages.Authorize) (*draft, error) {
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	for attempt := 0; attempt < 2; attempt++ {
+		pid := a.agentPID(m.TenantID, m.AgentID)
+		res, err := a.system.Root.RequestFuture(pid, m, timeout).Result()
+		if errors.Is(err, actor.ErrDeadLetter) {
+			a.agents.CompareAndDelete(m.TenantID+"/"+m.AgentID, pid)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		d, ok := res.(*draft)
+		if !ok {
+			return nil, fmt.Errorf("actors: unexpected answer %T", res)
+		}
+		return d, nil
+	}
+	return nil, errors.New("actors: agent actor unavailable")
+}
+
+func (a *Authorizer) agentPID(tenantID, agentID string) *actor.PID {
+	key := tenantID + "/" + agentID
+	if pid, ok := a.agents.Load(key); ok {
+		return pid.(*actor.PID) //nolint:errcheck // only *actor.PID is stored
+	}
+	props := actor.PropsFromProducer(func() actor.Actor { return &AgentActor{auth: a, key: key} },
+		actor.WithGuardian(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
+	pid, err := a.system.Root.SpawnNamed(props, "agent/"+key)
+	if err != nil && !errors.Is(err, actor.ErrNameExists) {
+		a.log.Error("spawn agent actor", "agent", key, "error", err)
+	}
+	actual, _ := a.agents.LoadOrStore(key, pid)
+	return actual.(*actor.PID) //nolint:errcheck // only *actor.PID is stored
+}
+
+// commit makes the decision durable through the GroupWriter and answers.
+func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft) messages.AuthorizeOutcome {
+	res, err := a.system.Root.RequestFuture(a.writer, &CommitDecision{Write: *d.write}, a.opt.CommitTimeout).Result()
+	var commitErr error
+	switch {
+	case err != nil:
+		commitErr = err
+	default:
+		if c, ok := res.(*Committed); ok {
+			commitErr = c.Err
+		} else {
+			commitErr = fmt.Errorf("actors: unexpected writer answer %T", res)
+		}
+	}
+	a.decisions.Add(1)
+	if commitErr != nil {
+		a.releaseRequest(d.idemKey)
+		if d.lowRisk {
+			// SPEC 4.2 rule 10: best effort for low-risk non-mutating allows.
+			a.bestEffortFailures.Add(1)
+			a.log.Warn("decision not recorded (best effort allow)", "decision_id", d.response.DecisionID, "error", commitErr)
+			resp := *d.response
+			resp.DecisionID, resp.ReceiptID, resp.ReceiptHash = "", "", ""
+			return messages.AuthorizeOutcome{Response: &resp, Status: status200}
+		}
+		a.log.Error("decision not recorded; denying (fail closed)", "decision_id", d.response.DecisionID, "error", commitErr)
+		return messages.AuthorizeOutcome{Status: status503,
+			Response: &messages.AuthorizeResponse{Decision: "deny", Reason: "audit_writer_unavailable"}}
+	}
+	resp := d.response
+	resp.ReceiptHash = d.write.Receipt.Hash
+	a.rememberResponse(d.idemKey, resp)
+	a.afterCommit(m, d)
+	return messages.AuthorizeOutcome{Response: resp, Status: status200}
+}
+
+// afterCommit runs the side effects of a recorded decision (rules 9 and 12,
+// SPEC part 3): the quarantine transition, the tier escalation, and the SOC
+// events. None of it changes the answer.
+func (a *Authorizer) afterCommit(m *messages.Authorize, d *draft) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dec := &d.write.Decision
+	for _, ev := range d.events {
+		a.events.Publish(ev)
+	}
+	if d.quarantine {
+		_, err := a.store.TransitionAgent(ctx, m.TenantID, m.AgentID, []string{persistence.AgentActive}, persistence.AgentQuarantined,
+			persistence.AuditEvent{ID: uuid.NewString(), TenantID: m.TenantID, EventType: "agent_quarantined", Action: "agent_quarantined",
+				Actor: "policy", AgentID: m.AgentID, DecisionID: dec.ID,
+				Details: map[string]any{"action": "agent_quarantined", "decision_id": dec.ID}, CreatedAt: time.Now().UTC()})
+		if err == nil {
+			a.events.Publish(a.event(m, dec, messages.KindAgentQuarantined, "agent quarantined by policy"))
+		} else if !errors.Is(err, persistence.ErrStateConflict) {
+			a.log.Error("quarantine failed", "agent_id", m.AgentID, "error", err)
+		}
+	}
+	if d.deny {
+		a.escalate(ctx, m, dec)
+	}
+}
+
+// escalate applies the tier escalation (SPEC part 3): more than
+// denial_threshold denies within window_minutes move the tier one step.
+func (a *Authorizer) escalate(ctx context.Context, m *messages.Authorize, dec *persistence.Decision) {
+	settings := a.riskSettings(ctx, m.TenantID)
+	window := time.Duration(settings.WindowMinutes) * time.Minute
+	key := "denials:" + m.TenantID + ":" + m.AgentID
+	n, err := a.shared.WindowAdd(ctx, key, dec.ID, dec.CreatedAt, window)
+	if err != nil {
+		a.log.Warn("denial window not updated", "agent_id", m.AgentID, "error", err)
+		return
+	}
+	_ = a.shared.Set(ctx, "denycount:"+m.TenantID+":"+m.AgentID, strconv.FormatInt(n, 10), window)
+	if n <= int64(settings.DenialThreshold) {
+		return
+	}
+	next, ok := risk.NextTier(m.RiskTier)
+	if !ok {
+		return
+	}
+	moved, err := a.store.EscalateTier(ctx, m.TenantID, m.AgentID, m.RiskTier, next,
+		persistence.AuditEvent{ID: uuid.NewString(), TenantID: m.TenantID, EventType: "agent_risk_escalated", Action: "agent_risk_escalated",
+			Actor: "risk", AgentID: m.AgentID, DecisionID: dec.ID, CreatedAt: time.Now().UTC(),
+			Details: map[string]any{"action": "agent_risk_escalated", "from": m.RiskTier, "to": next, "denials": n,
+				"window_minutes": settings.WindowMinutes, "denial_threshold": settings.DenialThreshold}})
+	if err != nil {
+		a.log.Error("tier escalation failed", "agent_id", m.AgentID, "error", err)
+		return
+	}
+	if moved {
+		_ = a.shared.Del(ctx, key)
+		a.events.Publish(a.event(m, dec, messages.KindAgentRiskEscalated, fmt.Sprintf("risk tier %s -> %s after %d denials", m.RiskTier, next, n)))
+	}
+}
+
+func (a *Authorizer) event(m *messages.Authorize, dec *persistence.Decision, kind, reason string) messages.AseEvent {
+	id, hash, rid := dec.ID, dec.ActionHash, dec.ReceiptID
+	trust := dec.RootTrustLevel
+	ev := messages.AseEvent{EventID: uuid.NewString(), OccurredAt: time.Now().UTC(), TenantID: m.TenantID, Kind: kind,
+		AgentID: m.AgentID, Decision: dec.Decision, Tool: dec.Tool, Action: dec.Action, Resource: dec.Resource,
+		RiskScore: dec.RiskScore, Reason: reason, RunID: dec.RunID, TraceID: dec.TraceID,
+		MatchedPolicies: nonNil(dec.MatchedPolicyIDs), RedactedFields: nonNil(dec.RedactedFields), SchemaVersion: messages.SchemaVersion,
+		Evidence: &messages.Evidence{DecisionID: &id, ActionHash: &hash, SourceTrust: &trust}}
+	if rid != "" {
+		ev.Evidence.ReceiptID = &rid
+	}
+	return ev
+}
+
+// ---- the agent actor ----
+
+// AgentActor serializes one agent's calls on this node. It blocks its own
+// mailbox on the shared-state and registry reads of a call (that is the
+// per-agent serialization) but never on the database commit, which the
+// caller awaits. It stops itself after AgentIdle without calls.
+type AgentActor struct {
+	auth *Authorizer
+	key  string
+}
+
+// Receive implements actor.Actor.
+func (g *AgentActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.SetReceiveTimeout(g.auth.opt.AgentIdle)
+	case *actor.ReceiveTimeout:
+		g.auth.agents.CompareAndDelete(g.key, ctx.Self())
+		ctx.Stop(ctx.Self())
+	case *messages.Authorize:
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		d := g.auth.decide(c, m)
+		cancel()
+		ctx.Respond(d)
+	}
+}
+
+// decide runs SPEC 4.2 rules 3 to 9 and 13 and returns a draft.
+func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
+	req := &m.Request
+	refuse := func(o messages.AuthorizeOutcome) *draft { return &draft{outcome: &o} }
+
+	// Rule 3: last seen (best effort), rate limit, quota.
+	a.heartbeat(messages.Heartbeat{TenantID: m.TenantID, AgentID: m.AgentID, At: m.ReceivedAt})
+	okTok, retry, err := a.shared.TakeToken(ctx, "rl:"+m.TenantID+":"+m.AgentID, a.opt.RateCapacity, a.opt.RateRefill, 1)
+	if err != nil {
+		return &draft{outcome: sharedFailure(err)}
+	}
+	if !okTok {
+		return refuse(failure(status429, "TooManyRequests", "rate_limited", "rate limit exceeded", retrySeconds(retry)))
+	}
+	if a.opt.QuotaLimit > 0 {
+		n, ttl, err := a.shared.Incr(ctx, "quota:"+m.TenantID+":"+m.AgentID, a.opt.QuotaWindow)
+		if err != nil {
+			return &draft{outcome: sharedFailure(err)}
+		}
+		if n > int64(a.opt.QuotaLimit) {
+			return refuse(failure(status429, "TooManyRequests", "quota_exceeded", "quota exhausted for this window", retrySeconds(ttl)))
+		}
+	}
+
+	// Rules 7 and 8: normalize and combine trust (needed by every record).
+	tc := canonical.ToolCall{Tool: canonical.NormalizeIdentifier(req.ToolCall.Tool), Action: canonical.NormalizeIdentifier(req.ToolCall.Action),
+		Resource: req.ToolCall.Resource, Parameters: req.ToolCall.Parameters}
+	if tc.Parameters == nil {
+		tc.Parameters = map[string]any{}
+	}
+	hash, err := canonical.ActionHash(tc)
+	if err != nil {
+		return refuse(failure(status400, "BadRequest", "invalid_tool_call", "tool_call cannot be canonicalized: "+err.Error(), 0))
+	}
+	source, _ := policy.ParseTrust(req.SourceTrust)
+	effective := source
+	if req.Trace != nil && req.Trace.RootTrustLevel != nil {
+		root, _ := policy.ParseTrust(*req.Trace.RootTrustLevel)
+		effective = policy.Tighten(root, source)
+	}
+
+	// Rule 4: status. Only active and frozen agents authenticate; a frozen
+	// one is denied and the attempt recorded.
+	if m.AgentStatus == persistence.AgentFrozen {
+		return a.draftDecision(ctx, m, tc, hash, source, effective, policy.Result{Decision: "deny", Reason: "agent_frozen"}, nil, false)
+	}
+	// Rule 5: environments.
+	if len(m.AllowedEnvironments) > 0 {
+		env := ""
+		if req.Environment != nil {
+			env = *req.Environment
+		}
+		allowed := false
+		for _, e := range m.AllowedEnvironments {
+			if e == env {
+				allowed = true
+				break
+			}
+		}
+		if !allowed {
+			return refuse(failure(status403, "Forbidden", "FORBIDDEN", "environment not allowed for this agent", 0))
+		}
+	}
+	// Rule 6: tool permission bindings.
+	perms, err := a.store.ListPermissions(ctx, m.TenantID, m.AgentID)
+	if err != nil {
+		return refuse(failure(status503, "ServiceUnavailable", "database_unavailable", "the database is unavailable", 1))
+	}
+	if len(perms) > 0 {
+		bound := false
+		for _, p := range perms {
+			if canonical.NormalizeIdentifier(p.ToolKey) == tc.Tool {
+				bound = true
+				break
+			}
+		}
+		if !bound {
+			return refuse(failure(status403, "Forbidden", "FORBIDDEN", "tool not in the agent's permission bindings", 0))
+		}
+	}
+	// Rule 13: replay nonce (not consumed by a dry run).
+	if req.Nonce != nil && !req.DryRun {
+		fresh, err := a.shared.SetNX(ctx, "nonce:"+m.TenantID+":"+m.AgentID+":"+*req.Nonce, "1", a.opt.ReplayWindow)
+		if err != nil {
+			return &draft{outcome: sharedFailure(err)}
+		}
+		if !fresh {
+			r := policy.Result{Decision: "deny", Reason: "replay_nonce_reused"}
+			d := a.draftDecision(ctx, m, tc, hash, source, effective, r, nil, false)
+			if d.write != nil {
+				ev := a.event(m, &d.write.Decision, messages.KindReplayAttempt, "replay nonce reused")
+				ev.Tool, ev.Action, ev.RiskScore, ev.Decision = "replay_nonce_reused", "replay_nonce_reused", 100, "deny"
+				ev.MatchedPolicies = []string{}
+				d.events = append(d.events, ev)
+			}
+			return d
+		}
+	}
+	// Rule 9: policy.
+	skill := a.skill(ctx, m.TenantID, tc.Tool)
+	in := policy.Input{TenantID: m.TenantID, Agent: policy.AgentInput{ID: m.AgentID, Name: m.AgentName, RiskTier: m.RiskTier, Status: m.AgentStatus},
+		ToolCall:     policy.ToolCall{Tool: tc.Tool, Action: tc.Action, Resource: tc.Resource, Parameters: tc.Parameters},
+		MutatesState: req.MutatesState, TrustLevel: effective, RootTrustLevel: effective}
+	if req.Environment != nil {
+		in.Environment = *req.Environment
+	}
+	var skillRisk string
+	if skill.found {
+		if act, ok := skill.skill.Actions[tc.Action]; ok {
+			skillRisk = act.Risk
+			in.Skill = &policy.SkillInput{Key: skill.skill.Key, Description: skill.skill.Description, Action: tc.Action,
+				Risk: act.Risk, MutatesState: act.MutatesState, ApprovalRequired: act.ApprovalRequired}
+		}
+	}
+	if server, ok := strings.CutPrefix(tc.Tool, "mcp:"); ok {
+		// The MCP registry arrives with its own issue; until then every MCP
+		// server is unknown and the base policy denies (fail closed).
+		in.MCP = &policy.MCPInput{ServerKey: server}
+	}
+	if err := a.ensurePolicies(ctx, m.TenantID); err != nil {
+		a.log.Error("tenant policies unavailable; failing closed", "tenant_id", m.TenantID, "error", err)
+		return a.draftDecision(ctx, m, tc, hash, source, effective, policy.Result{Decision: "deny", Reason: "policy_unavailable"}, nil, false)
+	}
+	res, err := a.engine.Evaluate(ctx, m.TenantID, in)
+	if err != nil {
+		a.log.Error("policy evaluation failed; failing closed", "tenant_id", m.TenantID, "error", err)
+		res = policy.Result{Decision: "deny", Reason: "policy_error"}
+	}
+	return a.draftDecision(ctx, m, tc, hash, source, effective, res, &skillRisk, true)
+}
+
+func retrySeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
+
+// draftDecision scores the outcome and builds the response and the rows.
+func (a *Authorizer) draftDecision(ctx context.Context, m *messages.Authorize, tc canonical.ToolCall, hash, source, effective string,
+	res policy.Result, skillRisk *string, evaluated bool) *draft {
+	req := &m.Request
+	sr := ""
+	if skillRisk != nil {
+		sr = *skillRisk
+	}
+	settings := a.riskSettings(ctx, m.TenantID)
+	denials := 0
+	if v, ok, err := a.shared.Get(ctx, "denycount:"+m.TenantID+":"+m.AgentID); err == nil && ok {
+		denials, _ = strconv.Atoi(v)
+	}
+	inputs := risk.Inputs{TrustLevel: effective, MutatesState: req.MutatesState, SkillRisk: sr, RiskTier: m.RiskTier, RecentDenials: denials}
+	composite := risk.Composite(inputs, settings.Weights)
+	advisory := risk.Advisory(inputs)
+	decision := res.Decision
+	if res.Quarantine {
+		decision = "quarantine"
+	}
+	resp := &messages.AuthorizeResponse{Decision: decision, Reason: res.Reason, CompositeRiskScore: composite, RootTrustLevel: effective,
+		RedactedFields: nonNil(res.RedactedFields), DryRun: req.DryRun, ActionHash: hash, RiskScore: advisory,
+		MatchedPolicies: nonNil(res.MatchedPolicies), RequestID: req.RequestID}
+	if req.DryRun {
+		return &draft{outcome: &messages.AuthorizeOutcome{Response: resp, Status: status200}}
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	decisionID, receiptID := uuid.NewString(), uuid.NewString()
+	resp.DecisionID, resp.ReceiptID = decisionID, receiptID
+	toolCall, _ := json.Marshal(tc)
+	rec := persistence.Decision{ID: decisionID, TenantID: m.TenantID, AgentID: m.AgentID, RequestID: req.RequestID, Tool: tc.Tool,
+		Action: tc.Action, Resource: tc.Resource, ActionHash: hash, Decision: decision, Reason: res.Reason, RiskScore: advisory,
+		CompositeRiskScore: composite, MatchedPolicyIDs: nonNil(res.MatchedPolicies), RedactedFields: nonNil(res.RedactedFields),
+		MutatesState: req.MutatesState, TrustLevel: source, RootTrustLevel: effective, Environment: req.Environment,
+		ToolCall: toolCall, CreatedAt: now, ReceiptID: receiptID}
+	if req.Trace != nil {
+		rec.RunID, rec.ParentRunID, rec.TraceID = req.Trace.RunID, req.Trace.ParentRunID, req.Trace.TraceID
+	}
+	audit := persistence.AuditEvent{ID: uuid.NewString(), TenantID: m.TenantID, EventType: "authorize_decision", Action: decision,
+		Actor: "agent:" + m.AgentID, AgentID: m.AgentID, DecisionID: decisionID, CreatedAt: now,
+		Details: map[string]any{"action": decision, "tool": tc.Tool, "tool_action": tc.Action, "reason": res.Reason,
+			"matched_policies": rec.MatchedPolicyIDs, "action_hash": hash, "receipt_id": receiptID}}
+	receipt := &persistence.Receipt{ID: receiptID, TenantID: m.TenantID, DecisionID: decisionID, ActionHash: hash, Decision: decision, CreatedAt: now}
+	d := &draft{write: &persistence.DecisionWrite{Decision: rec, Audit: []persistence.AuditEvent{audit}, Receipt: receipt},
+		response:   resp,
+		lowRisk:    decision == "allow" && !req.MutatesState && sr != "high" && sr != "critical",
+		quarantine: decision == "quarantine", deny: decision == "deny" || decision == "quarantine"}
+	d.events = append(d.events, a.event(m, &rec, messages.KindAuthorizeDecision, res.Reason))
+	_ = evaluated
+	return d
+}
+
+// skill reads the registry through the bounded cache.
+func (a *Authorizer) skill(ctx context.Context, tenantID, key string) skillEntry {
+	ck := tenantID + "\x00" + key
+	if a.skills != nil {
+		if e, ok := a.skills.Get(ck); ok {
+			return e
+		}
+	}
+	sk, err := a.store.GetSkill(ctx, tenantID, key)
+	e := skillEntry{skill: sk, found: err == nil}
+	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		return e // not cached: a transient failure must not stick
+	}
+	if a.skills != nil {
+		a.skills.Add(ck, e)
+	}
+	return e
+}
+
+func (a *Authorizer) tenant(tenantID string) *tenantEntry {
+	e, _ := a.tenants.LoadOrStore(tenantID, &tenantEntry{})
+	return e.(*tenantEntry) //nolint:errcheck // only *tenantEntry is stored
+}
+
+// riskSettings returns the tenant's risk settings, cached for
+// SVC_RISK_WEIGHTS_CACHE_TTL_SECS (a PUT invalidates at once).
+func (a *Authorizer) riskSettings(ctx context.Context, tenantID string) persistence.RiskSettings {
+	e := a.tenant(tenantID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.riskLoaded && time.Since(e.riskAt) < a.opt.RiskWeightsTTL {
+		return e.risk
+	}
+	rs, err := a.store.GetRiskSettings(ctx, tenantID)
+	if err != nil {
+		if e.riskLoaded {
+			return e.risk
+		}
+		return persistence.RiskSettings{DenialThreshold: 5, WindowMinutes: 60}
+	}
+	e.risk, e.riskAt, e.riskLoaded = rs, time.Now(), true
+	return rs
+}
+
+// ensurePolicies makes sure the engine holds the tenant's current policy
+// version. Policy writes prepare the new version themselves (PreparePolicies)
+// and other nodes learn of it by invalidation; this check, at most once a
+// second per tenant, is the safety net.
+func (a *Authorizer) ensurePolicies(ctx context.Context, tenantID string) error {
+	e := a.tenant(tenantID)
+	e.mu.Lock()
+	fresh := e.policyReady && time.Since(e.policyAt) < policyCheckEvery
+	e.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	v, err := a.store.PolicyVersion(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	if !a.engine.HasTenant(tenantID, strconv.FormatInt(v, 10)) {
+		if err := a.PreparePolicies(ctx, tenantID); err != nil {
+			return err
+		}
+	}
+	e.mu.Lock()
+	e.policyVer, e.policyAt, e.policyReady = v, time.Now(), true
+	e.mu.Unlock()
+	return nil
+}
+
+// PreparePolicies loads the tenant's enabled policies and prepares their
+// query (off the hot path: called by policy writes and invalidations).
+func (a *Authorizer) PreparePolicies(ctx context.Context, tenantID string) error {
+	v, err := a.store.PolicyVersion(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	ps, err := a.store.ListPolicies(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	mods := make([]policy.Module, 0, len(ps))
+	for _, p := range ps {
+		if p.Enabled {
+			mods = append(mods, policy.Module{Name: p.Name, Rego: p.Rego})
+		}
+	}
+	return a.engine.SetTenantPolicies(tenantID, strconv.FormatInt(v, 10), mods)
+}

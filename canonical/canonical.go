@@ -1,0 +1,98 @@
+package canonical
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gowebpki/jcs"
+	"golang.org/x/text/unicode/norm"
+)
+
+// Scheme names the action hash scheme that [ActionHash] implements (SPEC
+// 9.7). It changes only together with the bytes it produces.
+const Scheme = "svc-jcs-1"
+
+// JCS returns the RFC 8785 canonical bytes of the JSON text raw. It fails
+// on text that is not JSON or falls outside the I-JSON subset RFC 8785
+// accepts (duplicate member names, invalid UTF-8, lone surrogates, numbers
+// out of the range of a double).
+func JCS(raw []byte) ([]byte, error) {
+	if raw == nil {
+		return nil, fmt.Errorf("canonical: no JSON text")
+	}
+	out, err := jcs.Transform(raw)
+	if err != nil {
+		return nil, fmt.Errorf("canonical: %w", err)
+	}
+	return out, nil
+}
+
+// Marshal encodes v with encoding/json and returns the RFC 8785 canonical
+// bytes of the result.
+func Marshal(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("canonical: encode: %w", err)
+	}
+	return JCS(raw)
+}
+
+// NormalizeIdentifier applies SPEC 4.2 rule 7 to a tool or action
+// identifier: percent-decode (the input is kept when it does not decode to
+// valid UTF-8), Unicode NFC, trim white space, lower-case. The package
+// documentation gives the exact rules.
+func NormalizeIdentifier(s string) string {
+	if decoded, err := url.PathUnescape(s); err == nil && utf8.ValidString(decoded) {
+		s = decoded
+	}
+	s = norm.NFC.String(s)
+	s = strings.TrimSpace(s)
+	return strings.ToLower(s)
+}
+
+// ToolCall is the part of an authorize request that the action hash covers
+// (SPEC 4.2: tool_call).
+type ToolCall struct {
+	Tool       string         `json:"tool"`
+	Action     string         `json:"action"`
+	Resource   *string        `json:"resource"`
+	Parameters map[string]any `json:"parameters"`
+}
+
+// ActionHash returns the svc-jcs-1 action hash of tc: the lower-case hex
+// SHA-256 of the JCS bytes of {"tool","action","resource","parameters"}
+// with tool and action normalized by [NormalizeIdentifier], resource null
+// when nil and parameters {} when nil. It fails when the parameters cannot
+// be encoded as I-JSON (a NaN, a channel, a number out of range).
+func ActionHash(tc ToolCall) (string, error) {
+	b, err := ActionBytes(tc)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// ActionBytes returns the canonical bytes that [ActionHash] hashes, for
+// logging, debugging and the test vectors.
+func ActionBytes(tc ToolCall) ([]byte, error) {
+	params := tc.Parameters
+	if params == nil {
+		params = map[string]any{}
+	}
+	b, err := Marshal(ToolCall{
+		Tool:       NormalizeIdentifier(tc.Tool),
+		Action:     NormalizeIdentifier(tc.Action),
+		Resource:   tc.Resource,
+		Parameters: params,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}

@@ -1,0 +1,146 @@
+package httpapi
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+
+	"svc/messages"
+	"svc/persistence"
+	"svc/rules/policy"
+)
+
+// SignatureHeader carries the agent's HMAC of the raw body (SPEC 5.3).
+const SignatureHeader = "X-Svc-Request-Signature"
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func (s *Server) registerAuthorize() {
+	s.register(Route{Method: "POST", Path: "/authorize", Access: AccessAgent, SelfAuth: true, Tag: "authorize",
+		Body: &messages.AuthorizeRequest{}, Resp: messages.AuthorizeResponse{}, Errors: []int{404, 409, 429},
+		Summary: "Decide a tool call (SPEC 4.2). Every policy outcome answers 200; a fail-closed deny when the decision " +
+			"cannot be recorded answers 503 with {\"decision\":\"deny\",\"reason\":\"audit_writer_unavailable\"}. Failed token " +
+			"attempts are counted per source IP and X-Svc-Tenant-ID; past SVC_AUTH_FAILURE_LIMIT in SVC_AUTH_FAILURE_WINDOW_SECS " +
+			"the pair is answered 429 before any token check. An agent with a signing_key must send " +
+			"X-Svc-Request-Signature: sha256=<hex HMAC-SHA256 of the raw body> (401 when missing or wrong).",
+		Handle: s.authorize})
+}
+
+func (s *Server) authorize(c *Call) (any, error) {
+	r := c.R
+	ctx := c.Ctx()
+	failKey := "authfail:" + clientIP(r) + ":" + strings.TrimSpace(r.Header.Get(TenantHeader))
+	n, ttl, err := s.Shared.Count(ctx, failKey)
+	if err != nil {
+		return nil, unavailable("shared_state_unavailable", "shared state is unavailable; the call is refused (fail closed)")
+	}
+	if n >= int64(s.cfg.AuthFailureLimit) {
+		e := apiErr("TooManyRequests", "auth_locked", "too many failed token attempts from this address; retry later")
+		e.RetryAfter = max(1, int(ttl.Seconds()+0.999))
+		return nil, e
+	}
+	fail := func(e *Error) (any, error) {
+		if _, _, err := s.Shared.Incr(ctx, failKey, s.cfg.AuthFailureWindow); err != nil {
+			s.log.Warn("auth failure not counted", "error", err)
+		}
+		return nil, e
+	}
+	tok := bearer(r)
+	switch {
+	case tok == "":
+		return fail(unauthorized("missing bearer token"))
+	case strings.HasPrefix(tok, operatorTokenPrefix) || (s.cfg.SuperAdminEnabled() && tok == s.cfg.AdminToken):
+		return nil, forbidden("authorize requires an agent token")
+	case !strings.HasPrefix(tok, agentTokenPrefix):
+		return fail(unauthorized("invalid agent token"))
+	}
+	agent, err := s.Store.LookupAgentToken(ctx, hashToken(tok))
+	if errors.Is(err, persistence.ErrNotFound) {
+		return fail(unauthorized("invalid agent token"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if agent.Status != persistence.AgentActive && agent.Status != persistence.AgentFrozen {
+		return fail(unauthorized("invalid agent token"))
+	}
+	if len(agent.SigningKey) > 0 {
+		if !validSignature(agent.SigningKey, c.Raw, r.Header.Get(SignatureHeader)) {
+			e := unauthorized("missing or invalid %s", SignatureHeader)
+			e.Details["error"] = "invalid_signature"
+			return nil, e
+		}
+	}
+	req := bodyOf[messages.AuthorizeRequest](c)
+	if err := validateAuthorize(req); err != nil {
+		return nil, err
+	}
+	out := s.Authorizer.Authorize(ctx, &messages.Authorize{TenantID: agent.TenantID, AgentID: agent.ID, AgentName: agent.Name,
+		AgentStatus: agent.Status, RiskTier: agent.RiskTier, AllowedEnvironments: agent.AllowedEnvironments, Request: *req,
+		ReceivedAt: nowUTC()})
+	if f := out.Failure; f != nil {
+		e := apiErr(f.Reason, f.Code, "%s", f.Message)
+		e.RetryAfter = f.RetryAfter
+		return nil, e
+	}
+	if out.Status != http.StatusOK {
+		return withStatus{out.Status, out.Response}, nil
+	}
+	return out.Response, nil
+}
+
+// validSignature checks "sha256=<hex>" against the HMAC of the raw body, in
+// constant time.
+func validSignature(key, body []byte, header string) bool {
+	hexSig, ok := strings.CutPrefix(strings.TrimSpace(header), "sha256=")
+	if !ok {
+		return false
+	}
+	got, err := hex.DecodeString(hexSig)
+	if err != nil {
+		return false
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write(body)
+	return hmac.Equal(got, mac.Sum(nil))
+}
+
+func validateAuthorize(req *messages.AuthorizeRequest) error {
+	if strings.TrimSpace(req.ToolCall.Tool) == "" {
+		return invalidField("tool_call.tool", "is required")
+	}
+	if strings.TrimSpace(req.ToolCall.Action) == "" {
+		return invalidField("tool_call.action", "is required")
+	}
+	if _, ok := policy.ParseTrust(req.SourceTrust); !ok {
+		return invalidField("source_trust", "must be one of %s", strings.Join(policy.TrustLevels(), ", "))
+	}
+	if req.Trace != nil && req.Trace.RootTrustLevel != nil {
+		if _, ok := policy.ParseTrust(*req.Trace.RootTrustLevel); !ok {
+			return invalidField("trace.root_trust_level", "must be one of %s", strings.Join(policy.TrustLevels(), ", "))
+		}
+	}
+	if req.Nonce != nil && (len(*req.Nonce) < 8 || len(*req.Nonce) > 128) {
+		return invalidField("nonce", "must be 8 to 128 characters")
+	}
+	if req.RequestID != nil && (*req.RequestID == "" || len(*req.RequestID) > 256) {
+		return invalidField("request_id", "must be 1 to 256 characters")
+	}
+	return nil
+}
+
+func unavailable(code, msg string) *Error {
+	e := apiErr("ServiceUnavailable", code, "%s", msg)
+	e.RetryAfter = 1
+	return e
+}

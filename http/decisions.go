@@ -1,0 +1,301 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"time"
+
+	"svc/actors"
+	"svc/persistence"
+	"svc/receipt"
+)
+
+type decisionView struct {
+	DecisionID         string    `json:"decision_id"`
+	TenantID           string    `json:"tenant_id"`
+	AgentID            string    `json:"agent_id"`
+	RequestID          *string   `json:"request_id"`
+	Tool               string    `json:"tool"`
+	Action             string    `json:"action"`
+	Resource           *string   `json:"resource"`
+	ActionHash         string    `json:"action_hash"`
+	Decision           string    `json:"decision"`
+	Reason             string    `json:"reason"`
+	RiskScore          int       `json:"risk_score"`
+	CompositeRiskScore int       `json:"composite_risk_score"`
+	MatchedPolicyIDs   []string  `json:"matched_policy_ids"`
+	RedactedFields     []string  `json:"redacted_fields"`
+	MutatesState       bool      `json:"mutates_state"`
+	TrustLevel         string    `json:"trust_level"`
+	RootTrustLevel     string    `json:"root_trust_level"`
+	Environment        *string   `json:"environment"`
+	RunID              *string   `json:"run_id"`
+	ParentRunID        *string   `json:"parent_run_id"`
+	TraceID            *string   `json:"trace_id"`
+	ReceiptID          *string   `json:"receipt_id"`
+	ReceiptHash        *string   `json:"receipt_hash"`
+	CreatedAt          time.Time `json:"created_at"`
+}
+
+type receiptView struct {
+	ReceiptID       string    `json:"receipt_id"`
+	TenantID        string    `json:"tenant_id"`
+	DecisionID      string    `json:"decision_id"`
+	Seq             int64     `json:"seq"`
+	ActionHash      string    `json:"action_hash"`
+	Decision        string    `json:"decision"`
+	ReceiptHash     string    `json:"receipt_hash"`
+	PrevReceiptHash string    `json:"prev_receipt_hash"`
+	Signature       *string   `json:"signature"`
+	KeyID           string    `json:"key_id"`
+	CreatedAt       time.Time `json:"created_at"`
+}
+
+type verifyView struct {
+	ReceiptID      string  `json:"receipt_id"`
+	Valid          bool    `json:"valid"`
+	HashValid      bool    `json:"hash_valid"`
+	SignatureValid *bool   `json:"signature_valid"`
+	Error          *string `json:"error"`
+}
+
+type verifyChainReq struct {
+	ReceiptIDs []string `json:"receipt_ids"`
+	FromSeq    *int64   `json:"from_seq"`
+	ToSeq      *int64   `json:"to_seq"`
+}
+
+type chainErrorView struct {
+	Index     int    `json:"index"`
+	ReceiptID string `json:"receipt_id"`
+	Error     string `json:"error"`
+}
+
+type verifyChainView struct {
+	Valid   bool             `json:"valid"`
+	Checked int              `json:"checked"`
+	Errors  []chainErrorView `json:"errors"`
+}
+
+type publicKeyView struct {
+	KeyID     string `json:"key_id"`
+	PublicKey string `json:"public_key"`
+	Algorithm string `json:"algorithm"`
+}
+
+func viewDecision(d persistence.Decision) decisionView {
+	return decisionView{DecisionID: d.ID, TenantID: d.TenantID, AgentID: d.AgentID, RequestID: d.RequestID, Tool: d.Tool, Action: d.Action,
+		Resource: d.Resource, ActionHash: d.ActionHash, Decision: d.Decision, Reason: d.Reason, RiskScore: d.RiskScore,
+		CompositeRiskScore: d.CompositeRiskScore, MatchedPolicyIDs: nonNilStrings(d.MatchedPolicyIDs), RedactedFields: nonNilStrings(d.RedactedFields),
+		MutatesState: d.MutatesState, TrustLevel: d.TrustLevel, RootTrustLevel: d.RootTrustLevel, Environment: d.Environment,
+		RunID: d.RunID, ParentRunID: d.ParentRunID, TraceID: d.TraceID, ReceiptID: nullable(d.ReceiptID), ReceiptHash: nullable(d.ReceiptHash),
+		CreatedAt: d.CreatedAt.UTC()}
+}
+
+func viewReceipt(r persistence.Receipt) receiptView {
+	return receiptView{ReceiptID: r.ID, TenantID: r.TenantID, DecisionID: r.DecisionID, Seq: r.Seq, ActionHash: r.ActionHash,
+		Decision: r.Decision, ReceiptHash: r.Hash, PrevReceiptHash: r.PrevHash, Signature: r.Signature, KeyID: r.KeyID, CreatedAt: r.CreatedAt.UTC()}
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// chainPage is how many receipts verify-chain and the export read at a time.
+const chainPage = 5000
+
+// maxChainCheck bounds one verify-chain call.
+const maxChainCheck = 1_000_000
+
+func (s *Server) registerDecisions() {
+	s.register(Route{Method: "GET", Path: "/decisions", Access: AccessViewer, Tag: "decisions", Resp: []decisionView{}, Paginated: true,
+		Query:   []QueryParam{{Name: "q", Type: "string", Description: "keywords over tool, action, resource, decision, reason, matched policies, agent and run ids; every word must match, the last as a prefix"}},
+		Summary: "The tenant's decisions, newest first.",
+		Handle: func(c *Call) (any, error) {
+			pg, err := c.page()
+			if err != nil {
+				return nil, err
+			}
+			rows, err := s.Store.ListDecisions(c.Ctx(), c.Principal.TenantID, c.R.URL.Query().Get("q"), pg)
+			if err != nil {
+				return nil, err
+			}
+			rows = paginate(c, pg, rows, func(d persistence.Decision) int64 { return d.Seq })
+			out := make([]decisionView, len(rows))
+			for i, d := range rows {
+				out[i] = viewDecision(d)
+			}
+			return out, nil
+		}})
+	s.register(Route{Method: "GET", Path: "/decisions/:decision_id", Access: AccessViewer, Tag: "decisions", Resp: decisionView{}, Errors: []int{404},
+		Summary: "One decision, with its run linkage and receipt.",
+		Handle: func(c *Call) (any, error) {
+			d, err := s.Store.GetDecision(c.Ctx(), c.Principal.TenantID, c.Param("decision_id"))
+			if errors.Is(err, persistence.ErrNotFound) {
+				return nil, notFound("decision")
+			}
+			if err != nil {
+				return nil, err
+			}
+			return viewDecision(d), nil
+		}})
+	s.register(Route{Method: "GET", Path: "/receipts", Access: AccessViewer, Tag: "receipts", Resp: []receiptView{}, Paginated: true,
+		Summary: "The tenant's receipt chain, newest first.",
+		Handle: func(c *Call) (any, error) {
+			pg, err := c.page()
+			if err != nil {
+				return nil, err
+			}
+			rows, err := s.Store.ListReceipts(c.Ctx(), c.Principal.TenantID, pg)
+			if err != nil {
+				return nil, err
+			}
+			rows = paginate(c, pg, rows, func(r persistence.Receipt) int64 { return r.Seq })
+			out := make([]receiptView, len(rows))
+			for i, r := range rows {
+				out[i] = viewReceipt(r)
+			}
+			return out, nil
+		}})
+	s.register(Route{Method: "GET", Path: "/receipts/public-key", Access: AccessViewer, Tag: "receipts", Resp: publicKeyView{}, Errors: []int{404},
+		Summary: "The Ed25519 public key receipts are signed with (404 when receipts are unsigned).",
+		Handle: func(*Call) (any, error) {
+			if len(s.ReceiptKey) == 0 {
+				return nil, notFound("receipt signing key (receipts are unsigned)")
+			}
+			return publicKeyView{KeyID: s.KeyID, PublicKey: base64.StdEncoding.EncodeToString(s.ReceiptKey), Algorithm: "Ed25519"}, nil
+		}})
+	s.register(Route{Method: "GET", Path: "/receipts/:receipt_id/verify", Access: AccessViewer, Tag: "receipts", Resp: verifyView{}, Errors: []int{404},
+		Summary: "Recompute one receipt's hash and check its signature.",
+		Handle: func(c *Call) (any, error) {
+			r, err := s.Store.GetReceipt(c.Ctx(), c.Principal.TenantID, c.Param("receipt_id"))
+			if errors.Is(err, persistence.ErrNotFound) {
+				return nil, notFound("receipt")
+			}
+			if err != nil {
+				return nil, err
+			}
+			chk := receipt.Verify(actors.ToReceipt(r, r.Seq), s.ReceiptKey)
+			return verifyView{ReceiptID: r.ID, Valid: chk.Valid, HashValid: chk.HashValid, SignatureValid: chk.SignatureValid, Error: nullable(chk.Error)}, nil
+		}})
+	s.register(Route{Method: "POST", Path: "/receipts/verify-chain", Access: AccessViewer, Tag: "receipts", Body: &verifyChainReq{}, OptionalBody: true,
+		Resp:    verifyChainView{},
+		Summary: "Verify a chain: the receipts named by receipt_ids (in that order), or seq from_seq..to_seq, or by default the whole chain. Always 200; failures are per-index entries of errors.",
+		Handle: func(c *Call) (any, error) {
+			b := bodyOf[verifyChainReq](c)
+			tenant := c.Principal.TenantID
+			if len(b.ReceiptIDs) > 0 {
+				if len(b.ReceiptIDs) > chainPage {
+					return nil, invalidField("receipt_ids", "at most %d ids", chainPage)
+				}
+				rs, err := s.Store.ReceiptsByID(c.Ctx(), tenant, b.ReceiptIDs)
+				if err != nil {
+					return nil, err
+				}
+				out := verifyChainView{Errors: []chainErrorView{}}
+				found := map[string]bool{}
+				for _, r := range rs {
+					found[r.ID] = true
+				}
+				for i, id := range b.ReceiptIDs {
+					if !found[id] {
+						out.Errors = append(out.Errors, chainErrorView{Index: i, ReceiptID: id, Error: "receipt not found"})
+					}
+				}
+				checked, errs := receipt.VerifyChain(toReceipts(rs), s.ReceiptKey, false)
+				out.Checked = checked
+				for _, e := range errs {
+					out.Errors = append(out.Errors, chainErrorView{e.Index, e.ReceiptID, e.Error})
+				}
+				out.Valid = len(out.Errors) == 0
+				return out, nil
+			}
+			from, to := int64(1), int64(0)
+			if b.FromSeq != nil {
+				if *b.FromSeq < 1 {
+					return nil, invalidField("from_seq", "must be at least 1")
+				}
+				from = *b.FromSeq
+			}
+			if b.ToSeq != nil {
+				if *b.ToSeq < from {
+					return nil, invalidField("to_seq", "must not be below from_seq")
+				}
+				to = *b.ToSeq
+			}
+			return s.verifyRange(c, tenant, from, to)
+		}})
+	s.register(Route{Method: "GET", Path: "/receipts/export", Access: AccessViewer, Tag: "receipts", RawBody: "application/x-ndjson", Resp: "",
+		Summary: "The tenant's whole chain as JSON lines (a header line, then one receipt per line in seq order): the input of `svc verify-receipts FILE`.",
+		Handle: func(c *Call) (any, error) {
+			var all []receipt.Receipt
+			for from := int64(1); ; {
+				rs, err := s.Store.ReceiptRange(c.Ctx(), c.Principal.TenantID, from, 0, chainPage)
+				if err != nil {
+					return nil, err
+				}
+				all = append(all, toReceipts(rs)...)
+				if len(rs) < chainPage {
+					break
+				}
+				from = rs[len(rs)-1].Seq + 1
+			}
+			var buf bytes.Buffer
+			if err := receipt.WriteExport(&buf, c.Principal.TenantID, s.ReceiptKey, all); err != nil {
+				return nil, err
+			}
+			return buf.Bytes(), nil
+		}})
+}
+
+// verifyRange verifies seq from..to (to 0: the head) page by page, carrying
+// the previous receipt across pages so links are checked everywhere.
+func (s *Server) verifyRange(c *Call, tenant string, from, to int64) (verifyChainView, error) {
+	out := verifyChainView{Errors: []chainErrorView{}}
+	var prev *receipt.Receipt
+	index := 0
+	for seq := from; out.Checked < maxChainCheck; {
+		rs, err := s.Store.ReceiptRange(c.Ctx(), tenant, seq, to, chainPage)
+		if err != nil {
+			return out, err
+		}
+		if len(rs) == 0 {
+			break
+		}
+		page := toReceipts(rs)
+		offset := 0
+		if prev != nil {
+			page = append([]receipt.Receipt{*prev}, page...)
+			offset = 1
+		}
+		checked, errs := receipt.VerifyChain(page, s.ReceiptKey, from == 1 && prev == nil)
+		out.Checked += checked - offset
+		for _, e := range errs {
+			if e.Index < offset {
+				continue // the carried receipt was reported with its own page
+			}
+			out.Errors = append(out.Errors, chainErrorView{Index: index + e.Index - offset, ReceiptID: e.ReceiptID, Error: e.Error})
+		}
+		index += len(rs)
+		last := page[len(page)-1]
+		prev = &last
+		if len(rs) < chainPage {
+			break
+		}
+		seq = rs[len(rs)-1].Seq + 1
+	}
+	out.Valid = len(out.Errors) == 0
+	return out, nil
+}
+
+func toReceipts(rs []persistence.Receipt) []receipt.Receipt {
+	out := make([]receipt.Receipt, len(rs))
+	for i, r := range rs {
+		out[i] = actors.ToReceipt(r, r.Seq)
+	}
+	return out
+}

@@ -1,0 +1,99 @@
+package messages
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// ToolCall is the call an agent asks about (SPEC 4.2).
+type ToolCall struct {
+	Tool       string         `json:"tool"`
+	Action     string         `json:"action"`
+	Resource   *string        `json:"resource"`
+	Parameters map[string]any `json:"parameters"`
+}
+
+// Trace carries run linkage and the upstream trust level.
+type Trace struct {
+	RunID          *string `json:"run_id"`
+	TraceID        *string `json:"trace_id"`
+	RootTrustLevel *string `json:"root_trust_level"`
+	ParentRunID    *string `json:"parent_run_id"`
+}
+
+// WebhookRegistration is the SDK's optional callback registration.
+type WebhookRegistration struct {
+	URL    string `json:"url"`
+	Secret string `json:"secret"`
+}
+
+// AuthorizeRequest is the body of POST /v1/authorize (SPEC 4.2, CONTRACT §4).
+type AuthorizeRequest struct {
+	ToolCall     ToolCall             `json:"tool_call"`
+	MutatesState bool                 `json:"mutates_state"`
+	SourceTrust  string               `json:"source_trust"`
+	Trace        *Trace               `json:"trace"`
+	RequestID    *string              `json:"request_id"`
+	DryRun       bool                 `json:"dry_run"`
+	Webhook      *WebhookRegistration `json:"webhook"`
+	Environment  *string              `json:"environment"`
+	Nonce        *string              `json:"nonce"`
+	ApprovalID   *string              `json:"approval_id"`
+}
+
+// AuthorizeResponse is the 200 body of POST /v1/authorize.
+type AuthorizeResponse struct {
+	Decision           string     `json:"decision"`
+	Reason             string     `json:"reason"`
+	CompositeRiskScore int        `json:"composite_risk_score"`
+	RootTrustLevel     string     `json:"root_trust_level"`
+	RedactedFields     []string   `json:"redacted_fields"`
+	DryRun             bool       `json:"dry_run"`
+	DecisionID         string     `json:"decision_id,omitempty"`
+	ActionHash         string     `json:"action_hash"`
+	RiskScore          int        `json:"risk_score"`
+	MatchedPolicies    []string   `json:"matched_policies"`
+	ReceiptID          string     `json:"receipt_id,omitempty"`
+	ReceiptHash        string     `json:"receipt_hash,omitempty"`
+	ApprovalID         string     `json:"approval_id,omitempty"`
+	ApprovalExpiresAt  *time.Time `json:"approval_expires_at,omitempty"`
+	RequestID          *string    `json:"request_id,omitempty"`
+}
+
+// Authorize asks an agent actor to decide one call. The HTTP layer has
+// already authenticated the agent (AgentID, with its status and tier read
+// from the store for this request) and checked the request signature.
+type Authorize struct {
+	TenantID    string
+	AgentID     string
+	AgentName   string
+	AgentStatus string
+	RiskTier    string
+	// AllowedEnvironments is nil when the agent is unrestricted.
+	AllowedEnvironments []string
+	Request             AuthorizeRequest
+	ReceivedAt          time.Time
+}
+
+// AuthorizeOutcome is the actor's answer. Exactly one of Response and
+// Failure is meaningful: Failure carries an HTTP error (status and code)
+// that is not a policy decision (403 before policy, 429, 503).
+type AuthorizeOutcome struct {
+	Response *AuthorizeResponse
+	Failure  *AuthorizeFailure
+	// Status is the HTTP status of Response: 200, or 503 for the fail-closed
+	// deny when the audit writer is unavailable.
+	Status int
+}
+
+// AuthorizeFailure is a refusal that is answered with the status envelope.
+type AuthorizeFailure struct {
+	Status     int
+	Reason     string // envelope reason, e.g. Forbidden, TooManyRequests
+	Code       string // details.error
+	Message    string
+	RetryAfter int
+}
+
+// RawJSON marshals already-encoded JSON (a cached idempotent response).
+type RawJSON = json.RawMessage

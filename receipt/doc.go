@@ -1,0 +1,88 @@
+// Package receipt computes, signs and verifies the tamper-evident decision
+// receipts of svc (SPEC 2.4, CONTRACT §13): one hash chain per tenant, each
+// receipt optionally signed with Ed25519, and the JSON-lines export that the
+// offline command `svc verify-receipts FILE` checks.
+//
+// # Why a package of its own
+//
+// A receipt is evidence, and evidence must be checkable by someone who does
+// not run the gateway: an auditor with an export file, an SDK, another
+// implementation. So the hashing, signing and checking rules live here, apart
+// from their users. The chain actor calls [Seal] while it owns the tenant's
+// chain head; the HTTP layer calls [Verify] and [VerifyChain] for the verify
+// endpoints and [WriteExport] for the export; the CLI calls [VerifyExport].
+// The package is no actor (it holds no chain head and no state), no rule (it
+// decides nothing), no storage (it never reads or writes a database) and no
+// transport (its only I/O is the io.Writer and io.Reader it is handed). It
+// has no package-level mutable state and depends only on the standard
+// library and svc/canonical.
+//
+// # Receipt hashing scheme svc-receipt-1
+//
+// receipt_hash is the lower-case hex SHA-256 of the RFC 8785 (JCS) canonical
+// bytes ([canonical.Marshal]) of the JSON object with exactly these members:
+//
+//	receipt_id, tenant_id, decision_id, seq, action_hash, decision,
+//	prev_receipt_hash, key_id, created_at
+//
+// that is, every field of the receipt except receipt_hash itself and
+// signature. seq is a JSON number (exact up to 2^53); every other member is
+// a string, hashed byte for byte as stored: created_at is RFC 3339 UTC with
+// exactly six fractional digits ([TimeLayout], for example
+// 2026-01-02T03:04:05.123456Z), prev_receipt_hash is "" at the chain head
+// (seq 1) and otherwise the previous receipt's receipt_hash, and key_id is ""
+// for an unsigned receipt. Because prev_receipt_hash is hashed, each receipt
+// commits to the whole chain before it; because key_id is hashed, a signed
+// receipt cannot be passed off as an unsigned one by dropping its signature.
+// The scheme name is [HashScheme]; a change of any of these rules needs a new
+// name (SPEC 9.5).
+//
+// # Signing
+//
+// The gateway's key is an Ed25519 key derived from a 32-byte seed
+// (SVC_RECEIPT_SIGNING_KEY). Its key_id is the first 16 hex characters of the
+// SHA-256 of the 32-byte public key ([KeyID]). The signature covers the 32
+// raw bytes of receipt_hash (not its hex text) and travels as standard base64
+// with padding; an unsigned receipt has signature null and key_id "".
+//
+// # Verification
+//
+// [Verify] checks one receipt: hash_valid says that the fields match
+// receipt_hash; signature_valid (null when unsigned) says that the signature
+// over the stored receipt_hash verifies with a public key whose key_id is the
+// receipt's. The two are independent, so a report tells a rewritten field
+// (hash) from a forged or damaged signature. [VerifyChain] adds the links:
+// consecutive seq numbers, each prev_receipt_hash equal to the previous
+// receipt_hash, one tenant, and optionally the chain head. Errors are
+// reported per index, as the verify-chain endpoint returns them.
+//
+// What this proves, and what it does not: editing, removing, reordering or
+// inserting a receipt anywhere but at the end breaks a hash or a link, and
+// without the private key a signed receipt cannot be rewritten, only
+// re-hashed, which its signature then exposes. Two changes leave a
+// consistent chain behind: dropping receipts from the end (signed or not),
+// and rewriting an unsigned chain from the first changed receipt onwards.
+// Only a head hash known from elsewhere (the gateway's current head, a copy
+// an auditor kept) exposes those. An unsigned receipt verifies on its hash
+// alone even when a public key is supplied, so a chain that must be signed
+// throughout is checked by also requiring a non-nil SignatureValid. A chain
+// that crosses a key rotation verifies only the receipts whose key_id
+// matches the key supplied; the others report "unknown key_id".
+//
+// # Export format svc-receipts-export-1
+//
+// JSON lines. Line 1 is the header
+//
+//	{"format":"svc-receipts-export-1","tenant_id":...,"key_id":...,
+//	 "public_key":<standard base64 of the Ed25519 public key, or null>,
+//	 "count":N,"head_hash":<receipt_hash of the last receipt, or "">}
+//
+// and each further line is one receipt in seq order, starting at seq 1.
+// [VerifyExport] checks the header (format, key_id against public_key), every
+// receipt and link from the head, every tenant_id against the header's,
+// count against the number of receipt lines and head_hash against the last
+// receipt, so a receipt removed at the end is caught too unless the header
+// was rewritten to match. Errors about the header or the file as a whole
+// carry index -1; a receipt line that does not parse is an error entry at
+// its index, never a panic.
+package receipt

@@ -1,0 +1,184 @@
+package receipt
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ExportFormat is the value of the export header's format member.
+const ExportFormat = "svc-receipts-export-1"
+
+// maxLineBytes bounds one line of an export; a receipt line is well under
+// 1 KiB.
+const maxLineBytes = 1 << 20
+
+// exportHeader is line 1 of an export.
+type exportHeader struct {
+	Format    string  `json:"format"`
+	TenantID  string  `json:"tenant_id"`
+	KeyID     string  `json:"key_id"`
+	PublicKey *string `json:"public_key"`
+	Count     *int    `json:"count"`
+	HeadHash  string  `json:"head_hash"`
+}
+
+// Report is the result of [VerifyExport].
+type Report struct {
+	// TenantID and Count are the header's.
+	TenantID string `json:"tenant_id"`
+	Count    int    `json:"count"`
+	// Checked is the number of receipts verified.
+	Checked int  `json:"checked"`
+	Valid   bool `json:"valid"`
+	// Errors lists every failure; Index -1 is the header or the whole file.
+	Errors []ChainError `json:"errors"`
+	// HeadHash is the receipt_hash of the last receipt in the file.
+	HeadHash string `json:"head_hash"`
+}
+
+// WriteExport writes rs, which must be tenantID's chain in seq order from
+// seq 1, as an export: the header line, then one receipt per line. pub is
+// the key that signed the receipts, or nil when they are unsigned.
+func WriteExport(w io.Writer, tenantID string, pub ed25519.PublicKey, rs []Receipt) error {
+	h := exportHeader{Format: ExportFormat, TenantID: tenantID}
+	if pub != nil {
+		if len(pub) != ed25519.PublicKeySize {
+			return fmt.Errorf("receipt: export: public key must be %d bytes, got %d", ed25519.PublicKeySize, len(pub))
+		}
+		k := base64.StdEncoding.EncodeToString(pub)
+		h.PublicKey = &k
+		h.KeyID = KeyID(pub)
+	}
+	n := len(rs)
+	h.Count = &n
+	if n > 0 {
+		h.HeadHash = rs[n-1].ReceiptHash
+	}
+
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(h); err != nil {
+		return fmt.Errorf("receipt: export: %w", err)
+	}
+	for i := range rs {
+		if err := enc.Encode(rs[i]); err != nil {
+			return fmt.Errorf("receipt: export: %w", err)
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("receipt: export: %w", err)
+	}
+	return nil
+}
+
+// VerifyExport reads an export and verifies it: the header, every receipt,
+// every link from the chain head, every tenant_id against the header's, the
+// receipt count and the head hash, with signatures checked against the
+// header's public key. Problems with the content are entries of
+// Report.Errors; the error result is only for a reader that fails or a line
+// longer than 1 MiB.
+func VerifyExport(r io.Reader) (Report, error) {
+	var rep Report
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), maxLineBytes)
+
+	fileErr := func(msg string) {
+		rep.Errors = append(rep.Errors, ChainError{Index: -1, Error: msg})
+	}
+	finish := func() (Report, error) {
+		if err := sc.Err(); err != nil {
+			return Report{}, fmt.Errorf("receipt: read export: %w", err)
+		}
+		rep.Valid = len(rep.Errors) == 0
+		return rep, nil
+	}
+
+	// Line 1: the header.
+	var line []byte
+	for sc.Scan() {
+		if line = bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
+			break
+		}
+	}
+	if len(line) == 0 {
+		fileErr("missing header")
+		return finish()
+	}
+	h, pub, err := parseHeader(line)
+	if err != nil {
+		fileErr(err.Error())
+		return finish()
+	}
+	rep.TenantID = h.TenantID
+	rep.Count = *h.Count
+	if pub != nil && KeyID(pub) != h.KeyID {
+		fileErr("header key_id does not match public_key")
+	}
+
+	// The receipts, from the chain head.
+	v := chainVerifier{pub: pub, tenant: h.TenantID, expectHead: true}
+	lines := 0
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		i := lines
+		lines++
+		var rec Receipt
+		if err := json.Unmarshal(line, &rec); err != nil {
+			v.errs = append(v.errs, ChainError{Index: i, Error: "malformed receipt: " + err.Error()})
+			v.skip()
+			rep.HeadHash = ""
+			continue
+		}
+		v.add(i, rec)
+		rep.HeadHash = rec.ReceiptHash
+	}
+	rep.Checked = v.checked
+	rep.Errors = append(rep.Errors, v.errs...)
+	if lines != rep.Count {
+		fileErr("count mismatch")
+	}
+	if rep.HeadHash != h.HeadHash {
+		fileErr("head hash mismatch")
+	}
+	return finish()
+}
+
+// parseHeader decodes and checks an export's header line. pub is nil when
+// the export is unsigned.
+func parseHeader(line []byte) (exportHeader, ed25519.PublicKey, error) {
+	var h exportHeader
+	if err := json.Unmarshal(line, &h); err != nil {
+		return h, nil, fmt.Errorf("malformed header: %w", err)
+	}
+	switch {
+	case h.Format != ExportFormat:
+		return h, nil, fmt.Errorf("unsupported export format %q", h.Format)
+	case h.TenantID == "":
+		return h, nil, errors.New("malformed header: tenant_id missing")
+	case h.Count == nil || *h.Count < 0:
+		return h, nil, errors.New("malformed header: count missing or negative")
+	case h.HeadHash != "" && !isHash(h.HeadHash):
+		return h, nil, errors.New("malformed header: head_hash is not 64 lower-case hex characters")
+	}
+	if h.PublicKey == nil {
+		if h.KeyID != "" {
+			return h, nil, errors.New("malformed header: key_id without public_key")
+		}
+		return h, nil, nil
+	}
+	raw, err := base64.StdEncoding.Strict().DecodeString(*h.PublicKey)
+	if err != nil || len(raw) != ed25519.PublicKeySize {
+		return h, nil, errors.New("malformed header: public_key is not a base64 Ed25519 public key")
+	}
+	return h, ed25519.PublicKey(raw), nil
+}

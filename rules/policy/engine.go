@@ -1,0 +1,395 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
+)
+
+// queryVar is the variable of the prepared query that holds the results.
+const queryVar = "x"
+
+// buildQuery returns the query that collects, in one evaluation, the results
+// of every module of c that defines `results`, each with its module's name:
+//
+//	x = [["critical", [r | r := data.svc.policies.critical.results[_]]], ...]
+//
+// Naming the modules (known when preparing) costs a third of what
+// enumerating data.svc.policies[name] at evaluation time does.
+func buildQuery(c *ast.Compiler) string {
+	names := map[string]struct{}{}
+	for _, m := range c.Modules {
+		name, _ := policyName(m)
+		if name == "" {
+			continue
+		}
+		for _, r := range m.Rules {
+			if ref := r.Head.Ref(); len(ref) > 0 && ref[0].Equal(ast.VarTerm("results")) {
+				names[name] = struct{}{}
+				break
+			}
+		}
+	}
+	var b strings.Builder
+	b.WriteString(queryVar + " = [")
+	for i, name := range slices.Sorted(maps.Keys(names)) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		// name matches [a-z0-9_]{1,64}: safe in a string and as a ref key.
+		fmt.Fprintf(&b, `[%q, data.svc.policies[%q].results]`, name, name)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// Options configure an Engine.
+type Options struct {
+	// PolicyPath is SVC_POLICY_FILE: a .rego file or a directory of .rego
+	// files that replaces the embedded base set. Empty: the embedded set.
+	PolicyPath string
+}
+
+// Module is one tenant policy module: Name is the policy's name (the
+// package must be svc.policies.<Name>), Rego its source.
+type Module struct {
+	Name string
+	Rego string
+}
+
+// Engine evaluates the base policy set and each tenant's policy modules. It
+// is safe for concurrent use. Evaluate never prepares or compiles anything:
+// NewEngine, ReloadBase and SetTenantPolicies do, and swap their result in
+// atomically.
+type Engine struct {
+	opts       Options
+	caps       *ast.Capabilities
+	keys       *inputKeys
+	background topdown.Cancel // never cancelled: used when ctx has no Done
+
+	mu       sync.Mutex // serializes ReloadBase and the install step of SetTenantPolicies
+	snapshot atomic.Pointer[snapshot]
+	prepares atomic.Uint64 // how many queries were prepared (tests read it)
+}
+
+// snapshot is an immutable view: the base set, its prepared query and every
+// tenant's prepared query. Writers build a new one and swap it in.
+type snapshot struct {
+	base      *baseSet
+	baseQuery rego.PreparedEvalQuery
+	tenants   map[string]*tenantSet
+}
+
+// tenantSet is one tenant's prepared query at one version. The modules are
+// kept so that ReloadBase can prepare them again against a new base set.
+type tenantSet struct {
+	version string
+	modules []Module
+	query   rego.PreparedEvalQuery
+}
+
+// NewEngine loads the base policy set (opts.PolicyPath or the embedded set),
+// compiles it and prepares the base-only query.
+func NewEngine(opts Options) (*Engine, error) {
+	e := &Engine{
+		opts:       opts,
+		caps:       capabilities(),
+		keys:       newInputKeys(),
+		background: topdown.NewCancel(),
+	}
+	s, err := e.loadSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	e.snapshot.Store(s)
+	return e, nil
+}
+
+func (e *Engine) loadSnapshot() (*snapshot, error) {
+	base, err := loadBase(e.opts.PolicyPath, e.caps)
+	if err != nil {
+		return nil, err
+	}
+	q, err := e.prepare(base, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshot{base: base, baseQuery: q, tenants: map[string]*tenantSet{}}, nil
+}
+
+// ReloadBase re-reads the base policy set (PolicyPath, or the embedded set),
+// recompiles it, and prepares every known tenant's modules again against it;
+// every previously prepared query is dropped. It is all or nothing: when the
+// new base set does not load or compile, or a tenant's modules no longer
+// compile with it, ReloadBase returns the error and nothing changes (the
+// error names the tenant). Tenants keep their versions, so HasTenant still
+// answers true for them.
+func (e *Engine) ReloadBase() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+
+	next, err := e.loadSnapshot()
+	if err != nil {
+		return err
+	}
+	old := e.snapshot.Load()
+	for _, id := range slices.Sorted(maps.Keys(old.tenants)) {
+		t := old.tenants[id]
+		q, err := e.prepareTenant(next, t.modules)
+		if err != nil {
+			return fmt.Errorf("policy: reload: tenant %s, version %s: %w", id, t.version, err)
+		}
+		next.tenants[id] = &tenantSet{version: t.version, modules: t.modules, query: q}
+	}
+	e.snapshot.Store(next)
+	return nil
+}
+
+// CompileTenant validates one tenant module as POST/PUT /v1/policies must:
+// name matches [a-z0-9_]{1,64} and is not a base module's name, the package is
+// exactly svc.policies.<name>, and the module parses and compiles together
+// with the base set. It returns nil when the module is valid. It prepares
+// nothing and changes nothing.
+func (e *Engine) CompileTenant(name, rego string) []CompileError {
+	base := e.snapshot.Load().base
+	m, errs := parseTenantModule(base, name, rego, e.caps)
+	if errs != nil {
+		return errs
+	}
+	file := tenantFilePrefix + name
+	if _, cerrs := compileModules(base, map[string]*ast.Module{file: m}, e.caps); len(cerrs) > 0 {
+		return toCompileErrors(cerrs, file)
+	}
+	return nil
+}
+
+// SetTenantPolicies installs a tenant's enabled modules at a version: it
+// prepares one query for the base set plus mods and replaces the tenant's
+// previous query atomically (the last call wins; versions are not ordered).
+// With no modules the tenant uses the base-only query under that version. A
+// module that fails validation makes the whole call fail with a
+// *ModuleError (wrapping ErrInvalidModule) and leaves the previous query in
+// place.
+func (e *Engine) SetTenantPolicies(tenantID, version string, mods []Module) error {
+	mods = slices.Clone(mods)
+	for {
+		s := e.snapshot.Load()
+		q, err := e.prepareTenant(s, mods)
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		cur := e.snapshot.Load()
+		if cur.base != s.base { // ReloadBase ran meanwhile: prepare again
+			e.mu.Unlock()
+			continue
+		}
+		next := &snapshot{base: cur.base, baseQuery: cur.baseQuery, tenants: maps.Clone(cur.tenants)}
+		next.tenants[tenantID] = &tenantSet{version: version, modules: mods, query: q}
+		e.snapshot.Store(next)
+		e.mu.Unlock()
+		return nil
+	}
+}
+
+// HasTenant reports whether the tenant's modules at version are installed.
+// A caller that sees false loads the tenant's enabled modules and calls
+// SetTenantPolicies before it evaluates.
+func (e *Engine) HasTenant(tenantID, version string) bool {
+	t, ok := e.snapshot.Load().tenants[tenantID]
+	return ok && t.version == version
+}
+
+// Evaluate decides one call with the tenant's prepared query, or with the
+// base-only query when the tenant has none installed. It never prepares or
+// compiles. An error (wrapping ErrEval) means no decision was reached; the
+// caller denies.
+func (e *Engine) Evaluate(ctx context.Context, tenantID string, in Input) (Result, error) {
+	s := e.snapshot.Load()
+	q := s.baseQuery
+	if t, ok := s.tenants[tenantID]; ok {
+		q = t.query
+	}
+	raw, err := e.eval(ctx, q, &in)
+	if err != nil {
+		return Result{}, err
+	}
+	return Combine(raw), nil
+}
+
+// eval runs a prepared query and returns the raw results.
+func (e *Engine) eval(ctx context.Context, q rego.PreparedEvalQuery, in *Input) ([]RawResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrEval, err)
+	}
+	v, err := e.keys.value(in)
+	if err != nil {
+		return nil, err
+	}
+	// rego starts a goroutine per evaluation to watch ctx unless it is given
+	// a Cancel; a context.AfterFunc is cheaper.
+	cancel := e.background
+	if ctx.Done() != nil {
+		cancel = topdown.NewCancel()
+		stop := context.AfterFunc(ctx, cancel.Cancel)
+		defer stop()
+	}
+	rs, err := q.Eval(ctx,
+		rego.EvalParsedInput(v),
+		rego.EvalExternalCancel(cancel),
+		rego.EvalMetrics(metrics.NoOp()),
+		rego.EvalGenerateJSON(decodeResults),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrEval, err)
+	}
+	if len(rs) != 1 {
+		return nil, fmt.Errorf("%w: query returned %d rows", ErrEval, len(rs))
+	}
+	raw, ok := rs[0].Bindings[queryVar].([]RawResult)
+	if !ok {
+		return nil, fmt.Errorf("%w: unexpected query result", ErrEval)
+	}
+	return raw, nil
+}
+
+// prepareTenant validates and compiles mods with s's base set and prepares
+// the query; with no modules it returns the base-only query.
+func (e *Engine) prepareTenant(s *snapshot, mods []Module) (rego.PreparedEvalQuery, error) {
+	if len(mods) == 0 {
+		return s.baseQuery, nil
+	}
+	parsed := make(map[string]*ast.Module, len(mods))
+	for _, m := range mods {
+		pm, errs := parseTenantModule(s.base, m.Name, m.Rego, e.caps)
+		if errs != nil {
+			return rego.PreparedEvalQuery{}, &ModuleError{Module: m.Name, Errors: errs}
+		}
+		file := tenantFilePrefix + m.Name
+		if _, dup := parsed[file]; dup {
+			return rego.PreparedEvalQuery{}, &ModuleError{Module: m.Name, Errors: []CompileError{{Message: "module given twice"}}}
+		}
+		parsed[file] = pm
+	}
+	return e.prepare(s.base, parsed)
+}
+
+// prepare compiles the base set with the tenant modules and prepares query.
+func (e *Engine) prepare(base *baseSet, tenant map[string]*ast.Module) (rego.PreparedEvalQuery, error) {
+	e.prepares.Add(1)
+	c, errs := compileModules(base, tenant, e.caps)
+	if len(errs) > 0 {
+		return rego.PreparedEvalQuery{}, moduleErrorFor(errs)
+	}
+	body, err := ast.ParseBodyWithOpts(buildQuery(c), parserOptions(e.caps))
+	if err != nil {
+		return rego.PreparedEvalQuery{}, fmt.Errorf("policy: parse query: %w", err)
+	}
+	pq, err := rego.New(
+		rego.Compiler(c),
+		rego.ParsedQuery(body),
+		rego.Capabilities(e.caps),
+		rego.StrictBuiltinErrors(true),
+	).PrepareForEval(context.Background())
+	if err != nil {
+		return rego.PreparedEvalQuery{}, fmt.Errorf("policy: prepare query: %w", err)
+	}
+	return pq, nil
+}
+
+// moduleErrorFor attributes compile errors to the module of the first one.
+func moduleErrorFor(errs ast.Errors) error {
+	file := ""
+	if errs[0].Location != nil {
+		file = errs[0].Location.File
+	}
+	name := file
+	if n, ok := strings.CutPrefix(file, tenantFilePrefix); ok {
+		name = n
+	}
+	return &ModuleError{Module: name, Errors: toCompileErrors(errs, file)}
+}
+
+// decodeResults turns the query's collected results, an array of
+// [module name, array of results] pairs, into RawResults. It is rego's
+// GenerateJSON hook, so no generic JSON value is built on the way.
+func decodeResults(t *ast.Term, _ *rego.EvalContext) (any, error) {
+	modules, ok := t.Value.(*ast.Array)
+	if !ok {
+		return nil, errors.New("policy: results are not an array")
+	}
+	var out []RawResult
+	for i := range modules.Len() {
+		pair, ok := modules.Elem(i).Value.(*ast.Array)
+		if !ok || pair.Len() != 2 {
+			return nil, errors.New("policy: malformed module results")
+		}
+		name, _ := pair.Elem(0).Value.(ast.String)
+		results, ok := pair.Elem(1).Value.(ast.Set)
+		if !ok {
+			return nil, errors.New("policy: malformed module results")
+		}
+		for _, r := range results.Slice() {
+			out = append(out, decodeResult(string(name), r.Value))
+		}
+	}
+	if out == nil {
+		out = []RawResult{}
+	}
+	return out, nil
+}
+
+// decodeResult reads one results object. Anything malformed yields a result
+// with Decision "" (a deny for Combine) so that a broken policy fails closed.
+func decodeResult(module string, v ast.Value) RawResult {
+	r := RawResult{Module: module, Policy: module}
+	obj, ok := v.(ast.Object)
+	if !ok {
+		return r
+	}
+	if s, ok := stringField(obj, "decision"); ok {
+		r.Decision = s
+	}
+	if s, ok := stringField(obj, "reason"); ok {
+		r.Reason = s
+	}
+	if s, ok := stringField(obj, "policy"); ok && s != "" {
+		r.Policy = s
+	}
+	if f := obj.Get(ast.InternedTerm("redact_fields")); f != nil {
+		arr, ok := f.Value.(*ast.Array)
+		if !ok {
+			r.Decision = ""
+			return r
+		}
+		r.RedactFields = make([]string, 0, arr.Len())
+		for i := range arr.Len() {
+			s, ok := arr.Elem(i).Value.(ast.String)
+			if !ok {
+				r.Decision = ""
+				return r
+			}
+			r.RedactFields = append(r.RedactFields, string(s))
+		}
+	}
+	return r
+}
+
+func stringField(obj ast.Object, key string) (string, bool) {
+	t := obj.Get(ast.InternedTerm(key))
+	if t == nil {
+		return "", false
+	}
+	s, ok := t.Value.(ast.String)
+	return string(s), ok
+}
