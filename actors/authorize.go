@@ -65,6 +65,7 @@ type Authorizer struct {
 
 	bestEffortFailures atomic.Uint64
 	decisions          atomic.Uint64
+	refusals           atomic.Uint64
 }
 
 type skillEntry struct {
@@ -184,8 +185,8 @@ func (a *Authorizer) RunInvalidations(ctx context.Context) {
 }
 
 // Stats are counters for /metrics.
-func (a *Authorizer) Stats() (decisions, bestEffortFailures uint64) {
-	return a.decisions.Load(), a.bestEffortFailures.Load()
+func (a *Authorizer) Stats() (decisions, bestEffortFailures, refusals uint64) {
+	return a.decisions.Load(), a.bestEffortFailures.Load(), a.refusals.Load()
 }
 
 // ---- the request path ----
@@ -223,10 +224,26 @@ func (a *Authorizer) Authorize(ctx context.Context, m *messages.Authorize) messa
 	}
 	if d.outcome != nil {
 		a.releaseRequest(idemKey)
+		a.auditRefusal(m, d.outcome)
 		return *d.outcome
 	}
 	d.idemKey = idemKey
 	return a.commit(ctx, m, d)
+}
+
+// auditRefusal records a refusal that ended before a decision (403 before
+// policy, 429) as a best-effort authorize_refused audit event, buffered by
+// the writer (SVC_AUDIT_BATCH_SIZE, SVC_AUDIT_BATCH_FLUSH_MS).
+func (a *Authorizer) auditRefusal(m *messages.Authorize, o *messages.AuthorizeOutcome) {
+	f := o.Failure
+	if f == nil || (f.Status != status403 && f.Status != status429) {
+		return
+	}
+	a.refusals.Add(1)
+	tool := canonical.NormalizeIdentifier(m.Request.ToolCall.Tool)
+	a.system.Root.Send(a.writer, &BufferAudit{Events: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: m.TenantID,
+		EventType: "authorize_refused", Action: f.Code, Actor: "agent:" + m.AgentID, AgentID: m.AgentID, CreatedAt: time.Now().UTC(),
+		Details: map[string]any{"action": f.Code, "status": f.Status, "tool": tool, "message": f.Message}}}})
 }
 
 func failure(status int, reason, code, msg string, retryAfter int) messages.AuthorizeOutcome {

@@ -51,6 +51,10 @@ type GroupWriter struct {
 
 	queue    []*CommitDecision
 	inFlight bool
+	// flight is closed when the in-flight batch's commit has ended; its
+	// result is in flightDone (written before the close).
+	flight     chan struct{}
+	flightDone batchDone
 
 	auditBuf      []persistence.AuditEvent
 	auditSize     int
@@ -135,8 +139,15 @@ func (w *GroupWriter) startBatch(ctx actor.Context) {
 	batch := w.queue[:n:n]
 	w.queue = w.queue[n:]
 	w.inFlight = true
+	flight := make(chan struct{})
+	w.flight = flight
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	go func() { root.Send(self, batchDone{batch: batch, errs: w.commit(batch)}) }()
+	go func() {
+		done := batchDone{batch: batch, errs: w.commit(batch)}
+		w.flightDone = done
+		close(flight)
+		root.Send(self, done)
+	}()
 }
 
 func (w *GroupWriter) reply(ctx actor.Context, d batchDone) {
@@ -213,9 +224,15 @@ func (w *GroupWriter) flushAudit(ctx actor.Context) {
 	}()
 }
 
-// drain commits everything still queued, synchronously; used when stopping
-// so that nothing accepted is lost.
+// drain waits for the batch in flight and answers it, then commits
+// everything still queued, synchronously; used when stopping so that
+// nothing accepted is lost.
 func (w *GroupWriter) drain(ctx actor.Context) {
+	if w.inFlight {
+		<-w.flight
+		w.inFlight = false
+		w.reply(ctx, w.flightDone)
+	}
 	for len(w.queue) > 0 {
 		n := min(len(w.queue), w.maxBatch)
 		batch := w.queue[:n:n]

@@ -53,6 +53,27 @@ func newMetrics(s *Server) *metrics {
 		gauge("svc_events_queue_depth", "SOC events queued for the pipeline.", func() float64 { return float64(s.Events.Depth()) }),
 		counter("svc_events_published_total", "SOC events queued for the pipeline.", func() float64 { return float64(s.Events.Published()) }),
 		counter("svc_events_dropped_total", "SOC events dropped because the queue was full.", func() float64 { return float64(s.Events.Dropped()) }),
+		counter("svc_authorize_decisions_total", "Decisions handed to the group writer.", func() float64 {
+			if s.Authorizer == nil {
+				return 0
+			}
+			d, _, _ := s.Authorizer.Stats()
+			return float64(d)
+		}),
+		counter("svc_authorize_best_effort_write_failures_total", "Low-risk allows answered although their decision could not be recorded.", func() float64 {
+			if s.Authorizer == nil {
+				return 0
+			}
+			_, f, _ := s.Authorizer.Stats()
+			return float64(f)
+		}),
+		counter("svc_authorize_refusals_total", "Calls refused before a decision (403 before policy, 429).", func() float64 {
+			if s.Authorizer == nil {
+				return 0
+			}
+			_, _, r := s.Authorizer.Stats()
+			return float64(r)
+		}),
 	)
 	return m
 }

@@ -1,0 +1,113 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+
+	"svc/persistence"
+	"svc/persistence/sqlite"
+)
+
+func writerFixture(t *testing.T, o WriterOptions) (*actor.ActorSystem, *actor.PID, persistence.Store, string) {
+	t.Helper()
+	store, err := sqlite.Open(context.Background(), sqlite.Options{Path: t.TempDir() + "/svc.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	now := time.Now().UTC()
+	tn := persistence.Tenant{ID: uuid.NewString(), Name: "t", CreatedAt: now}
+	if err := store.CreateTenant(context.Background(), tn, persistence.OperatorToken{ID: uuid.NewString(), TenantID: tn.ID,
+		Name: "a", Role: "admin", CreatedAt: now}, []byte("h")); err != nil {
+		t.Fatal(err)
+	}
+	sys := NewSystem(hclog.NewNullLogger())
+	pid := sys.Root.Spawn(actor.PropsFromProducer(NewGroupWriter(store, NewSealer(nil), nil, o, hclog.NewNullLogger())))
+	return sys, pid, store, tn.ID
+}
+
+func write(tenantID string) persistence.DecisionWrite {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	id := uuid.NewString()
+	return persistence.DecisionWrite{
+		Decision: persistence.Decision{ID: id, TenantID: tenantID, AgentID: "a", Tool: "t", Action: "x", ActionHash: "h",
+			Decision: "allow", Reason: "r", TrustLevel: "unknown", RootTrustLevel: "unknown", ToolCall: json.RawMessage(`{}`), CreatedAt: now},
+		Receipt: &persistence.Receipt{ID: uuid.NewString(), TenantID: tenantID, DecisionID: id, ActionHash: "h", Decision: "allow", CreatedAt: now},
+	}
+}
+
+func TestGroupWriterAnswersEachWriteAndIsolatesABadOne(t *testing.T) {
+	sys, pid, store, tenant := writerFixture(t, WriterOptions{})
+	good1, bad, good2 := write(tenant), write("no-such-tenant"), write(tenant)
+	futures := []*actor.Future{}
+	for _, w := range []persistence.DecisionWrite{good1, bad, good2} {
+		futures = append(futures, sys.Root.RequestFuture(pid, &CommitDecision{Write: w}, 5*time.Second))
+	}
+	want := []bool{true, false, true}
+	for i, f := range futures {
+		res, err := f.Result()
+		if err != nil {
+			t.Fatalf("write %d: no answer: %v", i, err)
+		}
+		c, ok := res.(*Committed)
+		if !ok || (c.Err == nil) != want[i] {
+			t.Fatalf("write %d: %+v, want success=%v", i, res, want[i])
+		}
+	}
+	for _, w := range []persistence.DecisionWrite{good1, good2} {
+		if _, err := store.GetDecision(context.Background(), tenant, w.Decision.ID); err != nil {
+			t.Fatalf("a good write next to a bad one was lost: %v", err)
+		}
+	}
+	if h, _ := store.ChainHead(context.Background(), tenant); h.Seq != 2 {
+		t.Fatalf("chain head = %+v", h)
+	}
+}
+
+func TestGroupWriterBuffersAuditBySizeAndTimer(t *testing.T) {
+	tests := []struct {
+		name  string
+		o     WriterOptions
+		count int
+	}{
+		{name: "size flush", o: WriterOptions{AuditBatchSize: 3, AuditBatchFlush: time.Hour}, count: 3},
+		{name: "timer flush", o: WriterOptions{AuditBatchSize: 1000, AuditBatchFlush: 20 * time.Millisecond}, count: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sys, pid, store, tenant := writerFixture(t, tc.o)
+			for i := 0; i < tc.count; i++ {
+				sys.Root.Send(pid, &BufferAudit{Events: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: tenant,
+					EventType: "authorize_refused", Action: "rate_limited", CreatedAt: time.Now().UTC()}}})
+			}
+			checkFor(t, 3*time.Second, "buffered audit events flushed", func() bool {
+				ev, _ := store.ListAudit(context.Background(), tenant, persistence.AuditFilter{EventType: "authorize_refused"}, persistence.Page{Limit: 10})
+				return len(ev) == tc.count
+			})
+		})
+	}
+}
+
+func TestGroupWriterFlushesOnStop(t *testing.T) {
+	sys, pid, store, tenant := writerFixture(t, WriterOptions{AuditBatchSize: 1000, AuditBatchFlush: time.Hour})
+	sys.Root.Send(pid, &BufferAudit{Events: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: tenant,
+		EventType: "authorize_refused", Action: "x", CreatedAt: time.Now().UTC()}}})
+	w := write(tenant)
+	sys.Root.Send(pid, &CommitDecision{Write: w})
+	if err := sys.Root.PoisonFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.GetDecision(context.Background(), tenant, w.Decision.ID); err != nil {
+		t.Fatalf("a queued write was lost on stop: %v", err)
+	}
+	ev, _ := store.ListAudit(context.Background(), tenant, persistence.AuditFilter{EventType: "authorize_refused"}, persistence.Page{Limit: 10})
+	if len(ev) != 1 {
+		t.Fatalf("buffered audit lost on stop: %d", len(ev))
+	}
+}
