@@ -555,7 +555,8 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 	}
 	source, _ := policy.ParseTrust(req.SourceTrust)
 	effective := source
-	if req.Trace != nil && req.Trace.RootTrustLevel != nil {
+	if req.Trace != nil && req.Trace.RootTrustLevel != nil && *req.Trace.RootTrustLevel != "" {
+		// An empty root means no upstream hop, not "unknown".
 		root, _ := policy.ParseTrust(*req.Trace.RootTrustLevel)
 		effective = policy.Tighten(root, source)
 	}

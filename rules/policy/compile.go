@@ -79,50 +79,20 @@ func policyName(m *ast.Module) (name string, inNamespace bool) {
 	return string(s), true
 }
 
-// loadBase reads the base policy set: the embedded one when path is empty,
-// else the .rego file at path or every .rego file directly in the directory
-// at path (files ending in _test.rego are skipped).
+// loadBase reads, parses and checks the base policy set: the embedded one
+// when path is empty, else the .rego file at path or every .rego file directly
+// in the directory at path (files ending in _test.rego are skipped). Compile
+// errors show when the set is prepared.
 func loadBase(path string, caps *ast.Capabilities) (*baseSet, error) {
-	sources := map[string]string{}
-	switch {
-	case path == "":
-		entries, err := fs.Glob(baseFiles, "base/*.rego")
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrLoad, err)
-		}
-		for _, name := range entries {
-			b, err := baseFiles.ReadFile(name)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrLoad, err)
-			}
-			sources[name] = string(b)
-		}
-	default:
-		info, err := os.Stat(path)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrLoad, err)
-		}
-		files := []string{path}
-		if info.IsDir() {
-			entries, err := os.ReadDir(path)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrLoad, err)
-			}
-			files = files[:0]
-			for _, en := range entries {
-				n := en.Name()
-				if en.Type().IsRegular() && strings.HasSuffix(n, ".rego") && !strings.HasSuffix(n, "_test.rego") {
-					files = append(files, filepath.Join(path, n))
-				}
-			}
-		}
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrLoad, err)
-			}
-			sources[f] = string(b)
-		}
+	var sources map[string]string
+	var err error
+	if path == "" {
+		sources, err = readEmbedded()
+	} else {
+		sources, err = readPolicyPath(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrLoad, err)
 	}
 	if len(sources) == 0 {
 		return nil, fmt.Errorf("%w: no .rego file in %s", ErrLoad, path)
@@ -148,14 +118,62 @@ func loadBase(path string, caps *ast.Capabilities) (*baseSet, error) {
 		}
 		base.modules[file] = m
 	}
-	if _, errs := compileModules(base, nil, caps); len(errs) > 0 {
-		file := ""
-		if errs[0].Location != nil {
-			file = errs[0].Location.File
-		}
-		return nil, &ModuleError{Module: file, Errors: toCompileErrors(errs, file)}
-	}
 	return base, nil
+}
+
+// readEmbedded returns the embedded base set by file name.
+func readEmbedded() (map[string]string, error) {
+	names, err := fs.Glob(baseFiles, "base/*.rego")
+	if err != nil {
+		return nil, err
+	}
+	sources := make(map[string]string, len(names))
+	for _, name := range names {
+		b, err := baseFiles.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		sources[name] = string(b)
+	}
+	return sources, nil
+}
+
+// readPolicyPath returns the .rego file at path, or the .rego files directly
+// in the directory at path (not *_test.rego), by path. Files are read
+// through an os.Root, so nothing outside the directory is read.
+func readPolicyPath(path string) (map[string]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	dir, names := filepath.Dir(path), []string{filepath.Base(path)}
+	if info.IsDir() {
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, err
+		}
+		dir, names = path, nil
+		for _, en := range entries {
+			n := en.Name()
+			if en.Type().IsRegular() && strings.HasSuffix(n, ".rego") && !strings.HasSuffix(n, "_test.rego") {
+				names = append(names, n)
+			}
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = root.Close() }()
+	sources := make(map[string]string, len(names))
+	for _, n := range names {
+		b, err := root.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		sources[filepath.Join(dir, n)] = string(b)
+	}
+	return sources, nil
 }
 
 // compileModules compiles the base set together with the tenant modules

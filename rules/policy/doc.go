@@ -74,14 +74,20 @@
 // Embedded from base/*.rego unless SVC_POLICY_FILE names a .rego file or a
 // directory of .rego files (read non-recursively; *_test.rego skipped) that
 // replaces it whole. A base module's package is svc.policies.<name>, or lies
-// outside svc.policies (a helper library). A call is mutating when
-// mutates_state is true or the registry says the action mutates state, so a
-// client cannot pass a registered mutation off as a read.
+// outside svc.policies (a helper library). Every rule defining results, in
+// base and tenant modules alike, must be a set rule (`results contains ...`).
+//
+// The embedded files all belong to one package, svc.policies.base (one
+// package evaluates in about half the time of one package per policy), and
+// each result names its policy id. So "base" is no tenant policy name. A call
+// is mutating when mutates_state is true or the registry says the action
+// mutates state, so a client cannot pass a registered mutation off as a read.
 //
 //	critical                        deny when skill.risk is critical
-//	mcp_unknown_tool                deny an "mcp:" tool whose server is unknown,
-//	                                quarantined or not active, or whose tool is
-//	                                unknown or not approved
+//	mcp_unknown_tool                deny an "mcp:" tool whose server is unknown
+//	                                (or the mcp object missing), quarantined or
+//	                                not active, or whose tool is unknown or not
+//	                                approved (one reason: the first that applies)
 //	untrusted_mutation              deny a mutating call when trust_level or
 //	                                root_trust_level is untrusted_external or
 //	                                malicious_suspected
@@ -90,7 +96,7 @@
 //	high_tier_mutation              require approval for a mutating call by a
 //	                                high-tier agent, whatever the trust
 //	registered_approval             require approval when skill.approval_required
-//	default_allow_read              allow a call that is not mutating
+//	default_allow_read              allow a call that is not mutating, at any trust
 //	default_allow_trusted_mutation  allow a mutating call when trust_level is
 //	                                trusted_internal_signed, trusted_internal_unsigned
 //	                                or semi_trusted_customer, and so is
@@ -104,8 +110,9 @@
 //
 // [Engine.CompileTenant] validates one module the way POST /v1/policies must
 // (422 with each error's line, col and message): the package must be exactly
-// svc.policies.<name>, the name may not be a base module's, and the module
-// must parse and compile together with the base set. [Engine.SetTenantPolicies]
+// svc.policies.<name>, the name may not be a base package's, the module must
+// define results as a set, and it must parse and compile together with the
+// base set. [Engine.SetTenantPolicies]
 // prepares one query for the base set plus a tenant's enabled modules at a
 // version; [Engine.HasTenant] tells the caller whether that version is
 // installed, so a change made on any node applies to the tenant's next call.

@@ -20,12 +20,16 @@ import (
 const queryVar = "x"
 
 // buildQuery returns the query that collects, in one evaluation, the results
-// of every module of c that defines `results`, each with its module's name:
+// of every package svc.policies.<name> of c that defines `results`, each with
+// its name:
 //
-//	x = [["critical", [r | r := data.svc.policies.critical.results[_]]], ...]
+//	x = [["base", data.svc.policies["base"].results], ["pci", data.svc.policies["pci"].results]]
 //
-// Naming the modules (known when preparing) costs a third of what
-// enumerating data.svc.policies[name] at evaluation time does.
+// checkResults makes every results a set rule, which is defined (empty) even
+// when none of its rules apply, so the query always has exactly one row.
+// Naming the packages, known when preparing, is faster than enumerating
+// data.svc.policies[name] on every evaluation (measured: 11 against 14 µs
+// for the base set, 23 against 33 µs with three tenant modules).
 func buildQuery(c *ast.Compiler) string {
 	names := map[string]struct{}{}
 	for _, m := range c.Modules {

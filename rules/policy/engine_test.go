@@ -589,7 +589,7 @@ func TestReloadBase(t *testing.T) {
 	}
 	write("allow_all.rego", "package svc.policies.allow_all\n\nresults contains {\"decision\": \"allow\", \"reason\": \"everything\"}\n")
 	write("allow_all_test.rego", "package svc.policies.allow_all_test\n\nthis is not rego\n") // skipped
-	write("README.md", "not a module")                                                            // skipped
+	write("README.md", "not a module")                                                        // skipped
 
 	e := newTestEngine(t, Options{PolicyPath: dir})
 	if err := e.SetTenantPolicies("tenant-a", "v1", []Module{{Name: "pci", Rego: pciModule}}); err != nil {
@@ -662,6 +662,8 @@ func TestBaseModulePackages(t *testing.T) {
 		{"package svc.policies", "package svc.policies\n\nresults contains {\"decision\": \"allow\", \"reason\": \"x\"}\n"},
 		{"nested package", "package svc.policies.a.b\n\nresults contains {\"decision\": \"allow\", \"reason\": \"x\"}\n"},
 		{"invalid name", "package svc.policies.Upper\n\nresults contains {\"decision\": \"allow\", \"reason\": \"x\"}\n"},
+		{"undefined function", "package svc.policies.p\n\nresults contains {\"decision\": \"allow\", \"reason\": x} if x := nope(1)\n"},
+		{"network builtin", "package svc.policies.p\n\nresults contains {\"decision\": \"allow\", \"reason\": \"x\"} if http.send({\"method\": \"get\", \"url\": \"http://x\"})\n"},
 		{"results not a set", "package svc.policies.p\n\nresults := {{\"decision\": \"allow\", \"reason\": \"x\"}}\n"},
 	}
 	for _, tc := range tests {

@@ -80,10 +80,10 @@ type MCPInput struct {
 type inputKeys struct {
 	tenantID, agent, toolCall, mutatesState, trustLevel, rootTrustLevel,
 	environment, skill, mcp *ast.Term
-	id, name, riskTier, status *ast.Term
-	tool, action, resource, parameters *ast.Term
+	id, name, riskTier, status               *ast.Term
+	tool, action, resource, parameters       *ast.Term
 	key, description, risk, approvalRequired *ast.Term
-	serverKey, serverStatus, toolStatus *ast.Term
+	serverKey, serverStatus, toolStatus      *ast.Term
 }
 
 func newInputKeys() *inputKeys {
@@ -97,7 +97,7 @@ func newInputKeys() *inputKeys {
 		tool: s("tool"), action: s("action"), resource: s("resource"), parameters: s("parameters"),
 		key: s("key"), description: s("description"), risk: s("risk"),
 		approvalRequired: s("approval_required"),
-		serverKey: s("server_key"), serverStatus: s("server_status"), toolStatus: s("tool_status"),
+		serverKey:        s("server_key"), serverStatus: s("server_status"), toolStatus: s("tool_status"),
 	}
 }
 
