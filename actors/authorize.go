@@ -91,6 +91,7 @@ const (
 	status403 = 403
 	status409 = 409
 	status429 = 429
+	status500 = 500
 	status503 = 503
 )
 
@@ -276,7 +277,7 @@ func (a *Authorizer) claimRequest(ctx context.Context, m *messages.Authorize, ke
 		}
 		if !errors.Is(err, persistence.ErrNotFound) {
 			a.releaseRequest(key)
-			return failure(status503, "ServiceUnavailable", "database_unavailable", "the database is unavailable", 1), true
+			return failure(status500, "InternalError", "database_unavailable", "the database is unavailable", 1), true
 		}
 		return messages.AuthorizeOutcome{}, false
 	}
@@ -408,8 +409,7 @@ func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft
 			return messages.AuthorizeOutcome{Response: &resp, Status: status200}
 		}
 		a.log.Error("decision not recorded; denying (fail closed)", "decision_id", d.response.DecisionID, "error", commitErr)
-		return messages.AuthorizeOutcome{Status: status503,
-			Response: &messages.AuthorizeResponse{Decision: "deny", Reason: "audit_writer_unavailable"}}
+		return messages.AuthorizeOutcome{Status: status503, FailClosed: true}
 	}
 	resp := d.response
 	resp.ReceiptHash = d.write.Receipt.Hash
@@ -586,7 +586,7 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 	// Rule 6: tool permission bindings.
 	perms, err := a.store.ListPermissions(ctx, m.TenantID, m.AgentID)
 	if err != nil {
-		return refuse(failure(status503, "ServiceUnavailable", "database_unavailable", "the database is unavailable", 1))
+		return refuse(failure(status500, "InternalError", "database_unavailable", "the database is unavailable", 1))
 	}
 	if len(perms) > 0 {
 		bound := false

@@ -93,6 +93,9 @@ func (s *Server) authorize(c *Call) (any, error) {
 		e.RetryAfter = f.RetryAfter
 		return nil, e
 	}
+	if out.FailClosed {
+		return withStatus{http.StatusServiceUnavailable, messages.FailClosedBody{Decision: "deny", Reason: "audit_writer_unavailable"}}, nil
+	}
 	if out.Status != http.StatusOK {
 		return withStatus{out.Status, out.Response}, nil
 	}

@@ -12,8 +12,10 @@ import (
 )
 
 // Reasons of the status envelope and their one HTTP status each (SPEC 7,
-// CONTRACT §10). ServiceUnavailable (503) is svc's addition for load
-// shedding and unavailable dependencies, which SPEC's list does not name.
+// CONTRACT §10). ServiceUnavailable (503) is svc's addition for the 503s
+// SPEC requires without naming a reason: load shedding over
+// SVC_MAX_CONCURRENT_REQUESTS and, clustered, an unreachable Valkey
+// (CONTRACT §11). A database failure is InternalError (500), as SPEC 7 says.
 var reasonStatus = map[string]int{
 	"BadRequest":           http.StatusBadRequest,
 	"Unauthorized":         http.StatusUnauthorized,
@@ -101,7 +103,9 @@ func toAPIError(err error) (*Error, bool) {
 	case errors.Is(err, context.DeadlineExceeded):
 		return apiErr("Timeout", "timeout", "the request took longer than the server's timeout"), true
 	case errors.Is(err, persistence.ErrUnavailable), errors.Is(err, persistence.ErrBusy):
-		e := apiErr("ServiceUnavailable", "database_unavailable", "the database is unavailable; retry later")
+		// SPEC 7: a database failure is a 500 (graceful); 503 is kept for load
+		// shedding and an unreachable Valkey.
+		e := apiErr("InternalError", "database_unavailable", "the database is unavailable; retry later")
 		e.RetryAfter = 1
 		return e, true
 	default:

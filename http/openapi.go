@@ -64,8 +64,8 @@ func (s *Server) OpenAPI() ([]byte, error) {
 				"(deprecated: responses carry `deprecation: true` and `sunset: " + Sunset + "`). On an unversioned API path " +
 				"the Accept header picks the version (application/vnd.svc.v2+json: v2, anything else: v1). Errors use the " +
 				"status envelope (`kind`, `apiVersion`, `status`, `message`, `reason`, `details`, `code`) with a machine-readable " +
-				"`details.error`; reasons map one-to-one to statuses, plus ServiceUnavailable (503) for load shedding and an " +
-				"unavailable database. Every GET 200 carries a quoted SHA-256 ETag and answers 304 to a matching If-None-Match."},
+				"`details.error`; reasons map one-to-one to statuses, plus ServiceUnavailable (503) for load shedding and, " +
+				"clustered, an unreachable Valkey; a database failure is InternalError (500). Every GET 200 carries a quoted SHA-256 ETag and answers 304 to a matching If-None-Match."},
 		Paths: openapi3.NewPaths(),
 		Components: &openapi3.Components{
 			Schemas: openapi3.Schemas{},

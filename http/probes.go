@@ -8,7 +8,6 @@ import (
 	"net/http/pprof"
 	"runtime"
 	rtmetrics "runtime/metrics"
-	"strings"
 	"time"
 
 	"svc/actors"
@@ -194,5 +193,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // to a not-found or a conflict).
 func isStorageFailure(err error) bool {
 	ae, internal := toAPIError(err)
-	return internal || strings.HasPrefix(ae.Reason, "ServiceUnavailable")
+	return internal || ae.Reason == "ServiceUnavailable"
 }

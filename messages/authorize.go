@@ -84,6 +84,15 @@ type AuthorizeOutcome struct {
 	// Status is the HTTP status of Response: 200, or 503 for the fail-closed
 	// deny when the audit writer is unavailable.
 	Status int
+	// FailClosed marks the 503 deny whose body is exactly
+	// {"decision":"deny","reason":"audit_writer_unavailable"} (CONTRACT §4).
+	FailClosed bool
+}
+
+// FailClosedBody is the body of the fail-closed deny.
+type FailClosedBody struct {
+	Decision string `json:"decision"`
+	Reason   string `json:"reason"`
 }
 
 // AuthorizeFailure is a refusal that is answered with the status envelope.

@@ -1,0 +1,1065 @@
+package main
+
+// Black-box tests of POST /v2/authorize (SPEC 4.2 rules 1 to 14, CONTRACT
+// §3, §4, §6, §13) and of what it records: decisions, receipts, audit
+// events, tenant policies, skills and risk settings.
+
+import (
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"svc/canonical"
+)
+
+var (
+	azHex64RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	azHex16RE = regexp.MustCompile(`^[0-9a-f]{16}$`)
+	azUUIDRE  = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+)
+
+// Trust levels used throughout.
+const (
+	azSigned    = "trusted_internal_signed"
+	azUntrusted = "untrusted_external"
+	azMalicious = "malicious_suspected"
+)
+
+// azBody builds an authorize request; extra fields are merged in.
+func azBody(tool, action string, mutates bool, trust string, extra map[string]any) map[string]any {
+	b := map[string]any{
+		"tool_call":     map[string]any{"tool": tool, "action": action, "parameters": map[string]any{}},
+		"mutates_state": mutates,
+		"source_trust":  trust,
+	}
+	for k, v := range extra {
+		b[k] = v
+	}
+	return b
+}
+
+// azRead is a read-only call at trusted_internal_signed (allowed by
+// default_allow_read).
+func azRead(extra map[string]any) map[string]any {
+	return azBody("github", "list_issues", false, azSigned, extra)
+}
+
+// azUntrustedWrite is a mutating call at untrusted_external (denied by
+// untrusted_mutation).
+func azUntrustedWrite(extra map[string]any) map[string]any {
+	return azBody("github", "create_issue", true, azUntrusted, extra)
+}
+
+// azTrustedWrite is a mutating call at trusted_internal_signed (allowed by
+// default_allow_trusted_mutation for a low-tier agent).
+func azTrustedWrite(extra map[string]any) map[string]any {
+	return azBody("github", "create_issue", true, azSigned, extra)
+}
+
+// azPost sends POST /v2/authorize and decodes an object body when there is
+// one.
+func azPost(t testing.TB, s *server, tok string, body any, headers ...string) (*http.Response, map[string]any, []byte) {
+	t.Helper()
+	resp, raw := s.do(t, "POST", "/v2/authorize", tok, body, headers...)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	return resp, m, raw
+}
+
+// azWant asserts the status of an authorize call and returns its body.
+func azWant(t testing.TB, s *server, tok string, body any, status int, headers ...string) map[string]any {
+	t.Helper()
+	resp, m, raw := azPost(t, s, tok, body, headers...)
+	if resp.StatusCode != status {
+		t.Fatalf("POST /v2/authorize: status %d, want %d; body %s", resp.StatusCode, status, raw)
+	}
+	return m
+}
+
+// azDecide asserts a 200 answer with the given decision (and reason unless
+// empty) and returns the body.
+func azDecide(t testing.TB, s *server, tok string, body any, decision, reason string) map[string]any {
+	t.Helper()
+	m := azWant(t, s, tok, body, 200)
+	if m["decision"] != decision || (reason != "" && m["reason"] != reason) {
+		t.Fatalf("decision %v reason %v, want %s %s; body %v", m["decision"], m["reason"], decision, reason, m)
+	}
+	return m
+}
+
+// azStrings converts a JSON array of strings.
+func azStrings(v any) []string {
+	a, _ := v.([]any)
+	out := make([]string, 0, len(a))
+	for _, x := range a {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+// azMatched asserts matched_policies contains id.
+func azMatched(t testing.TB, m map[string]any, id string) {
+	t.Helper()
+	if !slices.Contains(azStrings(m["matched_policies"]), id) {
+		t.Errorf("matched_policies %v lacks %s", m["matched_policies"], id)
+	}
+}
+
+// azDecisions lists the tenant's decisions (up to 500, newest first).
+func azDecisions(t testing.TB, s *server, tok string) []map[string]any {
+	t.Helper()
+	return arr(t, s.want(t, 200, "GET", "/v2/decisions?limit=500", tok, nil))
+}
+
+// azRetryAfter asserts a 429 envelope with a positive integer Retry-After
+// and the given details.error.
+func azRetryAfter(t testing.TB, resp *http.Response, raw []byte, code string) {
+	t.Helper()
+	if resp.StatusCode != 429 {
+		t.Fatalf("status %d, want 429: %s", resp.StatusCode, raw)
+	}
+	if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || n < 1 {
+		t.Errorf("Retry-After %q, want a positive integer", resp.Header.Get("Retry-After"))
+	}
+	e := envelope(t, raw, 429, "v2", "TooManyRequests")
+	if code != "" && detail(e, "error") != code {
+		t.Errorf("details.error %v, want %s", detail(e, "error"), code)
+	}
+}
+
+// azSign is the X-Svc-Request-Signature value for body under key.
+func azSign(key, body []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// azSeed returns a random Ed25519 seed and its standard base64.
+func azSeed(t testing.TB) ([]byte, string) {
+	t.Helper()
+	seed := make([]byte, ed25519.SeedSize)
+	if _, err := rand.Read(seed); err != nil {
+		t.Fatal(err)
+	}
+	return seed, base64.StdEncoding.EncodeToString(seed)
+}
+
+// azExport writes GET /v2/receipts/export to a file and returns its lines.
+func azExport(t testing.TB, s *server, tok string) (path string, lines []string) {
+	t.Helper()
+	raw := s.want(t, 200, "GET", "/v2/receipts/export", tok, nil)
+	path = filepath.Join(t.TempDir(), "receipts.jsonl")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+}
+
+// azVerifyFile runs `svc verify-receipts` on lines written to a new file.
+func azVerifyFile(t testing.TB, lines []string) (int, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "edited.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runSvc(t, nil, "verify-receipts", path)
+	return code, out + errOut
+}
+
+// TestE2EAuthorize covers the authorize path end to end.
+func TestE2EAuthorize(t *testing.T) {
+	t.Parallel()
+	forBackends(t, func(t *testing.T, backend string) {
+		seed, seedB64 := azSeed(t)
+		s := startServer(t, backend, map[string]string{"SVC_RECEIPT_SIGNING_KEY": seedB64})
+
+		t.Run("decisions", func(t *testing.T) {
+			_, admin := s.tenant(t, "az-dec-"+uniq())
+			_, tok := s.agent(t, admin, "decider", nil)
+
+			t.Run("read-only allow at trusted", func(t *testing.T) {
+				m := azDecide(t, s, tok, azRead(nil), "allow", "")
+				for _, f := range []string{"decision_id", "receipt_id"} {
+					if v, _ := m[f].(string); !azUUIDRE.MatchString(v) {
+						t.Errorf("%s = %v, want a UUID v4", f, m[f])
+					}
+				}
+				for _, f := range []string{"receipt_hash", "action_hash"} {
+					if v, _ := m[f].(string); !azHex64RE.MatchString(v) {
+						t.Errorf("%s = %v, want 64 lower-case hex", f, m[f])
+					}
+				}
+				azMatched(t, m, "default_allow_read")
+				if m["root_trust_level"] != azSigned {
+					t.Errorf("root_trust_level %v, want %s", m["root_trust_level"], azSigned)
+				}
+				score, ok := m["composite_risk_score"].(float64)
+				if !ok || score != math.Trunc(score) || score < 0 || score > 100 {
+					t.Errorf("composite_risk_score %v, want an integer 0..100", m["composite_risk_score"])
+				}
+				if m["dry_run"] != false {
+					t.Errorf("dry_run %v, want false", m["dry_run"])
+				}
+				if rf, ok := m["redacted_fields"].([]any); !ok || len(rf) != 0 {
+					t.Errorf("redacted_fields %v, want []", m["redacted_fields"])
+				}
+			})
+
+			t.Run("untrusted mutation denied", func(t *testing.T) {
+				m := azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "untrusted_mutation")
+				azMatched(t, m, "untrusted_mutation")
+				if id, _ := m["decision_id"].(string); id == "" {
+					t.Errorf("deny without decision_id: %v", m)
+				}
+			})
+
+			t.Run("malicious mutation quarantines", func(t *testing.T) {
+				id, qtok := s.agent(t, admin, "to-quarantine", nil)
+				m := azDecide(t, s, qtok, azBody("github", "delete_repo", true, azMalicious, nil), "quarantine", "")
+				azMatched(t, m, "malicious_quarantine")
+				_, raw := s.do(t, "POST", "/v2/authorize", qtok, azRead(nil))
+				envelope(t, raw, 401, "v2", "Unauthorized")
+				if a := s.getAgent(t, admin, id); a["status"] != "quarantined" {
+					t.Errorf("agent status %v after a quarantine decision, want quarantined", a["status"])
+				}
+				d := obj(t, s.want(t, 200, "GET", "/v2/decisions/"+str(t, m, "decision_id"), admin, nil))
+				if d["decision"] != "quarantine" {
+					t.Errorf("recorded decision %v, want quarantine", d["decision"])
+				}
+				// restore: quarantined to active, and the token works again.
+				s.want(t, 200, "POST", "/v2/agents/"+id+"/restore", admin, nil)
+				azDecide(t, s, qtok, azRead(nil), "allow", "")
+			})
+
+			t.Run("high tier mutation requires approval", func(t *testing.T) {
+				id, htok := s.agent(t, admin, "high-tier", nil)
+				s.want(t, 200, "PATCH", "/v2/agents/"+id, admin, map[string]any{"risk_tier": "high"})
+				m := azDecide(t, s, htok, azTrustedWrite(nil), "require_approval", "high_risk_tier_mutation")
+				azMatched(t, m, "high_tier_mutation")
+				// A read by the same agent is still allowed.
+				azDecide(t, s, htok, azRead(nil), "allow", "")
+				// A client-supplied tier is ignored (the server's tier decides).
+				body := azTrustedWrite(map[string]any{"risk_tier": "low", "agent": map[string]any{"risk_tier": "low"}})
+				azDecide(t, s, htok, body, "require_approval", "")
+			})
+
+			t.Run("skill registry", func(t *testing.T) {
+				s.want(t, 200, "PUT", "/v2/skills/deploy", admin, map[string]any{"description": "deployments", "actions": map[string]any{
+					"prod":    map[string]any{"risk": "critical", "mutates_state": true, "approval_required": false},
+					"staging": map[string]any{"risk": "medium", "mutates_state": true, "approval_required": true},
+				}})
+				m := azDecide(t, s, tok, azBody("deploy", "prod", true, azSigned, nil), "deny", "")
+				azMatched(t, m, "critical")
+				m = azDecide(t, s, tok, azBody("deploy", "staging", true, azSigned, nil), "require_approval", "")
+				azMatched(t, m, "registered_approval")
+				// The registry's mutates_state wins over a client that calls it a read.
+				m = azDecide(t, s, tok, azBody("deploy", "prod", false, azSigned, nil), "deny", "")
+				azMatched(t, m, "critical")
+			})
+
+			t.Run("unknown mcp server denied", func(t *testing.T) {
+				m := azDecide(t, s, tok, azBody("mcp:unknown_server", "read_file", false, azSigned, nil), "deny", "")
+				azMatched(t, m, "mcp_unknown_tool")
+			})
+
+			t.Run("v1 path", func(t *testing.T) {
+				resp, raw := s.do(t, "POST", "/v1/authorize", tok, azRead(nil))
+				if resp.StatusCode != 200 || obj(t, raw)["decision"] != "allow" {
+					t.Fatalf("POST /v1/authorize: %d %s", resp.StatusCode, raw)
+				}
+				if resp.Header.Get("Deprecation") != "true" || resp.Header.Get("Sunset") != sunset {
+					t.Errorf("/v1/authorize Deprecation %q Sunset %q", resp.Header.Get("Deprecation"), resp.Header.Get("Sunset"))
+				}
+			})
+
+			t.Run("mutation at unknown trust fails closed", func(t *testing.T) {
+				m := azDecide(t, s, tok, azBody("github", "create_issue", true, "unknown", nil), "deny", "no_matching_policy")
+				if mp := azStrings(m["matched_policies"]); len(mp) != 0 {
+					t.Errorf("matched_policies %v, want none", mp)
+				}
+				// A missing source_trust is unknown.
+				body := azTrustedWrite(nil)
+				delete(body, "source_trust")
+				m = azDecide(t, s, tok, body, "deny", "no_matching_policy")
+				if m["root_trust_level"] != "unknown" {
+					t.Errorf("root_trust_level %v without source_trust, want unknown", m["root_trust_level"])
+				}
+			})
+		})
+
+		t.Run("normalization", func(t *testing.T) {
+			_, admin := s.tenant(t, "az-norm-"+uniq())
+			_, tok := s.agent(t, admin, "normalizer", nil)
+			params := map[string]any{"state": "open", "labels": []any{"bug", "p1"}, "n": 3}
+			call := func(tool, action string) map[string]any {
+				b := azRead(nil)
+				b["tool_call"] = map[string]any{"tool": tool, "action": action, "parameters": params}
+				return b
+			}
+			base := azDecide(t, s, tok, call("github", "list_issues"), "allow", "")
+			want, err := canonical.ActionHash(canonical.ToolCall{Tool: "github", Action: "list_issues", Parameters: params})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if base["action_hash"] != want {
+				t.Errorf("action_hash %v, want the svc-jcs-1 hash %s", base["action_hash"], want)
+			}
+			for _, v := range []struct{ tool, action string }{
+				{"Git%48ub", "List_Issues"}, {" GITHUB ", "List_Issues"}, {"github", "list%5Fissues"}, {"\tGitHub\n", "LIST_ISSUES "},
+			} {
+				m := azDecide(t, s, tok, call(v.tool, v.action), "allow", "")
+				if m["action_hash"] != want {
+					t.Errorf("tool %q action %q: action_hash %v, want %s", v.tool, v.action, m["action_hash"], want)
+				}
+				d := obj(t, s.want(t, 200, "GET", "/v2/decisions/"+str(t, m, "decision_id"), admin, nil))
+				if d["tool"] != "github" || d["action"] != "list_issues" {
+					t.Errorf("stored tool/action %v/%v, want github/list_issues", d["tool"], d["action"])
+				}
+			}
+
+			// The shipped svc-jcs-1 vector for a tool call.
+			raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "jcs", "vectors.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			type vector struct {
+				Name   string          `json:"name"`
+				Input  json.RawMessage `json:"input"`
+				SHA256 string          `json:"sha256"`
+			}
+			var vectors []vector
+			if err := json.Unmarshal(raw, &vectors); err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(vectors, func(v vector) bool { return v.Name == "tool call with parameters" })
+			if i < 0 {
+				t.Fatal(`vector "tool call with parameters" not found in testdata/jcs/vectors.json`)
+			}
+			var tc canonical.ToolCall
+			if err := json.Unmarshal(vectors[i].Input, &tc); err != nil {
+				t.Fatal(err)
+			}
+			if h, _ := canonical.ActionHash(tc); h != vectors[i].SHA256 {
+				t.Fatalf("canonical.ActionHash of the vector = %s, want %s", h, vectors[i].SHA256)
+			}
+			var toolCall map[string]any
+			_ = json.Unmarshal(vectors[i].Input, &toolCall)
+			toolCall["tool"] = " CodeHost "
+			toolCall["action"] = "Merge%5FPull%5FRequest"
+			m := azDecide(t, s, tok, map[string]any{"tool_call": toolCall, "mutates_state": false, "source_trust": azSigned}, "allow", "")
+			if m["action_hash"] != vectors[i].SHA256 {
+				t.Errorf("action_hash of the vector's tool call %v, want %s", m["action_hash"], vectors[i].SHA256)
+			}
+		})
+
+		t.Run("trust propagation", func(t *testing.T) {
+			_, admin := s.tenant(t, "az-trust-"+uniq())
+			_, tok := s.agent(t, admin, "hop", nil)
+			runID, parentID, traceID := "run-"+uniq(), "parent-"+uniq(), "trace-"+uniq()
+			trace := map[string]any{"root_trust_level": azUntrusted, "run_id": runID, "parent_run_id": parentID, "trace_id": traceID}
+			m := azDecide(t, s, tok, azRead(map[string]any{"trace": trace}), "allow", "")
+			if m["root_trust_level"] != azUntrusted {
+				t.Errorf("root_trust_level %v, want the tightened %s", m["root_trust_level"], azUntrusted)
+			}
+			d := obj(t, s.want(t, 200, "GET", "/v2/decisions/"+str(t, m, "decision_id"), admin, nil))
+			if d["receipt_id"] != m["receipt_id"] || d["receipt_hash"] != m["receipt_hash"] || d["trust_level"] != azSigned || d["trace_id"] != traceID {
+				t.Errorf("stored decision receipt_id/receipt_hash/trust_level/trace_id = %v/%v/%v/%v; answered %v/%v, sent %s/%s",
+					d["receipt_id"], d["receipt_hash"], d["trust_level"], d["trace_id"], m["receipt_id"], m["receipt_hash"], azSigned, traceID)
+			}
+			rfc3339UTC(t, "decision created_at", d["created_at"])
+			if d["root_trust_level"] != azUntrusted || d["run_id"] != runID || d["parent_run_id"] != parentID {
+				t.Errorf("stored decision root_trust_level/run_id/parent_run_id = %v/%v/%v, want %s/%s/%s",
+					d["root_trust_level"], d["run_id"], d["parent_run_id"], azUntrusted, runID, parentID)
+			}
+			// The policy sees the tightened trust: a trusted hop under an
+			// untrusted root may not mutate.
+			azDecide(t, s, tok, azTrustedWrite(map[string]any{"trace": trace}), "deny", "untrusted_mutation")
+			// Tighten-only, both ways round.
+			cases := []struct{ root, source, want string }{
+				{azSigned, azUntrusted, azUntrusted},
+				{"semi_trusted_customer", azSigned, "semi_trusted_customer"},
+				{"unknown", "trusted_internal_unsigned", "unknown"},
+				{azSigned, "trusted_internal_unsigned", "trusted_internal_unsigned"},
+			}
+			for _, c := range cases {
+				b := azBody("github", "list_issues", false, c.source, map[string]any{"trace": map[string]any{"root_trust_level": c.root}})
+				if got := azDecide(t, s, tok, b, "allow", "")["root_trust_level"]; got != c.want {
+					t.Errorf("root %s + source %s: root_trust_level %v, want %s", c.root, c.source, got, c.want)
+				}
+			}
+		})
+
+		t.Run("environments and permissions", func(t *testing.T) {
+			_, admin := s.tenant(t, "az-env-"+uniq())
+			_, etok := s.agent(t, admin, "prod-only", map[string]any{"allowed_environments": []string{"prod"}})
+			permID, ptok := s.agent(t, admin, "fs-only", nil)
+			s.want(t, 201, "POST", "/v2/agents/"+permID+"/permissions", admin, map[string]any{"tool_key": "fs"})
+			before := len(azDecisions(t, s, admin))
+
+			forbidden := func(t *testing.T, tok string, body map[string]any) {
+				t.Helper()
+				resp, _, raw := azPost(t, s, tok, body)
+				if resp.StatusCode != 403 {
+					t.Fatalf("status %d, want 403: %s", resp.StatusCode, raw)
+				}
+				if e := envelope(t, raw, 403, "v2", "Forbidden"); detail(e, "error") != "FORBIDDEN" {
+					t.Errorf("details.error %v, want FORBIDDEN", detail(e, "error"))
+				}
+			}
+			t.Run("no environment", func(t *testing.T) { forbidden(t, etok, azRead(nil)) })
+			t.Run("dev", func(t *testing.T) { forbidden(t, etok, azRead(map[string]any{"environment": "dev"})) })
+			t.Run("unbound tool", func(t *testing.T) {
+				forbidden(t, ptok, azBody("github", "list_issues", false, azSigned, nil))
+			})
+			t.Run("403s write no decision", func(t *testing.T) {
+				if after := len(azDecisions(t, s, admin)); after != before {
+					t.Errorf("decisions %d after the 403s, want %d", after, before)
+				}
+			})
+			t.Run("prod", func(t *testing.T) {
+				azDecide(t, s, etok, azRead(map[string]any{"environment": "prod"}), "allow", "")
+			})
+			t.Run("bound tool", func(t *testing.T) {
+				azDecide(t, s, ptok, azBody("fs", "read_file", false, azSigned, nil), "allow", "")
+			})
+			if after := len(azDecisions(t, s, admin)); after != before+2 {
+				t.Errorf("decisions %d after two allowed calls, want %d", after, before+2)
+			}
+		})
+
+		t.Run("agent status", func(t *testing.T) {
+			_, admin := s.tenant(t, "az-status-"+uniq())
+			fid, ftok := s.agent(t, admin, "frozen", nil)
+			s.want(t, 200, "POST", "/v2/agents/"+fid+"/freeze", admin, nil)
+			m := azDecide(t, s, ftok, azTrustedWrite(nil), "deny", "agent_frozen")
+			d := obj(t, s.want(t, 200, "GET", "/v2/decisions/"+str(t, m, "decision_id"), admin, nil))
+			if d["decision"] != "deny" || d["reason"] != "agent_frozen" || d["agent_id"] != fid {
+				t.Errorf("recorded frozen decision = %v", d)
+			}
+			if rid, _ := m["receipt_id"].(string); rid == "" || d["receipt_id"] != rid {
+				t.Errorf("frozen deny receipt_id %v, stored %v; every recorded decision gets a receipt", m["receipt_id"], d["receipt_id"])
+			}
+			s.want(t, 200, "POST", "/v2/agents/"+fid+"/unfreeze", admin, nil)
+			azDecide(t, s, ftok, azTrustedWrite(nil), "allow", "")
+
+			rid, rtok := s.agent(t, admin, "revoked", nil)
+			s.want(t, 200, "POST", "/v2/agents/"+rid+"/revoke", admin, nil)
+			_, _, raw := azPost(t, s, rtok, azRead(nil))
+			envelope(t, raw, 401, "v2", "Unauthorized")
+
+			did, dtok := s.agent(t, admin, "deleted", nil)
+			s.want(t, 204, "DELETE", "/v2/agents/"+did, admin, nil)
+			_, _, raw = azPost(t, s, dtok, azRead(nil))
+			envelope(t, raw, 401, "v2", "Unauthorized")
+		})
+
+		t.Run("request signing", func(t *testing.T) {
+			_, admin := s.tenant(t, "az-sign-"+uniq())
+			g := obj(t, s.want(t, 201, "POST", "/v2/agents", admin, map[string]any{"name": "signer", "signing_key": "generate"}))
+			tok := str(t, g, "agent_token")
+			key, err := base64.StdEncoding.DecodeString(str(t, g, "signing_key"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := json.Marshal(azRead(nil))
+			other := make([]byte, 32)
+			_, _ = rand.Read(other)
+			cases := []struct {
+				name string
+				sig  []string
+			}{
+				{"missing", nil},
+				{"wrong key", []string{"X-Svc-Request-Signature", azSign(other, body)}},
+				{"other body", []string{"X-Svc-Request-Signature", azSign(key, append(body, ' '))}},
+				{"no scheme", []string{"X-Svc-Request-Signature", strings.TrimPrefix(azSign(key, body), "sha256=")}},
+				{"not hex", []string{"X-Svc-Request-Signature", "sha256=zz"}},
+			}
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					_, _, raw := azPost(t, s, tok, body, c.sig...)
+					envelope(t, raw, 401, "v2", "Unauthorized")
+				})
+			}
+			t.Run("correct", func(t *testing.T) {
+				m := azWant(t, s, tok, body, 200, "X-Svc-Request-Signature", azSign(key, body))
+				if m["decision"] != "allow" {
+					t.Errorf("signed call decision %v", m["decision"])
+				}
+			})
+		})
+
+		t.Run("operator tokens are refused", func(t *testing.T) {
+			tenantID, admin := s.tenant(t, "az-op-"+uniq())
+			_, raw := s.do(t, "POST", "/v2/authorize", admin, azRead(nil))
+			envelope(t, raw, 403, "v2", "Forbidden")
+			_, raw = s.do(t, "POST", "/v2/authorize", superToken, azRead(nil), "X-Svc-Tenant-ID", tenantID)
+			envelope(t, raw, 403, "v2", "Forbidden")
+		})
+
+		t.Run("auth failure lockout", func(t *testing.T) {
+			lk := startServer(t, backend, map[string]string{"SVC_AUTH_FAILURE_LIMIT": "5"})
+			tenantT, adminT := lk.tenant(t, "az-lock-t-"+uniq())
+			_, tokT := lk.agent(t, adminT, "victim", nil)
+			tenantU, adminU := lk.tenant(t, "az-lock-u-"+uniq())
+			_, tokU := lk.agent(t, adminU, "bystander", nil)
+			bad := []string{"svc_agent_" + strings.Repeat("A", 43), "garbage", "svc_agent_" + strings.Repeat("B", 43), "", "svc_agent_short"}
+			for i, b := range bad {
+				resp, raw := lk.do(t, "POST", "/v2/authorize", b, azRead(nil), "X-Svc-Tenant-ID", tenantT)
+				if resp.StatusCode != 401 {
+					t.Fatalf("bad token %d: status %d, want 401: %s", i+1, resp.StatusCode, raw)
+				}
+			}
+			resp, raw := lk.do(t, "POST", "/v2/authorize", tokT, azRead(nil), "X-Svc-Tenant-ID", tenantT)
+			azRetryAfter(t, resp, raw, "")
+			// Another tenant header from the same address is not locked.
+			if m := azWant(t, lk, tokU, azRead(nil), 200, "X-Svc-Tenant-ID", tenantU); m["decision"] != "allow" {
+				t.Errorf("other tenant: %v", m)
+			}
+		})
+
+		t.Run("rate limit", func(t *testing.T) {
+			rl := startServer(t, backend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "3", "SVC_RATE_LIMIT_REFILL_RATE": "0.001"})
+			_, admin := rl.tenant(t, "az-rate-"+uniq())
+			_, tok := rl.agent(t, admin, "busy", nil)
+			_, tok2 := rl.agent(t, admin, "calm", nil)
+			for i := 0; i < 3; i++ {
+				azWant(t, rl, tok, azRead(nil), 200)
+			}
+			resp, _, raw := azPost(t, rl, tok, azRead(nil))
+			azRetryAfter(t, resp, raw, "rate_limited")
+			azWant(t, rl, tok2, azRead(nil), 200) // the bucket is per agent
+		})
+
+		t.Run("quota", func(t *testing.T) {
+			q := startServer(t, backend, map[string]string{"SVC_QUOTA_LIMIT": "2"})
+			_, admin := q.tenant(t, "az-quota-"+uniq())
+			_, tok := q.agent(t, admin, "metered", nil)
+			rid := "quota-" + uniq()
+			first := azWant(t, q, tok, azRead(map[string]any{"request_id": rid}), 200)
+			azWant(t, q, tok, azRead(nil), 200)
+			resp, _, raw := azPost(t, q, tok, azRead(nil))
+			azRetryAfter(t, resp, raw, "quota_exceeded")
+			// Rule 2 precedes rule 3: a known request_id is answered even
+			// when the quota is spent.
+			again := azWant(t, q, tok, azRead(map[string]any{"request_id": rid}), 200)
+			if again["decision_id"] != first["decision_id"] {
+				t.Errorf("replayed request_id: decision_id %v, want %v", again["decision_id"], first["decision_id"])
+			}
+		})
+
+		t.Run("idempotency and dry run", func(t *testing.T) {
+			_, admin := s.tenant(t, "az-idem-"+uniq())
+			_, tok := s.agent(t, admin, "retrier", nil)
+			rid := "req-" + uniq()
+			a := azDecide(t, s, tok, azTrustedWrite(map[string]any{"request_id": rid}), "allow", "")
+			b := azDecide(t, s, tok, azTrustedWrite(map[string]any{"request_id": rid}), "allow", "")
+			if a["decision_id"] == nil || a["decision_id"] != b["decision_id"] || a["receipt_id"] != b["receipt_id"] {
+				t.Errorf("retry: decision_id %v receipt_id %v, want %v %v", b["decision_id"], b["receipt_id"], a["decision_id"], a["receipt_id"])
+			}
+			if a["request_id"] != rid {
+				t.Errorf("request_id echoed as %v, want %s", a["request_id"], rid)
+			}
+			// The earlier decision is returned even for a different call.
+			c := azWant(t, s, tok, azUntrustedWrite(map[string]any{"request_id": rid}), 200)
+			if c["decision_id"] != a["decision_id"] || c["decision"] != "allow" {
+				t.Errorf("same request_id, other call: %v; want the earlier decision %v", c, a["decision_id"])
+			}
+			count := func() (total, withID int) {
+				for _, d := range azDecisions(t, s, admin) {
+					total++
+					if d["request_id"] == rid {
+						withID++
+					}
+				}
+				return total, withID
+			}
+			if total, withID := count(); total != 1 || withID != 1 {
+				t.Errorf("%d decisions, %d with request_id %s; want 1 and 1", total, withID, rid)
+			}
+
+			dry := azDecide(t, s, tok, azUntrustedWrite(map[string]any{"dry_run": true}), "deny", "untrusted_mutation")
+			if dry["dry_run"] != true {
+				t.Errorf("dry_run %v, want true", dry["dry_run"])
+			}
+			for _, f := range []string{"decision_id", "receipt_id", "receipt_hash"} {
+				if v, ok := dry[f]; ok && v != "" && v != nil {
+					t.Errorf("dry run answered %s %v", f, v)
+				}
+			}
+			if total, _ := count(); total != 1 {
+				t.Errorf("%d decisions after a dry run, want 1", total)
+			}
+			if n := len(arr(t, s.want(t, 200, "GET", "/v2/receipts", admin, nil))); n != 1 {
+				t.Errorf("%d receipts after a dry run, want 1", n)
+			}
+			if n := len(s.auditEvents(t, admin, "event_type=authorize_decision")); n > 1 {
+				t.Errorf("%d authorize_decision audit events after one decision and a dry run, want at most 1", n)
+			}
+
+			// A dry run with a request_id neither claims nor reads it.
+			rid2 := "dry-" + uniq()
+			d1 := azDecide(t, s, tok, azRead(map[string]any{"request_id": rid2, "dry_run": true}), "allow", "")
+			if d1["dry_run"] != true || d1["decision_id"] != nil {
+				t.Errorf("dry run with request_id: %v", d1)
+			}
+			recorded := azDecide(t, s, tok, azRead(map[string]any{"request_id": rid2}), "allow", "")
+			if recorded["dry_run"] != false || recorded["decision_id"] == nil {
+				t.Errorf("first real call after a dry run with its request_id: %v", recorded)
+			}
+			d2 := azDecide(t, s, tok, azRead(map[string]any{"request_id": rid2, "dry_run": true}), "allow", "")
+			if d2["dry_run"] != true || d2["decision_id"] != nil {
+				t.Errorf("dry run after a real call with its request_id: %v", d2)
+			}
+			if total, _ := count(); total != 2 {
+				t.Errorf("%d decisions, want 2", total)
+			}
+
+			// A simulated quarantine changes nothing.
+			qid, qtok := s.agent(t, admin, "dry-malicious", nil)
+			q := azDecide(t, s, qtok, azBody("github", "delete_repo", true, azMalicious, map[string]any{"dry_run": true}), "quarantine", "")
+			if q["dry_run"] != true || q["decision_id"] != nil {
+				t.Errorf("dry-run quarantine answer: %v", q)
+			}
+			if a := s.getAgent(t, admin, qid); a["status"] != "active" {
+				t.Errorf("a dry-run quarantine moved the agent to %v", a["status"])
+			}
+			azDecide(t, s, qtok, azRead(nil), "allow", "")
+		})
+
+		t.Run("replay nonce", func(t *testing.T) {
+			_, admin := s.tenant(t, "az-nonce-"+uniq())
+			_, tok := s.agent(t, admin, "noncer", nil)
+			_, tok2 := s.agent(t, admin, "other-noncer", nil)
+			nonce := "nonce-" + uniq()
+			azDecide(t, s, tok, azRead(map[string]any{"nonce": nonce}), "allow", "")
+			m := azDecide(t, s, tok, azRead(map[string]any{"nonce": nonce}), "deny", "replay_nonce_reused")
+			if id, _ := m["decision_id"].(string); id == "" {
+				t.Errorf("replay deny is not recorded: %v", m)
+			}
+			azDecide(t, s, tok2, azRead(map[string]any{"nonce": nonce}), "allow", "") // nonces are per agent
+			// A dry run does not consume a nonce.
+			n2 := "nonce-" + uniq()
+			azDecide(t, s, tok, azRead(map[string]any{"nonce": n2, "dry_run": true}), "allow", "")
+			azDecide(t, s, tok, azRead(map[string]any{"nonce": n2}), "allow", "")
+			for _, bad := range []string{"abc", strings.Repeat("n", 129)} {
+				_, _, raw := azPost(t, s, tok, azRead(map[string]any{"nonce": bad}))
+				if e := envelope(t, raw, 400, "v2", "BadRequest"); detail(e, "field") != "nonce" {
+					t.Errorf("nonce of %d chars: details.field %v, want nonce", len(bad), detail(e, "field"))
+				}
+			}
+		})
+
+		t.Run("tenant policies", func(t *testing.T) {
+			_, admin := s.tenant(t, "az-pol-a-"+uniq())
+			_, tok := s.agent(t, admin, "payer", nil)
+			_, adminB := s.tenant(t, "az-pol-b-"+uniq())
+			_, tokB := s.agent(t, adminB, "payer-b", nil)
+			rego := "package svc.policies.pci\n\n" +
+				`results contains {"decision": "redact", "reason": "card", "redact_fields": ["parameters.card_number"]} if input.tool_call.action == "charge"` + "\n"
+			charge := func() map[string]any {
+				b := azRead(nil)
+				b["tool_call"] = map[string]any{"tool": "payments", "action": "charge",
+					"parameters": map[string]any{"card_number": "4111111111111111", "amount": 10}}
+				return b
+			}
+			p := obj(t, s.want(t, 201, "POST", "/v2/policies", admin, map[string]any{"name": "pci", "rego": rego, "description": "cards"}))
+			if p["name"] != "pci" || p["enabled"] != true {
+				t.Errorf("created policy = %v", p)
+			}
+			m := azDecide(t, s, tok, charge(), "redact", "")
+			if fmt.Sprint(m["redacted_fields"]) != "[parameters.card_number]" {
+				t.Errorf("redacted_fields %v, want [parameters.card_number]", m["redacted_fields"])
+			}
+			azMatched(t, m, "pci")
+			if d := obj(t, s.want(t, 200, "GET", "/v2/decisions/"+str(t, m, "decision_id"), admin, nil)); fmt.Sprint(d["redacted_fields"]) != "[parameters.card_number]" || d["decision"] != "redact" {
+				t.Errorf("stored redact decision = %v", d)
+			}
+			if r := azDecide(t, s, tok, azBody("payments", "refund", false, azSigned, nil), "allow", ""); len(azStrings(r["redacted_fields"])) != 0 {
+				t.Errorf("refund redacted %v", r["redacted_fields"])
+			}
+			if mb := azDecide(t, s, tokB, charge(), "allow", ""); len(azStrings(mb["redacted_fields"])) != 0 {
+				t.Errorf("tenant B is redacted by tenant A's policy: %v", mb)
+			}
+
+			t.Run("policy id and combination", func(t *testing.T) {
+				block := "package svc.policies.blocklist\n\n" +
+					`results contains {"policy": "no_big_charges", "decision": "deny", "reason": "too_big"} if input.tool_call.parameters.amount > 1000` + "\n"
+				s.want(t, 201, "POST", "/v2/policies", admin, map[string]any{"name": "blocklist", "rego": block})
+				big := charge()
+				big["tool_call"].(map[string]any)["parameters"].(map[string]any)["amount"] = 5000
+				m := azDecide(t, s, tok, big, "deny", "too_big") // deny > redact > allow
+				azMatched(t, m, "no_big_charges")
+				if slices.Contains(azStrings(m["matched_policies"]), "blocklist") {
+					t.Errorf("matched_policies %v names the module, not its policy id", m["matched_policies"])
+				}
+				azDecide(t, s, tok, charge(), "redact", "")
+				s.want(t, 204, "DELETE", "/v2/policies/blocklist", admin, nil)
+				azDecide(t, s, tok, big, "redact", "")
+			})
+			t.Run("syntax error", func(t *testing.T) {
+				bad := "package svc.policies.broken\n\nresults contains {\"decision\": \"deny\" if {\n"
+				resp, raw := s.do(t, "POST", "/v2/policies", admin, map[string]any{"name": "broken", "rego": bad})
+				if resp.StatusCode != 422 {
+					t.Fatalf("status %d, want 422: %s", resp.StatusCode, raw)
+				}
+				e := envelope(t, raw, 422, "v2", "Invalid")
+				errs, _ := detail(e, "errors").([]any)
+				if len(errs) == 0 {
+					t.Fatalf("details.errors empty: %s", raw)
+				}
+				first, _ := errs[0].(map[string]any)
+				line, lok := first["line"].(float64)
+				_, cok := first["col"].(float64)
+				if !lok || !cok || line < 1 {
+					t.Errorf("details.errors[0] = %v, want numeric line >= 1 and col", first)
+				}
+				if msg, _ := first["message"].(string); msg == "" {
+					t.Errorf("details.errors[0] without message: %v", first)
+				}
+			})
+			t.Run("wrong package", func(t *testing.T) {
+				wrong := "package svc.policies.other\n\nresults contains {\"decision\": \"allow\", \"reason\": \"x\"} if true\n"
+				resp, raw := s.do(t, "POST", "/v2/policies", admin, map[string]any{"name": "pci2", "rego": wrong})
+				if resp.StatusCode != 422 {
+					t.Fatalf("status %d, want 422: %s", resp.StatusCode, raw)
+				}
+				e := envelope(t, raw, 422, "v2", "Invalid")
+				if errs, _ := detail(e, "errors").([]any); len(errs) == 0 {
+					t.Errorf("details.errors empty: %s", raw)
+				}
+				s.want(t, 404, "GET", "/v2/policies/pci2", admin, nil)
+			})
+			t.Run("disable, enable, delete", func(t *testing.T) {
+				s.want(t, 200, "PUT", "/v2/policies/pci", admin, map[string]any{"enabled": false})
+				azDecide(t, s, tok, charge(), "allow", "")
+				s.want(t, 200, "PUT", "/v2/policies/pci", admin, map[string]any{"enabled": true})
+				azDecide(t, s, tok, charge(), "redact", "")
+				s.want(t, 204, "DELETE", "/v2/policies/pci", admin, nil)
+				s.want(t, 404, "GET", "/v2/policies/pci", admin, nil)
+				azDecide(t, s, tok, charge(), "allow", "")
+			})
+			t.Run("reload", func(t *testing.T) {
+				s.want(t, 200, "POST", "/v2/policies/reload", admin, nil)
+				s.waitAudit(t, admin, "event_type=config_change", "config_change policy_file_reload", func(e map[string]any) bool {
+					return e["action"] == "policy_file_reload"
+				})
+				azDecide(t, s, tok, azRead(nil), "allow", "")
+			})
+		})
+
+		t.Run("receipts", func(t *testing.T) {
+			_, admin := s.tenant(t, "az-rcpt-"+uniq())
+			_, tok := s.agent(t, admin, "receipted", nil)
+			var ids, hashes []string
+			for i := 0; i < 4; i++ {
+				body := azRead(nil)
+				if i%2 == 1 {
+					body = azUntrustedWrite(nil)
+				}
+				m := azWant(t, s, tok, body, 200)
+				ids = append(ids, str(t, m, "receipt_id"))
+				hashes = append(hashes, str(t, m, "receipt_hash"))
+			}
+			list := arr(t, s.want(t, 200, "GET", "/v2/receipts", admin, nil))
+			if len(list) != 4 {
+				t.Fatalf("%d receipts, want 4", len(list))
+			}
+			for i, r := range list {
+				j := 3 - i // newest first
+				if r["receipt_id"] != ids[j] || r["seq"] != float64(j+1) || r["receipt_hash"] != hashes[j] {
+					t.Errorf("receipt %d = %v; want id %s seq %d hash %s", i, r, ids[j], j+1, hashes[j])
+				}
+				if k, _ := r["key_id"].(string); !azHex16RE.MatchString(k) {
+					t.Errorf("receipt key_id %v", r["key_id"])
+				}
+				if sig, _ := r["signature"].(string); sig == "" {
+					t.Errorf("signed server wrote an unsigned receipt: %v", r)
+				}
+				wantPrev := ""
+				if j > 0 {
+					wantPrev = hashes[j-1]
+				}
+				if r["prev_receipt_hash"] != wantPrev {
+					t.Errorf("receipt seq %d prev_receipt_hash %v, want %q", j+1, r["prev_receipt_hash"], wantPrev)
+				}
+			}
+			for _, id := range ids {
+				v := obj(t, s.want(t, 200, "GET", "/v2/receipts/"+id+"/verify", admin, nil))
+				if v["valid"] != true || v["hash_valid"] != true || v["signature_valid"] != true || v["receipt_id"] != id {
+					t.Errorf("verify %s = %v", id, v)
+				}
+			}
+			s.want(t, 404, "GET", "/v2/receipts/"+randomUUID()+"/verify", admin, nil)
+
+			pk := obj(t, s.want(t, 200, "GET", "/v2/receipts/public-key", admin, nil))
+			pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
+			sum := sha256.Sum256(pub)
+			if pk["key_id"] != hex.EncodeToString(sum[:])[:16] || pk["public_key"] != base64.StdEncoding.EncodeToString(pub) {
+				t.Errorf("public-key = %v; want key_id %s and the seed's public key", pk, hex.EncodeToString(sum[:])[:16])
+			}
+			if k, _ := pk["key_id"].(string); !azHex16RE.MatchString(k) {
+				t.Errorf("key_id %v is not 16 hex", pk["key_id"])
+			}
+
+			chain := obj(t, s.want(t, 200, "POST", "/v2/receipts/verify-chain", admin, nil))
+			if chain["valid"] != true || chain["checked"] != float64(4) || len(chain["errors"].([]any)) != 0 {
+				t.Errorf("verify-chain = %v; want valid, checked 4", chain)
+			}
+			rng := obj(t, s.want(t, 200, "POST", "/v2/receipts/verify-chain", admin, map[string]any{"from_seq": 2, "to_seq": 3}))
+			if rng["valid"] != true || rng["checked"] != float64(2) {
+				t.Errorf("verify-chain seq 2..3 = %v; want valid, checked 2", rng)
+			}
+			ok := obj(t, s.want(t, 200, "POST", "/v2/receipts/verify-chain", admin, map[string]any{"receipt_ids": ids[:3]}))
+			if ok["valid"] != true {
+				t.Errorf("verify-chain of the first three in order = %v", ok)
+			}
+			swapped := obj(t, s.want(t, 200, "POST", "/v2/receipts/verify-chain", admin, map[string]any{"receipt_ids": []string{ids[1], ids[0]}}))
+			errs, _ := swapped["errors"].([]any)
+			if swapped["valid"] != false || len(errs) == 0 {
+				t.Fatalf("verify-chain in swapped order = %v; want invalid with errors", swapped)
+			}
+			e0, _ := errs[0].(map[string]any)
+			if _, ok := e0["index"].(float64); !ok {
+				t.Errorf("chain error lacks a numeric index: %v", e0)
+			}
+			if msg, _ := e0["error"].(string); msg == "" {
+				t.Errorf("chain error lacks an error text: %v", e0)
+			}
+
+			if walked, pages := listAll(t, s, admin, "/v2/receipts", "receipt_id", 3); pages != 2 ||
+				!slices.Equal(walked, []string{ids[3], ids[2], ids[1], ids[0]}) {
+				t.Errorf("receipt walk with limit 3: %v in %d pages", walked, pages)
+			}
+
+			path, lines := azExport(t, s, admin)
+			if len(lines) != 5 {
+				t.Fatalf("export has %d lines, want a header and 4 receipts", len(lines))
+			}
+			if code, out, errOut := runSvc(t, nil, "verify-receipts", path); code != 0 {
+				t.Errorf("verify-receipts on the export: exit %d\n%s%s", code, out, errOut)
+			}
+			t.Run("tampered decision", func(t *testing.T) {
+				edited := slices.Clone(lines)
+				var r map[string]any
+				if err := json.Unmarshal([]byte(edited[2]), &r); err != nil {
+					t.Fatal(err)
+				}
+				if r["decision"] == "allow" {
+					r["decision"] = "deny"
+				} else {
+					r["decision"] = "allow"
+				}
+				b, _ := json.Marshal(r)
+				edited[2] = string(b)
+				if code, out := azVerifyFile(t, edited); code == 0 {
+					t.Errorf("verify-receipts accepts a changed decision:\n%s", out)
+				}
+			})
+			t.Run("deleted middle line", func(t *testing.T) {
+				edited := slices.Delete(slices.Clone(lines), 2, 3)
+				if code, out := azVerifyFile(t, edited); code == 0 {
+					t.Errorf("verify-receipts accepts a chain with a receipt removed:\n%s", out)
+				}
+			})
+		})
+
+		t.Run("unsigned receipts", func(t *testing.T) {
+			plain := startServer(t, backend, nil)
+			_, admin := plain.tenant(t, "az-plain-"+uniq())
+			_, tok := plain.agent(t, admin, "unsigned", nil)
+			m := azWant(t, plain, tok, azRead(nil), 200)
+			v := obj(t, plain.want(t, 200, "GET", "/v2/receipts/"+str(t, m, "receipt_id")+"/verify", admin, nil))
+			if sv, present := v["signature_valid"]; !present || sv != nil || v["valid"] != true || v["hash_valid"] != true {
+				t.Errorf("unsigned verify = %v; want valid, hash_valid, signature_valid null", v)
+			}
+			_, raw := plain.do(t, "GET", "/v2/receipts/public-key", admin, nil)
+			envelope(t, raw, 404, "v2", "NotFound")
+			path, _ := azExport(t, plain, admin)
+			if code, out, errOut := runSvc(t, nil, "verify-receipts", path); code != 0 {
+				t.Errorf("verify-receipts on an unsigned export: exit %d\n%s%s", code, out, errOut)
+			}
+		})
+
+		t.Run("decisions api", func(t *testing.T) {
+			_, admin := s.tenant(t, "az-dapi-"+uniq())
+			_, adminB := s.tenant(t, "az-dapi-b-"+uniq())
+			_, tok := s.agent(t, admin, "listed", nil)
+			var created []string
+			for i := 0; i < 3; i++ {
+				created = append(created, str(t, azDecide(t, s, tok, azRead(nil), "allow", ""), "decision_id"))
+			}
+			denyID := str(t, azDecide(t, s, tok, azUntrustedWrite(nil), "deny", ""), "decision_id")
+			created = append(created, denyID)
+			created = append(created, str(t, azDecide(t, s, tok, azTrustedWrite(nil), "allow", ""), "decision_id"))
+
+			t.Run("search", func(t *testing.T) {
+				found := arr(t, s.want(t, 200, "GET", "/v2/decisions?q=untrusted", admin, nil))
+				if len(found) != 1 || found[0]["decision_id"] != denyID {
+					t.Errorf("q=untrusted gives %v, want only %s", found, denyID)
+				}
+				if none := arr(t, s.want(t, 200, "GET", "/v2/decisions?q=zzzznothing", admin, nil)); len(none) != 0 {
+					t.Errorf("q=zzzznothing gives %d decisions", len(none))
+				}
+				if other := arr(t, s.want(t, 200, "GET", "/v2/decisions?q=untrusted", adminB, nil)); len(other) != 0 {
+					t.Errorf("tenant B's search finds tenant A's deny: %v", other)
+				}
+			})
+			t.Run("cursor pagination", func(t *testing.T) {
+				all := azDecisions(t, s, admin)
+				if len(all) != 5 {
+					t.Fatalf("%d decisions, want 5", len(all))
+				}
+				for i, d := range all {
+					if d["decision_id"] != created[4-i] {
+						t.Errorf("list position %d is %v, want %s (newest first)", i, d["decision_id"], created[4-i])
+					}
+				}
+				ids, pages := listAll(t, s, admin, "/v2/decisions", "decision_id", 2)
+				if pages != 3 || !slices.Equal(ids, []string{created[4], created[3], created[2], created[1], created[0]}) {
+					t.Errorf("walk with limit 2: %v in %d pages", ids, pages)
+				}
+			})
+			t.Run("cross-tenant id", func(t *testing.T) {
+				respX, rawX := s.do(t, "GET", "/v2/decisions/"+denyID, adminB, nil)
+				respU, rawU := s.do(t, "GET", "/v2/decisions/"+randomUUID(), adminB, nil)
+				if respX.StatusCode != 404 || respU.StatusCode != 404 {
+					t.Fatalf("cross-tenant %d, unknown %d; want 404 both", respX.StatusCode, respU.StatusCode)
+				}
+				envelope(t, rawX, 404, "v2", "NotFound")
+				if string(rawX) != string(rawU) {
+					t.Errorf("cross-tenant body %s differs from unknown-id body %s", rawX, rawU)
+				}
+				s.want(t, 200, "GET", "/v2/decisions/"+denyID, admin, nil)
+			})
+			t.Run("stats", func(t *testing.T) {
+				st := obj(t, s.want(t, 200, "GET", "/v2/tenants/stats", admin, nil))
+				if st["total_decisions"] != float64(5) || st["decisions_allow"] != float64(4) || st["decisions_deny"] != float64(1) ||
+					st["decisions_require_approval"] != float64(0) || st["agents_total"] != float64(1) || st["agents_active"] != float64(1) {
+					t.Errorf("stats = %v", st)
+				}
+				br, _ := st["trust_level_breakdown"].(map[string]any)
+				if br[azSigned] != float64(4) || br[azUntrusted] != float64(1) {
+					t.Errorf("trust_level_breakdown = %v; want %s 4, %s 1", br, azSigned, azUntrusted)
+				}
+			})
+		})
+
+		t.Run("risk settings and tier escalation", func(t *testing.T) {
+			_, admin := s.tenant(t, "az-risk-"+uniq())
+			weights := map[string]any{"trust": 1.5, "mutation": 0.2, "skill_risk": 0.2, "risk_tier": 0.2, "recent_denials": 0.1}
+			_, raw := s.do(t, "PUT", "/v2/tenants/risk-weights", admin, weights)
+			if e := envelope(t, raw, 400, "v2", "BadRequest"); detail(e, "field") != "trust" {
+				t.Errorf("details.field %v, want trust", detail(e, "field"))
+			}
+			weights["trust"] = 0.5
+			s.want(t, 200, "PUT", "/v2/tenants/risk-weights", admin, weights)
+			got := obj(t, s.want(t, 200, "GET", "/v2/tenants/risk-weights", admin, nil))
+			for k, v := range weights {
+				if got[k] != v {
+					t.Errorf("risk weight %s = %v, want %v", k, got[k], v)
+				}
+			}
+			esc := map[string]any{"denial_threshold": 2, "window_minutes": 60}
+			s.want(t, 200, "PUT", "/v2/tenants/risk-escalation", admin, esc)
+			if g := obj(t, s.want(t, 200, "GET", "/v2/tenants/risk-escalation", admin, nil)); g["denial_threshold"] != float64(2) || g["window_minutes"] != float64(60) {
+				t.Errorf("risk-escalation = %v", g)
+			}
+
+			id, tok := s.agent(t, admin, "escalating", nil)
+			// Simulated denies are not recorded and do not count.
+			for i := 0; i < 3; i++ {
+				azDecide(t, s, tok, azUntrustedWrite(map[string]any{"dry_run": true}), "deny", "untrusted_mutation")
+			}
+			// "More than denial_threshold": two denies are not enough.
+			for i := 0; i < 2; i++ {
+				azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "untrusted_mutation")
+			}
+			if tier := s.getAgent(t, admin, id)["risk_tier"]; tier != "low" {
+				t.Errorf("risk_tier %v after 3 dry-run and 2 real denies (threshold 2), want low", tier)
+			}
+			azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "untrusted_mutation")
+			checkFor(t, 10*time.Second, "risk_tier medium after 3 denies over a threshold of 2", func() bool {
+				return s.getAgent(t, admin, id)["risk_tier"] == "medium"
+			})
+			s.waitAudit(t, admin, "event_type=agent_risk_escalated", "agent_risk_escalated audit event", func(e map[string]any) bool {
+				return e["agent_id"] == id
+			})
+			// One step at a time: three more denies move medium to high, and
+			// the stored tier is real authorization state.
+			for i := 0; i < 3; i++ {
+				azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "untrusted_mutation")
+			}
+			checkFor(t, 10*time.Second, "risk_tier high after 3 more denies", func() bool {
+				return s.getAgent(t, admin, id)["risk_tier"] == "high"
+			})
+			azDecide(t, s, tok, azTrustedWrite(nil), "require_approval", "high_risk_tier_mutation")
+		})
+
+		t.Run("bad input", func(t *testing.T) {
+			_, admin := s.tenant(t, "az-bad-"+uniq())
+			_, tok := s.agent(t, admin, "sloppy", nil)
+			cases := []struct {
+				name, body  string
+				headers     []string
+				status      int
+				reason      string
+				code, field string
+			}{
+				{name: "malformed json", body: `{"tool_call":`, status: 400, reason: "BadRequest", code: "invalid_json"},
+				{name: "parameters as a string", body: `{"tool_call":{"tool":"github","action":"x","parameters":"a=b"},"source_trust":"trusted_internal_signed"}`,
+					status: 400, reason: "BadRequest", field: "tool_call.parameters"},
+				{name: "missing tool", body: `{"tool_call":{"action":"x"},"source_trust":"trusted_internal_signed"}`,
+					status: 400, reason: "BadRequest", field: "tool_call.tool"},
+				{name: "missing action", body: `{"tool_call":{"tool":"github"},"source_trust":"trusted_internal_signed"}`,
+					status: 400, reason: "BadRequest", field: "tool_call.action"},
+				{name: "invalid source_trust", body: `{"tool_call":{"tool":"github","action":"x"},"source_trust":"very_trusted"}`,
+					status: 400, reason: "BadRequest", field: "source_trust"},
+				{name: "invalid root trust", body: `{"tool_call":{"tool":"github","action":"x"},"source_trust":"unknown","trace":{"root_trust_level":"nope"}}`,
+					status: 400, reason: "BadRequest", field: "trace.root_trust_level"},
+				{name: "mutates_state not boolean", body: `{"tool_call":{"tool":"github","action":"x"},"mutates_state":"yes"}`,
+					status: 400, reason: "BadRequest", field: "mutates_state"},
+				{name: "text/plain", body: `{"tool_call":{"tool":"github","action":"x"}}`, headers: []string{"Content-Type", "text/plain"},
+					status: 415, reason: "UnsupportedMediaType"},
+			}
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					resp, raw := s.do(t, "POST", "/v2/authorize", tok, c.body, c.headers...)
+					if resp.StatusCode != c.status {
+						t.Fatalf("status %d, want %d: %s", resp.StatusCode, c.status, raw)
+					}
+					e := envelope(t, raw, c.status, "v2", c.reason)
+					if c.code != "" && detail(e, "error") != c.code {
+						t.Errorf("details.error %v, want %s", detail(e, "error"), c.code)
+					}
+					if c.field != "" {
+						if detail(e, "field") != c.field {
+							t.Errorf("details.field %v, want %s", detail(e, "field"), c.field)
+						}
+						if msg, _ := e["message"].(string); !strings.Contains(msg, c.field) {
+							t.Errorf("message %q does not name %s", msg, c.field)
+						}
+					}
+				})
+			}
+			if n := len(azDecisions(t, s, admin)); n != 0 {
+				t.Errorf("rejected requests wrote %d decisions", n)
+			}
+		})
+	})
+}
