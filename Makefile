@@ -44,7 +44,7 @@ lint:
 	bash scripts/lint.sh
 
 bench:
-	bash scripts/testenv.sh -- $(GO) test -run '^$$' -bench . -benchmem $(BENCHFLAGS) ./...
+	GO='$(GO)' BENCHFLAGS='$(BENCHFLAGS)' bash scripts/bench.sh
 
 fmt:
 	find . -path ./bin -prune -o -path ./vendor -prune -o -path ./.git -prune -o \

@@ -641,7 +641,7 @@ func (p *privatePG) run(name string, args ...string) error {
 	if p.user != "" {
 		argv = append([]string{"runuser", "-u", p.user, "--"}, argv...)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...) //nolint:gosec // the test's own cluster
+	cmd := exec.Command(argv[0], argv[1:]...)
 	logf, err := os.CreateTemp("", "pg-*.log")
 	if err != nil {
 		return err
