@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# bench.sh: the performance benchmark of svc (make bench).
+#
+# Builds bin/svc and bin/loadgen, installs OPA (the version go.mod pins, from
+# the Go module proxy) into bin/, provisions a throw-away Postgres with
+# scripts/testenv.sh, and then, in one run:
+#   1. svc on SQLite (a temp file): loadgen phases
+#   2. svc on Postgres (a fresh database): the same phases
+#   3. OPA's bare server (opa run --server) with the equivalent policy
+#      (rules/policy/base + bench/opa, see bench/README.md): the same phases
+# Each run is closed-loop at every BENCH_CONCURRENCY, then open-loop at half
+# its best throughput (p99 there). A summary compares the three against the
+# targets (PASS/MISS is informational). Finally the Go benchmarks of the hot
+# path (policy evaluation, canonical hashing, receipts, chain append, writer
+# batch, in-process authorize).
+#
+# Exit status: 0 when everything ran (whatever the verdicts), 1 when
+# something failed to build, start or run.
+#
+# Environment (defaults in brackets):
+#   BENCH_DURATION [10s]         measured time per phase
+#   BENCH_WARMUP [2s]            warm-up before each phase
+#   BENCH_CONCURRENCY [1,8,32,64] closed-loop phases
+#   BENCH_AGENTS [50]            agents registered (svc) / named (OPA)
+#   BENCH_MIX [read=60,mutate=20,deny=10,redact=10]
+#   BENCH_TARGETS [sqlite,postgres,opa]  which runs to do
+#   BENCH_GO [1]                 0 skips the Go benchmarks
+#   BENCH_GO_PKGS [./rules/policy/ ./canonical/ ./receipt/ ./actors/]
+#   BENCHFLAGS []                extra go test flags, e.g. -benchtime=2s -count=3
+#   BENCH_PROFILE [0]            1: take a CPU profile of each server during its
+#                                busiest closed-loop phase (into BENCH_OUT)
+#   BENCH_OUT [bin/bench]        JSON results, server logs and profiles
+#   BENCH_SVC_ENV []             extra environment for svc, e.g. "SVC_DB_POOL_SIZE=20"
+#   BENCH_LOADGEN_FLAGS []       extra loadgen flags
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+BIN=$ROOT/bin
+GO=${GO:-go}
+
+log() { printf 'bench: %s\n' "$*" >&2; }
+
+if [[ ${1:-} != "--inner" ]]; then
+	# ------------------------------------------------------------ build (outer)
+	mkdir -p "$BIN"
+	version=$(git describe --always --dirty 2>/dev/null || echo dev)
+	log "go build bin/svc ($version) and bin/loadgen"
+	"$GO" build -ldflags "-X main.version=$version" -o "$BIN/svc" ./cmd/svc
+	"$GO" build -o "$BIN/loadgen" ./cmd/loadgen
+	opa_version=$(awk '$1 == "github.com/open-policy-agent/opa" { print $2 }' go.mod)
+	if [[ -z $opa_version ]]; then
+		log "go.mod does not name github.com/open-policy-agent/opa"
+		exit 1
+	fi
+	have=""
+	if [[ -x $BIN/opa ]]; then
+		have=v$("$BIN/opa" version 2>/dev/null | sed -n 's/^Version: *//p' | head -n 1)
+	fi
+	if [[ $have != "$opa_version" ]]; then
+		log "installing opa $opa_version into bin/ (go install from the module proxy; once)"
+		GOBIN=$BIN "$GO" install "github.com/open-policy-agent/opa@$opa_version"
+	else
+		log "bin/opa is $have"
+	fi
+	# Postgres for run 2; the inner run does the rest.
+	exec bash scripts/testenv.sh -- bash scripts/bench.sh --inner
+fi
+
+# ---------------------------------------------------------------- inner run
+
+DURATION=${BENCH_DURATION:-10s}
+WARMUP=${BENCH_WARMUP:-2s}
+CONCURRENCY=${BENCH_CONCURRENCY:-1,8,32,64}
+AGENTS=${BENCH_AGENTS:-50}
+MIX=${BENCH_MIX:-read=60,mutate=20,deny=10,redact=10}
+TARGETS=${BENCH_TARGETS:-sqlite,postgres,opa}
+OUT=${BENCH_OUT:-$BIN/bench}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/svc-bench.XXXXXXXX")
+
+failures=()
+SERVER_PID=""
+
+stop_server() {
+	if [[ -n $SERVER_PID ]]; then
+		kill -TERM "$SERVER_PID" 2>/dev/null || true
+		local i
+		for i in $(seq 1 200); do
+			kill -0 "$SERVER_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$SERVER_PID" 2>/dev/null || true
+		wait "$SERVER_PID" 2>/dev/null || true
+		SERVER_PID=""
+	fi
+}
+cleanup() {
+	local rc=$?
+	stop_server
+	rm -rf "$WORK"
+	return "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_port() {
+	python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()' 2>/dev/null && return 0
+	local p i
+	for i in $(seq 1 200); do
+		p=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# wait_http URL SECONDS: until URL answers 200 (and the server still runs).
+wait_http() {
+	local url=$1 secs=$2 i
+	for i in $(seq 1 $((secs * 10))); do
+		if curl -fsS -o /dev/null --max-time 2 "$url" 2>/dev/null; then
+			return 0
+		fi
+		kill -0 "$SERVER_PID" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+# loadgen LABEL TARGET URL [extra flags...]: the phases against one server.
+run_loadgen() {
+	local label=$1 target=$2 url=$3
+	shift 3
+	local -a extra=()
+	if [[ ${BENCH_PROFILE:-0} == 1 && -n ${PROFILE_URL:-} ]]; then
+		extra+=(-profile-url "$PROFILE_URL" -profile-out "$OUT/$label.cpu.pprof")
+	fi
+	# shellcheck disable=SC2086 # BENCH_LOADGEN_FLAGS is a list of flags
+	"$BIN/loadgen" -target "$target" -label "$label" -url "$url" -agents "$AGENTS" -concurrency "$CONCURRENCY" \
+		-duration "$DURATION" -warmup "$WARMUP" -mix "$MIX" -tenant-policy bench/opa/bench_redact.rego \
+		-server-pid "$SERVER_PID" -json "$OUT/$label.json" "${extra[@]}" "$@" ${BENCH_LOADGEN_FLAGS:-}
+}
+
+# run_svc LABEL DATABASE_URL [extra loadgen flags...]
+run_svc() {
+	local label=$1 db=$2 port dport admin key
+	shift 2
+	port=$(free_port) && dport=$(free_port) || {
+		log "$label: no free port"
+		return 1
+	}
+	admin=bench-admin-$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
+	key=$(head -c 32 /dev/urandom | base64)
+	log "$label: starting svc on 127.0.0.1:$port ($db)"
+	# shellcheck disable=SC2086 # BENCH_SVC_ENV is a list of NAME=VALUE words
+	env DATABASE_URL="$db" SVC_LISTEN_ADDR="127.0.0.1:$port" SVC_DEBUG_ADDR="127.0.0.1:$dport" \
+		SVC_ADMIN_TOKEN="$admin" SVC_RATE_LIMIT_CAPACITY=1000000000 SVC_RATE_LIMIT_REFILL_RATE=1000000000 \
+		SVC_LOG_LEVEL=error SVC_RECEIPT_SIGNING_KEY="$key" ${BENCH_SVC_ENV:-} \
+		"$BIN/svc" serve >"$OUT/$label.svc.log" 2>&1 &
+	SERVER_PID=$!
+	if ! wait_http "http://127.0.0.1:$port/readyz" 60; then
+		log "$label: svc did not become ready; its log:"
+		tail -n 30 "$OUT/$label.svc.log" >&2 || true
+		stop_server
+		return 1
+	fi
+	local rc=0
+	PROFILE_URL="http://127.0.0.1:$dport/debug/pprof/profile" \
+		run_loadgen "$label" svc "http://127.0.0.1:$port" -admin-token "$admin" "$@" || rc=$?
+	stop_server
+	if [[ -s $OUT/$label.svc.log ]]; then
+		log "$label: svc log (errors only; full log in $OUT/$label.svc.log):"
+		tail -n 10 "$OUT/$label.svc.log" >&2
+	fi
+	return "$rc"
+}
+
+run_sqlite() {
+	run_svc sqlite "sqlite://$WORK/bench.db"
+}
+
+run_postgres() {
+	if [[ -z ${SVC_TEST_POSTGRES_URL:-} ]]; then
+		log "postgres: testenv did not provision Postgres (SVC_TEST_POSTGRES_URL unset)"
+		return 1
+	fi
+	local db=svc_bench_$$_$RANDOM
+	if ! psql "$SVC_TEST_POSTGRES_URL" -v ON_ERROR_STOP=1 -qc "CREATE DATABASE $db" >/dev/null; then
+		log "postgres: CREATE DATABASE $db failed"
+		return 1
+	fi
+	# postgres://user@host:port/svc_test?sslmode=disable -> .../$db?...
+	local url
+	url=$(sed -E "s#^(postgres(ql)?://[^/]+)/[^?]*#\\1/$db#" <<<"$SVC_TEST_POSTGRES_URL")
+	# The postmaster's process tree: its CPU per request is reported too.
+	local -a dbpid=()
+	if [[ -n ${SVC_TEST_PG_DATA:-} && -r $SVC_TEST_PG_DATA/postmaster.pid ]]; then
+		dbpid=(-db-pid "$(head -n 1 "$SVC_TEST_PG_DATA/postmaster.pid")")
+	fi
+	run_svc postgres "$url" "${dbpid[@]}"
+}
+
+run_opa() {
+	local port
+	port=$(free_port) || {
+		log "opa: no free port"
+		return 1
+	}
+	log "opa: starting $("$BIN/opa" version | sed -n 's/^Version: *//p') on 127.0.0.1:$port (rules/policy/base + bench/opa)"
+	"$BIN/opa" run --server --log-level error --addr "127.0.0.1:$port" rules/policy/base/ bench/opa/ >"$OUT/opa.server.log" 2>&1 &
+	SERVER_PID=$!
+	if ! wait_http "http://127.0.0.1:$port/health" 60; then
+		log "opa: the server did not become healthy; its log:"
+		tail -n 30 "$OUT/opa.server.log" >&2 || true
+		stop_server
+		return 1
+	fi
+	local rc=0
+	PROFILE_URL="http://127.0.0.1:$port/debug/pprof/profile" run_loadgen opa opa "http://127.0.0.1:$port" || rc=$?
+	stop_server
+	return "$rc"
+}
+
+rm -f "$OUT"/{sqlite,postgres,opa}.json
+start=$SECONDS
+log "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); phases: $CONCURRENCY x ($WARMUP + $DURATION), then half load"
+files=()
+IFS=, read -r -a targets <<<"$TARGETS"
+for t in "${targets[@]}"; do
+	case $t in
+	sqlite | postgres | opa) ;;
+	*)
+		log "unknown target $t in BENCH_TARGETS"
+		failures+=("$t")
+		continue
+		;;
+	esac
+	if "run_$t"; then
+		files+=("$OUT/$t.json")
+	else
+		log "$t: FAILED"
+		failures+=("$t")
+	fi
+done
+
+targets_flag=""
+for t in sqlite postgres; do
+	case ",$TARGETS," in *",$t,"*)
+		[[ $t == sqlite ]] && targets_flag+="sqlite=1.0,"
+		[[ $t == postgres ]] && targets_flag+="postgres=0.7,"
+		;;
+	esac
+done
+if [[ ${#files[@]} -gt 0 ]]; then
+	summary_files=$(
+		IFS=,
+		echo "${files[*]}"
+	)
+	"$BIN/loadgen" -summary "$summary_files" -baseline opa -targets "${targets_flag%,}" | tee "$OUT/summary.txt" || failures+=(summary)
+fi
+log "load runs took $((SECONDS - start)) s; results in $OUT"
+
+if [[ ${BENCH_GO:-1} != 0 ]]; then
+	# shellcheck disable=SC2206 # a list of packages
+	pkgs=(${BENCH_GO_PKGS:-./rules/policy/ ./canonical/ ./receipt/ ./actors/})
+	printf '\n== Go benchmarks: go test -run ^$ -bench . -benchmem %s %s\n' "${BENCHFLAGS:-}" "${pkgs[*]}"
+	# shellcheck disable=SC2086 # BENCHFLAGS is a list of flags
+	if ! "$GO" test -run '^$' -bench . -benchmem ${BENCHFLAGS:-} "${pkgs[@]}" 2>&1 | tee "$OUT/go-bench.txt"; then
+		failures+=(go-bench)
+	fi
+fi
+
+if [[ ${#failures[@]} -gt 0 ]]; then
+	log "FAILED to run: ${failures[*]}"
+	exit 1
+fi
+log "done in $((SECONDS - start)) s (PASS/MISS above is informational)"
