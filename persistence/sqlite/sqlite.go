@@ -52,7 +52,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		o.PoolSize = 5
 	}
 	memory := o.Path == ":memory:"
-	pragmas := "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	pragmas := "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)"
 	var writerDSN, readerDSN string
 	if memory {
 		writerDSN = "file::memory:?" + pragmas + "&_txlock=immediate"
@@ -203,8 +203,26 @@ func (q querier) Batch(ctx context.Context, stmts []sqlstore.Stmt) error {
 	return nil
 }
 
+// rewrite turns a `$N` query and its arguments into SQLite's positional
+// form (see sqlstore.RewriteDollar).
+func rewrite(query string, args []any) (string, []any) {
+	q, order := sqlstore.RewriteDollar(query)
+	if order == nil {
+		return q, encodeArgs(args)
+	}
+	args = encodeArgs(args)
+	out := make([]any, len(order))
+	for i, n := range order {
+		if n >= 0 && n < len(args) {
+			out[i] = args[n]
+		}
+	}
+	return q, out
+}
+
 func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := q.db.ExecContext(ctx, sqlstore.RewriteDollar(query), encodeArgs(args)...)
+	sqlText, bound := rewrite(query, args)
+	res, err := q.db.ExecContext(ctx, sqlText, bound...)
 	if err != nil {
 		return 0, mapErr(err)
 	}
@@ -213,7 +231,8 @@ func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, er
 }
 
 func (q querier) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	rows, err := q.db.QueryContext(ctx, sqlstore.RewriteDollar(query), encodeArgs(args)...)
+	sqlText, bound := rewrite(query, args)
+	rows, err := q.db.QueryContext(ctx, sqlText, bound...)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -221,7 +240,8 @@ func (q querier) Query(ctx context.Context, query string, args ...any) (sqlstore
 }
 
 func (q querier) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
-	return sqlRow{q.db.QueryRowContext(ctx, sqlstore.RewriteDollar(query), encodeArgs(args)...)}
+	sqlText, bound := rewrite(query, args)
+	return sqlRow{q.db.QueryRowContext(ctx, sqlText, bound...)}
 }
 
 type sqlRows struct{ *sql.Rows }

@@ -133,13 +133,20 @@ var (
 // either driver (adapters map their own no-rows error to sql.ErrNoRows).
 func IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
-// RewriteDollar turns `$N` placeholders into `?N` for SQLite. It leaves
-// dollar signs inside single-quoted literals alone.
-func RewriteDollar(q string) string {
+// RewriteDollar turns `$N` placeholders into SQLite's anonymous `?` and
+// returns, for each `?` in order, the index of the argument it binds, so
+// the caller can lay the arguments out positionally (a `$N` used twice
+// binds its argument twice). Anonymous parameters matter: modernc.org/sqlite
+// resolves every numbered or named parameter's name with a linear scan,
+// which makes a many-row INSERT quadratic. Dollar signs inside single-quoted
+// literals are left alone.
+func RewriteDollar(q string) (string, []int) {
 	if !strings.Contains(q, "$") {
-		return q
+		return q, nil
 	}
 	var b strings.Builder
+	b.Grow(len(q))
+	var order []int
 	inQuote := false
 	for i := 0; i < len(q); i++ {
 		c := q[i]
@@ -147,10 +154,16 @@ func RewriteDollar(q string) string {
 			inQuote = !inQuote
 		}
 		if c == '$' && !inQuote && i+1 < len(q) && q[i+1] >= '0' && q[i+1] <= '9' {
+			n := 0
+			for i+1 < len(q) && q[i+1] >= '0' && q[i+1] <= '9' {
+				i++
+				n = n*10 + int(q[i]-'0')
+			}
+			order = append(order, n-1)
 			b.WriteByte('?')
 			continue
 		}
 		b.WriteByte(c)
 	}
-	return b.String()
+	return b.String(), order
 }

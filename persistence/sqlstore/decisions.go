@@ -47,22 +47,56 @@ func jsonText(v any) string {
 	return string(raw)
 }
 
-func decisionInsert(d persistence.Decision) Stmt {
+// rowsPerStatement bounds a multi-row INSERT (SQLite allows 32766 bound
+// variables; 23 columns × 400 rows stays well below).
+const rowsPerStatement = 400
+
+// multiInsert builds INSERT statements of up to rowsPerStatement rows each:
+// one statement per table per batch instead of one per row, which is what
+// makes a group commit cheap (one parse, one full-text index flush).
+func multiInsert(head string, cols int, rows [][]any) []Stmt {
+	var out []Stmt
+	for start := 0; start < len(rows); start += rowsPerStatement {
+		end := min(start+rowsPerStatement, len(rows))
+		var b strings.Builder
+		b.WriteString(head)
+		b.WriteString(" VALUES ")
+		args := make([]any, 0, (end-start)*cols)
+		for i, row := range rows[start:end] {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteByte('(')
+			for j := range cols {
+				if j > 0 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, "$%d", len(args)+j+1)
+			}
+			b.WriteByte(')')
+			args = append(args, row...)
+		}
+		out = append(out, Stmt{SQL: b.String(), Args: args})
+	}
+	return out
+}
+
+func decisionRow(d persistence.Decision) []any {
 	toolCall := string(d.ToolCall)
 	if toolCall == "" {
 		toolCall = "{}"
 	}
-	return Stmt{SQL: `INSERT INTO decisions (id, tenant_id, agent_id, request_id, tool, action, resource, action_hash, decision,
-		reason, risk_score, composite_risk_score, matched_policy_ids, redacted_fields, mutates_state, trust_level,
-		root_trust_level, environment, run_id, parent_run_id, trace_id, tool_call, created_at)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23)`,
-		Args: []any{d.ID, d.TenantID, d.AgentID, d.RequestID, d.Tool, d.Action, d.Resource, d.ActionHash, d.Decision,
-			d.Reason, d.RiskScore, d.CompositeRiskScore, jsonText(d.MatchedPolicyIDs), jsonText(d.RedactedFields),
-			d.MutatesState, d.TrustLevel, d.RootTrustLevel, d.Environment, d.RunID, d.ParentRunID, d.TraceID, toolCall,
-			d.CreatedAt}}
+	return []any{d.ID, d.TenantID, d.AgentID, d.RequestID, d.Tool, d.Action, d.Resource, d.ActionHash, d.Decision,
+		d.Reason, d.RiskScore, d.CompositeRiskScore, jsonText(d.MatchedPolicyIDs), jsonText(d.RedactedFields),
+		d.MutatesState, d.TrustLevel, d.RootTrustLevel, d.Environment, d.RunID, d.ParentRunID, d.TraceID, toolCall,
+		d.CreatedAt}
 }
 
-func auditInsert(e persistence.AuditEvent) Stmt {
+const decisionInsertHead = `INSERT INTO decisions (id, tenant_id, agent_id, request_id, tool, action, resource, action_hash, decision,
+		reason, risk_score, composite_risk_score, matched_policy_ids, redacted_fields, mutates_state, trust_level,
+		root_trust_level, environment, run_id, parent_run_id, trace_id, tool_call, created_at)`
+
+func auditRow(e persistence.AuditEvent) []any {
 	details := "{}"
 	if e.Details != nil {
 		if raw, err := json.Marshal(e.Details); err == nil {
@@ -73,17 +107,17 @@ func auditInsert(e persistence.AuditEvent) Stmt {
 	if at.IsZero() {
 		at = now()
 	}
-	return Stmt{SQL: `INSERT INTO audit_events (id, tenant_id, event_type, action, actor, agent_id, decision_id, details, created_at)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`,
-		Args: []any{e.ID, e.TenantID, e.EventType, e.Action, e.Actor, e.AgentID, e.DecisionID, details, at}}
+	return []any{e.ID, e.TenantID, e.EventType, e.Action, e.Actor, e.AgentID, e.DecisionID, details, at}
 }
 
-func receiptInsert(r *persistence.Receipt) Stmt {
-	return Stmt{SQL: `INSERT INTO receipts (id, tenant_id, seq, decision_id, action_hash, decision, receipt_hash,
-		prev_receipt_hash, signature, key_id, created_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`,
-		Args: []any{r.ID, r.TenantID, r.Seq, r.DecisionID, r.ActionHash, r.Decision, r.Hash, r.PrevHash, r.Signature,
-			r.KeyID, r.CreatedAt}}
+const auditInsertHead = `INSERT INTO audit_events (id, tenant_id, event_type, action, actor, agent_id, decision_id, details, created_at)`
+
+func receiptRow(r *persistence.Receipt) []any {
+	return []any{r.ID, r.TenantID, r.Seq, r.DecisionID, r.ActionHash, r.Decision, r.Hash, r.PrevHash, r.Signature, r.KeyID, r.CreatedAt}
 }
+
+const receiptInsertHead = `INSERT INTO receipts (id, tenant_id, seq, decision_id, action_hash, decision, receipt_hash,
+		prev_receipt_hash, signature, key_id, created_at)`
 
 // CommitDecisions implements persistence.DecisionStore. Each tenant's chain
 // head is created when missing, read (locked on Postgres), advanced by the
@@ -122,15 +156,19 @@ func (s *Store) CommitDecisions(ctx context.Context, writes []persistence.Decisi
 			stmts = append(stmts, Stmt{SQL: `UPDATE receipt_heads SET seq = $1, hash = $2 WHERE tenant_id = $3`,
 				Args: []any{last.Seq, last.Hash, t}})
 		}
+		var decisions, audits, receipts [][]any
 		for _, w := range writes {
-			stmts = append(stmts, decisionInsert(w.Decision))
+			decisions = append(decisions, decisionRow(w.Decision))
 			for _, e := range w.Audit {
-				stmts = append(stmts, auditInsert(e))
+				audits = append(audits, auditRow(e))
 			}
 			if w.Receipt != nil {
-				stmts = append(stmts, receiptInsert(w.Receipt))
+				receipts = append(receipts, receiptRow(w.Receipt))
 			}
 		}
+		stmts = append(stmts, multiInsert(decisionInsertHead, 23, decisions)...)
+		stmts = append(stmts, multiInsert(auditInsertHead, 9, audits)...)
+		stmts = append(stmts, multiInsert(receiptInsertHead, 11, receipts)...)
 		return q.Batch(ctx, stmts)
 	})
 }
