@@ -41,6 +41,16 @@ type AuthorizerOptions struct {
 	AgentIdle time.Duration
 	// CommitTimeout bounds the wait for the group commit.
 	CommitTimeout time.Duration
+	// EarlyAnswer answers low-risk read-only allows once their receipt is
+	// sealed, before the commit (a lone node; the writer must have
+	// EarlySeal).
+	EarlyAnswer bool
+	// Lost counts early-answered decisions whose write failed afterwards;
+	// the GroupWriter increments it (shared so /metrics reports it).
+	Lost *atomic.Uint64
+	// Pending is the GroupWriter's count of early-answered writes not yet
+	// committed (see Consistent).
+	Pending *EarlyPending
 }
 
 // Authorizer runs POST /v1/authorize: per-agent actors decide (SPEC 4.2
@@ -185,9 +195,28 @@ func (a *Authorizer) RunInvalidations(ctx context.Context) {
 	}
 }
 
+// Consistent returns once every decision answered so far on this node is
+// committed, so that a read that follows sees it (read-your-writes after
+// early answers). It costs nothing while no early answer is pending.
+func (a *Authorizer) Consistent(ctx context.Context) error {
+	if a == nil || a.opt.Pending == nil || a.opt.Pending.Pending() == 0 {
+		return nil
+	}
+	timeout := a.opt.CommitTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	_, err := a.system.Root.RequestFuture(a.writer, &Barrier{}, timeout).Result()
+	return err
+}
+
 // Stats are counters for /metrics.
 func (a *Authorizer) Stats() (decisions, bestEffortFailures, refusals uint64) {
-	return a.decisions.Load(), a.bestEffortFailures.Load(), a.refusals.Load()
+	lost := a.bestEffortFailures.Load()
+	if a.opt.Lost != nil {
+		lost += a.opt.Lost.Load()
+	}
+	return a.decisions.Load(), lost, a.refusals.Load()
 }
 
 // ---- the request path ----
@@ -385,14 +414,16 @@ func (a *Authorizer) agentPID(tenantID, agentID string) *actor.PID {
 
 // commit makes the decision durable through the GroupWriter and answers.
 func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft) messages.AuthorizeOutcome {
-	res, err := a.system.Root.RequestFuture(a.writer, &CommitDecision{Write: *d.write}, a.opt.CommitTimeout).Result()
+	early := d.lowRisk && a.opt.EarlyAnswer
+	res, err := a.system.Root.RequestFuture(a.writer, &CommitDecision{Write: *d.write, Early: early}, a.opt.CommitTimeout).Result()
 	var commitErr error
+	var receiptHash string
 	switch {
 	case err != nil:
 		commitErr = err
 	default:
 		if c, ok := res.(*Committed); ok {
-			commitErr = c.Err
+			commitErr, receiptHash = c.Err, c.ReceiptHash
 		} else {
 			commitErr = fmt.Errorf("actors: unexpected writer answer %T", res)
 		}
@@ -412,7 +443,7 @@ func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft
 		return messages.AuthorizeOutcome{Status: status503, FailClosed: true}
 	}
 	resp := d.response
-	resp.ReceiptHash = d.write.Receipt.Hash
+	resp.ReceiptHash = receiptHash
 	a.rememberResponse(d.idemKey, resp)
 	a.afterCommit(m, d)
 	return messages.AuthorizeOutcome{Response: resp, Status: status200}

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -18,12 +19,37 @@ import (
 type CommitDecision struct {
 	Write   persistence.DecisionWrite
 	ReplyTo *actor.PID
+	// Early asks for the answer as soon as the receipt is sealed, before the
+	// commit (a low-risk read-only allow, SPEC 4.2 rule 10). Honoured only
+	// by a writer with EarlySeal; a failure of its write afterwards is
+	// counted (WriterOptions.EarlyLost) and logged.
+	Early bool
 }
 
-// Committed is the writer's answer to one CommitDecision.
+// Barrier asks the writer to answer (with *BarrierPassed) once every write
+// it received before the barrier has been committed or has failed: a read
+// after it sees every decision answered before it (read-your-writes after
+// early answers).
+type Barrier struct{}
+
+// BarrierPassed answers a Barrier.
+type BarrierPassed struct{}
+
+// EarlyPending counts early-answered writes not yet committed; readers skip
+// the barrier while it is zero.
+type EarlyPending struct{ n atomic.Int64 }
+
+// Pending reports the early-answered writes not yet committed.
+func (e *EarlyPending) Pending() int64 { return e.n.Load() }
+
+// Committed is the writer's answer to one CommitDecision: the receipt hash
+// the decision was sealed with, or the error that stopped it.
 type Committed struct {
-	DecisionID string
-	Err        error
+	DecisionID  string
+	ReceiptHash string
+	Err         error
+	// Early is set when the answer precedes the commit.
+	Early bool
 }
 
 // BufferAudit hands the writer standalone, best-effort audit events: they
@@ -56,6 +82,20 @@ type GroupWriter struct {
 	flight     chan struct{}
 	flightDone batchDone
 
+	// earlySeal (a lone node) seals receipts on arrival against heads kept
+	// here, so that low-risk allows can be answered before the commit.
+	earlySeal bool
+	seal1     persistence.Sealer
+	heads     map[string]persistence.ChainHead
+	earlyLost func()
+	pending   *EarlyPending
+
+	// received numbers the CommitDecisions in arrival order; done is the
+	// number of them whose batch has ended; barriers wait for a number.
+	received int64
+	done     int64
+	barriers []barrierWait
+
 	auditBuf      []persistence.AuditEvent
 	auditSize     int
 	auditEvery    time.Duration
@@ -79,6 +119,19 @@ type WriterOptions struct {
 	MaxBatch        int // largest transaction, default 512
 	AuditBatchSize  int
 	AuditBatchFlush time.Duration
+	// EarlySeal enables early answers; only for a lone node, where no other
+	// writer advances a tenant's chain.
+	EarlySeal bool
+	// EarlyLost is called for each early-answered decision whose write
+	// failed afterwards.
+	EarlyLost func()
+	// Pending, when set, counts early-answered writes not yet committed.
+	Pending *EarlyPending
+}
+
+type barrierWait struct {
+	after   int64
+	replyTo *actor.PID
 }
 
 // NewGroupWriter returns the producer of the writer actor.
@@ -88,7 +141,9 @@ func NewGroupWriter(store persistence.Store, seal persistence.Sealer, health Wri
 	}
 	return func() actor.Actor {
 		return &GroupWriter{store: store, audit: store, seal: seal, health: health, log: log, maxBatch: o.MaxBatch,
-			auditSize: max(o.AuditBatchSize, 1), auditEvery: o.AuditBatchFlush}
+			auditSize: max(o.AuditBatchSize, 1), auditEvery: o.AuditBatchFlush,
+			earlySeal: o.EarlySeal, seal1: seal, heads: map[string]persistence.ChainHead{}, earlyLost: o.EarlyLost,
+			pending: o.Pending}
 	}
 }
 
@@ -103,13 +158,22 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 		if m.ReplyTo == nil {
 			m.ReplyTo = ctx.Sender() // a RequestFuture: answer the future
 		}
+		if w.earlySeal {
+			w.presealAndMaybeAnswer(ctx, m)
+		}
+		w.received++
 		w.queue = append(w.queue, m)
 		if !w.inFlight {
 			w.startBatch(ctx)
 		}
+	case *Barrier:
+		w.barriers = append(w.barriers, barrierWait{after: w.received, replyTo: ctx.Sender()})
+		w.passBarriers(ctx)
 	case batchDone:
 		w.inFlight = false
 		w.reply(ctx, m)
+		w.done += int64(len(m.batch))
+		w.passBarriers(ctx)
 		if len(w.queue) > 0 {
 			w.startBatch(ctx)
 		}
@@ -152,9 +216,78 @@ func (w *GroupWriter) startBatch(ctx actor.Context) {
 
 func (w *GroupWriter) reply(ctx actor.Context, d batchDone) {
 	for i, c := range d.batch {
-		if c.ReplyTo != nil {
-			ctx.Send(c.ReplyTo, &Committed{DecisionID: c.Write.Decision.ID, Err: d.errs[i]})
+		if c.Early && w.pending != nil {
+			w.pending.n.Add(-1)
 		}
+		if d.errs[i] != nil && c.Early {
+			// Answered already: the write was best effort. Forget the heads
+			// so the next receipts continue the chain from the database.
+			delete(w.heads, c.Write.Decision.TenantID)
+			if w.earlyLost != nil {
+				w.earlyLost()
+			}
+			w.log.Warn("early-answered decision not recorded (best effort)", "decision_id", c.Write.Decision.ID, "error", d.errs[i])
+			continue
+		}
+		if d.errs[i] != nil {
+			delete(w.heads, c.Write.Decision.TenantID)
+		}
+		if c.ReplyTo != nil {
+			hash := ""
+			if c.Write.Receipt != nil && d.errs[i] == nil {
+				hash = c.Write.Receipt.Hash
+			}
+			ctx.Send(c.ReplyTo, &Committed{DecisionID: c.Write.Decision.ID, ReceiptHash: hash, Err: d.errs[i]})
+		}
+	}
+}
+
+// passBarriers answers the barriers whose writes have all ended.
+func (w *GroupWriter) passBarriers(ctx actor.Context) {
+	kept := w.barriers[:0]
+	for _, b := range w.barriers {
+		if b.after <= w.done {
+			if b.replyTo != nil {
+				ctx.Send(b.replyTo, &BarrierPassed{})
+			}
+			continue
+		}
+		kept = append(kept, b)
+	}
+	w.barriers = kept
+}
+
+// presealAndMaybeAnswer seals the receipt against this writer's head of
+// its tenant (read from the database the first time) and answers an Early
+// request at once. The transaction checks the seal against the locked head
+// and reseals when they disagree.
+func (w *GroupWriter) presealAndMaybeAnswer(ctx actor.Context, m *CommitDecision) {
+	r := m.Write.Receipt
+	if r == nil {
+		return
+	}
+	head, ok := w.heads[r.TenantID]
+	if !ok {
+		c, cancel := ioContext(5 * time.Second)
+		h, err := w.store.ChainHead(c, r.TenantID)
+		cancel()
+		if err != nil {
+			m.Early = false // cannot seal now: answer after the commit
+			return
+		}
+		head = h
+	}
+	if err := w.seal1(r.TenantID, head, []*persistence.Receipt{r}); err != nil {
+		m.Early = false
+		return
+	}
+	w.heads[r.TenantID] = persistence.ChainHead{Seq: r.Seq, Hash: r.Hash}
+	if m.Early && m.ReplyTo != nil {
+		if w.pending != nil {
+			w.pending.n.Add(1)
+		}
+		ctx.Send(m.ReplyTo, &Committed{DecisionID: m.Write.Decision.ID, ReceiptHash: r.Hash, Early: true})
+		m.ReplyTo = nil
 	}
 }
 
@@ -232,13 +365,16 @@ func (w *GroupWriter) drain(ctx actor.Context) {
 		<-w.flight
 		w.inFlight = false
 		w.reply(ctx, w.flightDone)
+		w.done += int64(len(w.flightDone.batch))
 	}
 	for len(w.queue) > 0 {
 		n := min(len(w.queue), w.maxBatch)
 		batch := w.queue[:n:n]
 		w.queue = w.queue[n:]
 		w.reply(ctx, batchDone{batch: batch, errs: w.commit(batch)})
+		w.done += int64(len(batch))
 	}
+	w.passBarriers(ctx)
 	if len(w.auditBuf) > 0 {
 		c, cancel := ioContext(10 * time.Second)
 		defer cancel()

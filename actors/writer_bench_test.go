@@ -107,7 +107,7 @@ func BenchmarkChainAppend(b *testing.B) {
 		signer *receipt.Signer
 	}{{"unsigned", nil}, {"signed", benchSigner(b)}} {
 		b.Run(tc.name, func(b *testing.B) {
-			seal := actors.NewSealer(tc.signer)
+			seal := actors.NewSealer(tc.signer, nil)
 			head := persistence.ChainHead{Seq: 41, Hash: strings.Repeat("ab", 32)}
 			w := decisionWrite(uuid.NewString(), uuid.NewString(), 1)
 			base := *w.Receipt
@@ -134,7 +134,7 @@ func BenchmarkCommitDecisions(b *testing.B) {
 	for _, n := range batchSizes {
 		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
 			f := newBenchFixture(b, 1)
-			seal := actors.NewSealer(benchSigner(b))
+			seal := actors.NewSealer(benchSigner(b), nil)
 			ctx := context.Background()
 			i := 0
 			b.ReportAllocs()
@@ -178,7 +178,7 @@ func BenchmarkGroupWriterBatch(b *testing.B) {
 			f := newBenchFixture(b, 1)
 			cs := &countingStore{Store: f.store}
 			sys := actors.NewSystem(hclog.NewNullLogger())
-			pid := sys.Root.Spawn(actor.PropsFromProducer(actors.NewGroupWriter(cs, actors.NewSealer(benchSigner(b)), nil,
+			pid := sys.Root.Spawn(actor.PropsFromProducer(actors.NewGroupWriter(cs, actors.NewSealer(benchSigner(b), nil), nil,
 				actors.WriterOptions{AuditBatchSize: 100, AuditBatchFlush: 500 * time.Millisecond}, hclog.NewNullLogger())))
 			b.Cleanup(func() { _ = sys.Root.PoisonFuture(pid).Wait() })
 			futures := make([]*actor.Future, n)
@@ -277,7 +277,7 @@ func newBenchAuthorizer(b *testing.B, f *benchFixture) *actors.Authorizer {
 		b.Fatal(err)
 	}
 	sys := actors.NewSystem(log)
-	writer := sys.Root.Spawn(actor.PropsFromProducer(actors.NewGroupWriter(f.store, actors.NewSealer(benchSigner(b)), nil,
+	writer := sys.Root.Spawn(actor.PropsFromProducer(actors.NewGroupWriter(f.store, actors.NewSealer(benchSigner(b), nil), nil,
 		actors.WriterOptions{AuditBatchSize: 100, AuditBatchFlush: 500 * time.Millisecond}, log)))
 	bus := actors.NewEventBus(sys.Root, 4096)
 	stop := make(chan struct{})

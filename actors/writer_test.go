@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ func writerFixture(t *testing.T, o WriterOptions) (*actor.ActorSystem, *actor.PI
 		t.Fatal(err)
 	}
 	sys := NewSystem(hclog.NewNullLogger())
-	pid := sys.Root.Spawn(actor.PropsFromProducer(NewGroupWriter(store, NewSealer(nil), nil, o, hclog.NewNullLogger())))
+	pid := sys.Root.Spawn(actor.PropsFromProducer(NewGroupWriter(store, NewSealer(nil, nil), nil, o, hclog.NewNullLogger())))
 	return sys, pid, store, tn.ID
 }
 
@@ -109,5 +110,56 @@ func TestGroupWriterFlushesOnStop(t *testing.T) {
 	ev, _ := store.ListAudit(context.Background(), tenant, persistence.AuditFilter{EventType: "authorize_refused"}, persistence.Page{Limit: 10})
 	if len(ev) != 1 {
 		t.Fatalf("buffered audit lost on stop: %d", len(ev))
+	}
+}
+
+// A lone node's writer answers Early requests once sealed; when such a
+// write then fails, it is counted, and the receipts sealed on top of it are
+// resealed inside their transaction so the stored chain stays contiguous.
+func TestGroupWriterEarlyAnswersAndReseals(t *testing.T) {
+	store, err := sqlite.Open(context.Background(), sqlite.Options{Path: t.TempDir() + "/svc.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = store.Close() }()
+	now := time.Now().UTC()
+	tn := persistence.Tenant{ID: uuid.NewString(), Name: "t", CreatedAt: now}
+	if err := store.CreateTenant(context.Background(), tn, persistence.OperatorToken{ID: uuid.NewString(), TenantID: tn.ID,
+		Name: "a", Role: "admin", CreatedAt: now}, []byte("h")); err != nil {
+		t.Fatal(err)
+	}
+	var lost, resealed atomic.Int64
+	sys := NewSystem(hclog.NewNullLogger())
+	pid := sys.Root.Spawn(actor.PropsFromProducer(NewGroupWriter(store, NewSealer(nil, func(n int) { resealed.Add(int64(n)) }), nil,
+		WriterOptions{EarlySeal: true, EarlyLost: func() { lost.Add(1) }}, hclog.NewNullLogger())))
+
+	req := "dup"
+	w1, w3 := write(tn.ID), write(tn.ID)
+	w1.Decision.RequestID = &req
+	w2 := write(tn.ID)
+	w2.Decision.RequestID = &req // violates the request_id uniqueness: this write fails
+	var answers []*Committed
+	for _, w := range []persistence.DecisionWrite{w1, w2, w3} {
+		res, err := sys.Root.RequestFuture(pid, &CommitDecision{Write: w, Early: true}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := res.(*Committed)
+		if c == nil || !c.Early || len(c.ReceiptHash) != 64 || c.Err != nil {
+			t.Fatalf("early answer = %+v", res)
+		}
+		answers = append(answers, c)
+	}
+	checkFor(t, 5*time.Second, "the failed early write counted", func() bool { return lost.Load() == 1 })
+	checkFor(t, 5*time.Second, "w3 committed", func() bool {
+		_, err := store.GetDecision(context.Background(), tn.ID, w3.Decision.ID)
+		return err == nil
+	})
+	if resealed.Load() < 1 {
+		t.Fatalf("the receipt sealed on top of the failed one was not resealed")
+	}
+	rs, _ := store.ReceiptRange(context.Background(), tn.ID, 1, 0, 10)
+	if len(rs) != 2 || rs[0].Seq != 1 || rs[1].Seq != 2 || rs[1].PrevHash != rs[0].Hash || rs[0].Hash != answers[0].ReceiptHash {
+		t.Fatalf("stored chain = %+v", rs)
 	}
 }

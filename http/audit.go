@@ -33,6 +33,9 @@ func (s *Server) registerAudit() {
 		},
 		Summary: "The tenant's audit events, newest first.",
 		Handle: func(c *Call) (any, error) {
+			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+				return nil, err
+			}
 			pg, err := c.page()
 			if err != nil {
 				return nil, err

@@ -116,6 +116,9 @@ func (s *Server) registerDecisions() {
 		Query:   []QueryParam{{Name: "q", Type: "string", Description: "keywords over tool, action, resource, decision, reason, matched policies, agent and run ids; every word must match, the last as a prefix"}},
 		Summary: "The tenant's decisions, newest first.",
 		Handle: func(c *Call) (any, error) {
+			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+				return nil, err
+			}
 			pg, err := c.page()
 			if err != nil {
 				return nil, err
@@ -134,6 +137,9 @@ func (s *Server) registerDecisions() {
 	s.register(Route{Method: "GET", Path: "/decisions/:decision_id", Access: AccessViewer, Tag: "decisions", Resp: decisionView{}, Errors: []int{404},
 		Summary: "One decision, with its run linkage and receipt.",
 		Handle: func(c *Call) (any, error) {
+			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+				return nil, err
+			}
 			d, err := s.Store.GetDecision(c.Ctx(), c.Principal.TenantID, c.Param("decision_id"))
 			if errors.Is(err, persistence.ErrNotFound) {
 				return nil, notFound("decision")
@@ -146,6 +152,9 @@ func (s *Server) registerDecisions() {
 	s.register(Route{Method: "GET", Path: "/receipts", Access: AccessViewer, Tag: "receipts", Resp: []receiptView{}, Paginated: true,
 		Summary: "The tenant's receipt chain, newest first.",
 		Handle: func(c *Call) (any, error) {
+			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+				return nil, err
+			}
 			pg, err := c.page()
 			if err != nil {
 				return nil, err
@@ -172,6 +181,9 @@ func (s *Server) registerDecisions() {
 	s.register(Route{Method: "GET", Path: "/receipts/:receipt_id/verify", Access: AccessViewer, Tag: "receipts", Resp: verifyView{}, Errors: []int{404},
 		Summary: "Recompute one receipt's hash and check its signature.",
 		Handle: func(c *Call) (any, error) {
+			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+				return nil, err
+			}
 			r, err := s.Store.GetReceipt(c.Ctx(), c.Principal.TenantID, c.Param("receipt_id"))
 			if errors.Is(err, persistence.ErrNotFound) {
 				return nil, notFound("receipt")
@@ -186,6 +198,9 @@ func (s *Server) registerDecisions() {
 		Resp:    verifyChainView{},
 		Summary: "Verify a chain: the receipts named by receipt_ids (in that order), or seq from_seq..to_seq, or by default the whole chain. Always 200; failures are per-index entries of errors.",
 		Handle: func(c *Call) (any, error) {
+			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+				return nil, err
+			}
 			b := bodyOf[verifyChainReq](c)
 			tenant := c.Principal.TenantID
 			if len(b.ReceiptIDs) > 0 {
@@ -232,6 +247,9 @@ func (s *Server) registerDecisions() {
 	s.register(Route{Method: "GET", Path: "/receipts/export", Access: AccessViewer, Tag: "receipts", RawBody: "application/x-ndjson", Resp: "",
 		Summary: "The tenant's whole chain as JSON lines (a header line, then one receipt per line in seq order): the input of `svc verify-receipts FILE`.",
 		Handle: func(c *Call) (any, error) {
+			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+				return nil, err
+			}
 			var all []receipt.Receipt
 			for from := int64(1); ; {
 				rs, err := s.Store.ReceiptRange(c.Ctx(), c.Principal.TenantID, from, 0, chainPage)

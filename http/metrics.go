@@ -67,6 +67,13 @@ func newMetrics(s *Server) *metrics {
 			_, f, _ := s.Authorizer.Stats()
 			return float64(f)
 		}),
+		counter("svc_receipts_resealed_total", "Early-sealed receipts resealed because a write before them failed (their early answer's receipt_hash is not the stored one).",
+			func() float64 {
+				if s.Resealed == nil {
+					return 0
+				}
+				return float64(s.Resealed.Load())
+			}),
 		counter("svc_authorize_refusals_total", "Calls refused before a decision (403 before policy, 429).", func() float64 {
 			if s.Authorizer == nil {
 				return 0

@@ -372,6 +372,9 @@ func (s *Server) registerPolicies() {
 	s.register(Route{Method: "GET", Path: "/tenants/stats", Access: AccessViewer, Tag: "tenants", Resp: statsView{},
 		Summary: "Decision counts by outcome and by effective trust level, and agent counts. open_incidents and pending_approvals count the incidents and approvals tables, which later issues add; until then they are 0 because neither exists.",
 		Handle: func(c *Call) (any, error) {
+			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+				return nil, err
+			}
 			st, err := s.Store.TenantStats(c.Ctx(), c.Principal.TenantID)
 			if err != nil {
 				return nil, err

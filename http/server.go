@@ -3,6 +3,7 @@ package httpapi
 import (
 	"crypto/ed25519"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,6 +32,8 @@ type Deps struct {
 	// Receipts signs and verifies receipts; nil public key when unsigned.
 	ReceiptKey ed25519.PublicKey
 	KeyID      string
+	// Resealed counts early-sealed receipts resealed after a failed write.
+	Resealed *atomic.Uint64
 	// Heartbeat hands a heartbeat to the buffering actor (never blocks).
 	Heartbeat func(messages.Heartbeat)
 	Log       hclog.Logger

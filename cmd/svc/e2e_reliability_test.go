@@ -554,12 +554,16 @@ func TestE2EReliabilityPrimaryOutage(t *testing.T) {
 				t.Errorf("protected call with the primary unreachable: %d %v; want 503 deny audit_writer_unavailable", status, m)
 			}
 		}
-		// A low-risk read may still be allowed on a best-effort record, but
-		// must not claim a receipt that was never written.
+		// A low-risk read may still be allowed on a best-effort record (SPEC
+		// 4.2 rule 10). A lone node answers it when its receipt is sealed,
+		// before the write, so it carries ids whose record may be lost (and is
+		// counted) or land once the database is back; it is never denied.
+		var earlyRead string
 		if resp, m, raw := azPost(t, s, tok, azRead(nil)); resp.StatusCode == 200 {
-			if m["decision"] != "allow" || m["receipt_id"] != nil || m["decision_id"] != nil {
-				t.Errorf("best-effort read during the outage: %s; want allow without decision_id or receipt_id", raw)
+			if m["decision"] != "allow" {
+				t.Errorf("best-effort read during the outage: %s; want allow", raw)
 			}
+			earlyRead, _ = m["decision_id"].(string)
 		} else if resp.StatusCode < 500 {
 			t.Errorf("read during the outage: %d %s", resp.StatusCode, raw)
 		}
@@ -570,8 +574,17 @@ func TestE2EReliabilityPrimaryOutage(t *testing.T) {
 
 		proxy.restore()
 		azRecover(t, s, admin, tok)
-		if after := len(azDecisions(t, s, admin)); after != before+1 {
-			t.Errorf("%d decisions after recovery, want %d: a refused call was recorded", after, before+1)
+		// No refused call is ever recorded: after recovery there is the
+		// recovery call and, at most, the best-effort read.
+		after := azDecisions(t, s, admin)
+		extra := 0
+		for _, d := range after {
+			if earlyRead != "" && d["decision_id"] == earlyRead {
+				extra = 1
+			}
+		}
+		if len(after) != before+1+extra {
+			t.Errorf("%d decisions after recovery, want %d: a refused call was recorded", len(after), before+1+extra)
 		}
 	})
 }

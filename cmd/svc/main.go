@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -181,6 +182,11 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		return fmt.Errorf("shared state: %w", err)
 	}
 	defer func() { _ = shared.Close() }()
+	// A lone node (SVC_CLUSTER=false) seals receipts on arrival and answers
+	// low-risk read-only allows before their commit (SPEC 4.2 rule 10);
+	// these count what that costs when a write then fails.
+	var earlyLost, resealed atomic.Uint64
+	earlyPending := &actors.EarlyPending{}
 	engine, err := policy.NewEngine(policy.Options{PolicyPath: cfg.PolicyFile})
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
@@ -210,8 +216,9 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 			MaxRestarts: 5, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "leader_lease", Producer: actors.NewLeaderLease(store, cfg.NodeID, cfg.LeaderElectionInterval, cfg.LeaderLease, leader, log.Named("leader")),
 			MaxRestarts: 5, Within: time.Minute, Backoff: time.Second},
-		{Name: "group_writer", Producer: actors.NewGroupWriter(store, actors.NewSealer(signer), writerHealth,
-			actors.WriterOptions{AuditBatchSize: cfg.AuditBatchSize, AuditBatchFlush: cfg.AuditBatchFlush}, log.Named("writer")),
+		{Name: "group_writer", Producer: actors.NewGroupWriter(store, actors.NewSealer(signer, func(n int) { resealed.Add(uint64(n)) }), writerHealth,
+			actors.WriterOptions{AuditBatchSize: cfg.AuditBatchSize, AuditBatchFlush: cfg.AuditBatchFlush,
+				EarlySeal: !cfg.Cluster, EarlyLost: func() { earlyLost.Add(1) }, Pending: earlyPending}, log.Named("writer")),
 			MaxRestarts: 10, Within: time.Minute},
 		{Name: "pool_sampler", Producer: actors.NewPoolSampler(store, cfg.PoolHealthSampleInterval, pool, log.Named("pool")),
 			MaxRestarts: 5, Within: time.Minute, Backoff: time.Second},
@@ -225,7 +232,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	authorizer, err := actors.NewAuthorizer(system, store, shared, engine, writerPID, bus, heartbeat, actors.AuthorizerOptions{
 		RateCapacity: cfg.RateLimitCapacity, RateRefill: cfg.RateLimitRefillRate, QuotaLimit: cfg.QuotaLimit, QuotaWindow: cfg.QuotaWindow,
 		ReplayWindow: cfg.ReplayWindow, SkillCacheCapacity: cfg.SkillCacheCapacity, RiskWeightsTTL: cfg.RiskWeightsCacheTTL,
-		CommitTimeout: cfg.RequestTimeout}, log.Named("authorize"))
+		CommitTimeout: cfg.RequestTimeout, EarlyAnswer: !cfg.Cluster, Lost: &earlyLost, Pending: earlyPending}, log.Named("authorize"))
 	if err != nil {
 		return err
 	}
@@ -236,7 +243,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	go func() { defer close(busDone); bus.Run(busStop) }()
 
 	api := httpapi.New(httpapi.Deps{Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: leader, Pool: pool, Events: bus,
-		Supervisor: sup, Authorizer: authorizer, Policy: engine, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
+		Supervisor: sup, Authorizer: authorizer, Policy: engine, Resealed: &resealed, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
 		Log: log, Version: version, NodeID: cfg.NodeID, Heartbeat: heartbeat})
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
