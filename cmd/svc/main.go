@@ -187,6 +187,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	// these count what that costs when a write then fails.
 	var earlyLost, resealed atomic.Uint64
 	earlyPending := &actors.EarlyPending{}
+	onReseal := func(n int) { resealed.Add(uint64(max(n, 0))) } //nolint:gosec // G115: non-negative by the max
 	engine, err := policy.NewEngine(policy.Options{PolicyPath: cfg.PolicyFile})
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
@@ -216,7 +217,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 			MaxRestarts: 5, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "leader_lease", Producer: actors.NewLeaderLease(store, cfg.NodeID, cfg.LeaderElectionInterval, cfg.LeaderLease, leader, log.Named("leader")),
 			MaxRestarts: 5, Within: time.Minute, Backoff: time.Second},
-		{Name: "group_writer", Producer: actors.NewGroupWriter(store, actors.NewSealer(signer, func(n int) { resealed.Add(uint64(n)) }), writerHealth,
+		{Name: "group_writer", Producer: actors.NewGroupWriter(store, actors.NewSealer(signer, onReseal), writerHealth,
 			actors.WriterOptions{AuditBatchSize: cfg.AuditBatchSize, AuditBatchFlush: cfg.AuditBatchFlush,
 				EarlySeal: !cfg.Cluster, EarlyLost: func() { earlyLost.Add(1) }, Pending: earlyPending}, log.Named("writer")),
 			MaxRestarts: 10, Within: time.Minute},
