@@ -187,7 +187,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	// these count what that costs when a write then fails.
 	var earlyLost, resealed atomic.Uint64
 	earlyPending := &actors.EarlyPending{}
-	onReseal := func(n int) { resealed.Add(uint64(max(n, 0))) } //nolint:gosec // G115: non-negative by the max
+	onReseal := func(n int) { resealed.Add(uint64(max(n, 0))) }
 	engine, err := policy.NewEngine(policy.Options{PolicyPath: cfg.PolicyFile})
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
