@@ -95,6 +95,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot open the database", "backend", cfg.DBBackend, "error", err)
 		return exitError
 	}
+	if !cfg.Cluster {
+		// A lone node makes every agent write through this process, so the
+		// token and binding reads of authorize can be cached with
+		// synchronous invalidation (persistence.CachedStore).
+		store = persistence.NewCachedStore(store, 100_000)
+	}
 	defer func() { _ = store.Close() }()
 	switch cmd {
 	case "migrate":

@@ -48,3 +48,12 @@ func TestDecisionsContract(t *testing.T) {
 		return open(t, filepath.Join(t.TempDir(), "svc.db"))
 	})
 }
+
+// The lone node's cache in front of the store passes the same contract:
+// every write that changes an agent, a token or a binding is seen by the
+// very next read.
+func TestContractCached(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) persistence.Store {
+		return persistence.NewCachedStore(open(t, filepath.Join(t.TempDir(), "svc.db")), 1000)
+	})
+}
