@@ -1,0 +1,141 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"svc/persistence/storetest"
+)
+
+// TestE2ECluster runs two gateway nodes on one Postgres database and one
+// Valkey (SVC_CLUSTER=true) and checks that they behave as one
+// installation (CONTRACT §11): what must never repeat or fork is arbitrated
+// by Postgres, the hot shared state by Valkey.
+func TestE2ECluster(t *testing.T) {
+	valkey := storetest.ValkeyURL(t)
+	dbURL := storetest.PostgresURL(t)
+	// Distinct Valkey key spaces per run are not needed: every key carries
+	// tenant and agent ids that are new in each run.
+	env := map[string]string{"SVC_CLUSTER": "true", "SVC_VALKEY_URL": valkey, "SVC_RATE_LIMIT_CAPACITY": "100000"}
+	a := startServerOn(t, dbURL, env)
+	b := startServerOn(t, dbURL, env)
+	_, admin := a.tenant(t, "cluster-"+uniq())
+	_, tok := a.agent(t, admin, "roamer", nil)
+
+	read := func(extra map[string]any) map[string]any {
+		body := map[string]any{"tool_call": map[string]any{"tool": "fs", "action": "read", "parameters": map[string]any{}},
+			"source_trust": "trusted_internal_signed"}
+		for k, v := range extra {
+			body[k] = v
+		}
+		return body
+	}
+
+	t.Run("an agent made on one node authorizes on the other", func(t *testing.T) {
+		m := obj(t, b.want(t, 200, "POST", "/v2/authorize", tok, read(nil)))
+		if m["decision"] != "allow" || m["receipt_id"] == nil {
+			t.Fatalf("authorize on b = %v", m)
+		}
+	})
+
+	t.Run("a nonce used on one node is a replay on the other", func(t *testing.T) {
+		nonce := "cluster-" + uniq()
+		if m := obj(t, a.want(t, 200, "POST", "/v2/authorize", tok, read(map[string]any{"nonce": nonce}))); m["decision"] != "allow" {
+			t.Fatalf("first use = %v", m)
+		}
+		m := obj(t, b.want(t, 200, "POST", "/v2/authorize", tok, read(map[string]any{"nonce": nonce})))
+		if m["decision"] != "deny" || m["reason"] != "replay_nonce_reused" {
+			t.Fatalf("reuse on the other node = %v", m)
+		}
+	})
+
+	t.Run("a request_id answered on one node is the same answer on the other", func(t *testing.T) {
+		rid := "cluster-" + uniq()
+		first := obj(t, a.want(t, 200, "POST", "/v2/authorize", tok, read(map[string]any{"request_id": rid})))
+		second := obj(t, b.want(t, 200, "POST", "/v2/authorize", tok, read(map[string]any{"request_id": rid})))
+		if first["decision_id"] == nil || first["decision_id"] != second["decision_id"] {
+			t.Fatalf("decision ids differ: %v vs %v", first["decision_id"], second["decision_id"])
+		}
+	})
+
+	t.Run("a token rotated on one node fails on the other at once", func(t *testing.T) {
+		_, tok2 := a.agent(t, admin, "rotating", nil)
+		b.want(t, 200, "POST", "/v2/authorize", tok2, read(nil))
+		id2 := ""
+		for _, ag := range arr(t, a.want(t, 200, "GET", "/v2/agents", admin, nil)) {
+			if ag["name"] == "rotating" {
+				id2, _ = ag["agent_id"].(string)
+			}
+		}
+		fresh := obj(t, a.want(t, 200, "POST", "/v2/agents/"+id2+"/rotate-token", admin, nil))
+		if resp, _ := b.do(t, "POST", "/v2/authorize", tok2, read(nil)); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("the old token on the other node answered %d", resp.StatusCode)
+		}
+		newTok, _ := fresh["agent_token"].(string)
+		b.want(t, 200, "POST", "/v2/authorize", newTok, read(nil))
+	})
+
+	t.Run("a tenant policy created on one node applies on the other", func(t *testing.T) {
+		rego := "package svc.policies.cluster_redact\n\nresults contains {\"decision\":\"redact\",\"reason\":\"card\"," +
+			"\"redact_fields\":[\"parameters.card\"]} if input.tool_call.action == \"charge\""
+		a.want(t, 201, "POST", "/v2/policies", admin, map[string]any{"name": "cluster_redact", "rego": rego})
+		body := map[string]any{"tool_call": map[string]any{"tool": "pay", "action": "charge", "parameters": map[string]any{"card": "x"}},
+			"source_trust": "trusted_internal_signed"}
+		// Another node learns of the change through Valkey's invalidation
+		// message, and at worst through its once-a-second version check.
+		checkFor(t, 3*time.Second, "the policy on node b", func() bool {
+			m := obj(t, b.want(t, 200, "POST", "/v2/authorize", tok, body))
+			return m["decision"] == "redact"
+		})
+	})
+
+	t.Run("both nodes extend one chain without forking it", func(t *testing.T) {
+		done := make(chan error, 2)
+		for _, n := range []*server{a, b} {
+			go func(n *server) {
+				for i := 0; i < 40; i++ {
+					resp, raw := n.do(t, "POST", "/v2/authorize", tok, read(nil))
+					if resp.StatusCode != 200 {
+						done <- fmt.Errorf("%s: %d %s", n.base, resp.StatusCode, raw)
+						return
+					}
+				}
+				done <- nil
+			}(n)
+		}
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, n := range []*server{a, b} {
+			m := obj(t, n.want(t, 200, "POST", "/v2/receipts/verify-chain", admin, nil))
+			if m["valid"] != true {
+				t.Fatalf("chain seen from %s: %v", n.base, m)
+			}
+		}
+	})
+
+	t.Run("the rate limit is shared", func(t *testing.T) {
+		// A separate pair with a small bucket: 4 calls split over both nodes
+		// exhaust a capacity of 3.
+		envSmall := map[string]string{"SVC_CLUSTER": "true", "SVC_VALKEY_URL": valkey, "SVC_RATE_LIMIT_CAPACITY": "3",
+			"SVC_RATE_LIMIT_REFILL_RATE": "0.001"}
+		db2 := storetest.PostgresURL(t)
+		c := startServerOn(t, db2, envSmall)
+		d := startServerOn(t, db2, envSmall)
+		_, adm := c.tenant(t, "cluster-rl-"+uniq())
+		_, tk := c.agent(t, adm, "limited", nil)
+		for i, n := range []*server{c, d, c} {
+			if resp, raw := n.do(t, "POST", "/v2/authorize", tk, read(nil)); resp.StatusCode != 200 {
+				t.Fatalf("call %d: %d %s", i, resp.StatusCode, raw)
+			}
+		}
+		resp, _ := d.do(t, "POST", "/v2/authorize", tk, read(nil))
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("4th call on the other node = %d", resp.StatusCode)
+		}
+	})
+}
