@@ -192,11 +192,7 @@ func (s *Server) registerAgents() {
 				return nil, err
 			}
 			rows = paginate(c, pg, rows, func(a persistence.Agent) int64 { return a.Seq })
-			out := make([]agentView, len(rows))
-			for i, a := range rows {
-				out[i] = viewAgent(a)
-			}
-			return out, nil
+			return viewAll(rows, viewAgent), nil
 		}})
 	s.register(Route{Method: "GET", Path: "/agents/:agent_id", Access: AccessViewer, Tag: "agents", Resp: agentView{}, Errors: []int{404},
 		Summary: "One agent (never its token hash or signing key).",

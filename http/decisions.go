@@ -128,11 +128,7 @@ func (s *Server) registerDecisions() {
 				return nil, err
 			}
 			rows = paginate(c, pg, rows, func(d persistence.Decision) int64 { return d.Seq })
-			out := make([]decisionView, len(rows))
-			for i, d := range rows {
-				out[i] = viewDecision(d)
-			}
-			return out, nil
+			return viewAll(rows, viewDecision), nil
 		}})
 	s.register(Route{Method: "GET", Path: "/decisions/:decision_id", Access: AccessViewer, Tag: "decisions", Resp: decisionView{}, Errors: []int{404},
 		Summary: "One decision, with its run linkage and receipt.",
@@ -164,11 +160,7 @@ func (s *Server) registerDecisions() {
 				return nil, err
 			}
 			rows = paginate(c, pg, rows, func(r persistence.Receipt) int64 { return r.Seq })
-			out := make([]receiptView, len(rows))
-			for i, r := range rows {
-				out[i] = viewReceipt(r)
-			}
-			return out, nil
+			return viewAll(rows, viewReceipt), nil
 		}})
 	s.register(Route{Method: "GET", Path: "/receipts/public-key", Access: AccessViewer, Tag: "receipts", Resp: publicKeyView{}, Errors: []int{404},
 		Summary: "The Ed25519 public key receipts are signed with (404 when receipts are unsigned).",

@@ -147,11 +147,7 @@ func (s *Server) registerPolicies() {
 			if err != nil {
 				return nil, err
 			}
-			out := make([]policyView, len(ps))
-			for i, p := range ps {
-				out[i] = viewPolicy(p)
-			}
-			return out, nil
+			return viewAll(ps, viewPolicy), nil
 		}})
 	s.register(Route{Method: "GET", Path: "/policies/:name", Access: AccessViewer, Tag: "policies", Resp: policyView{}, Errors: []int{404},
 		Summary: "One tenant policy.",
@@ -272,11 +268,7 @@ func (s *Server) registerPolicies() {
 			if err != nil {
 				return nil, err
 			}
-			out := make([]skillView, len(list))
-			for i, sk := range list {
-				out[i] = viewSkill(sk)
-			}
-			return out, nil
+			return viewAll(list, viewSkill), nil
 		}})
 	s.register(Route{Method: "GET", Path: "/skills/:skill_key", Access: AccessViewer, Tag: "policies", Resp: skillView{}, Errors: []int{404},
 		Summary: "One skill.",

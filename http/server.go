@@ -100,3 +100,13 @@ func (s *Server) auditOK() { s.Registry.Set(componentAuditWriter, actors.StateOK
 // nowUTC is the current time at the storage's microsecond precision, so a
 // create response shows what later reads return.
 func nowUTC() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// viewAll maps stored rows to their response views (never nil, so an empty
+// list encodes as []).
+func viewAll[T, V any](rows []T, view func(T) V) []V {
+	out := make([]V, len(rows))
+	for i, r := range rows {
+		out[i] = view(r)
+	}
+	return out
+}

@@ -125,11 +125,7 @@ func (s *Server) registerTenants() {
 			if err != nil {
 				return nil, err
 			}
-			out := make([]tenantView, len(ts))
-			for i, t := range ts {
-				out[i] = viewTenant(t)
-			}
-			return out, nil
+			return viewAll(ts, viewTenant), nil
 		}})
 	s.register(Route{Method: "DELETE", Path: "/tenants/:tenant_id", Access: AccessSuperAdmin, Tag: "tenants", Status: 204,
 		Summary: "Delete a tenant and every row it owns; its tokens stop working at once.", Errors: []int{404},
@@ -195,11 +191,7 @@ func (s *Server) registerTenants() {
 			if err != nil {
 				return nil, err
 			}
-			out := make([]opTokenView, len(ts))
-			for i, t := range ts {
-				out[i] = viewOpToken(t)
-			}
-			return out, nil
+			return viewAll(ts, viewOpToken), nil
 		}})
 	s.register(Route{Method: "DELETE", Path: "/operator-tokens/:token_id", Access: AccessAdmin, Tag: "tenants", Status: 204,
 		Summary: "Revoke an operator token; it fails on the very next call.", Errors: []int{404},
