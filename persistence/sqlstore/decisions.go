@@ -14,7 +14,9 @@ const decisionCols = `d.seq, d.id, d.tenant_id, d.agent_id, d.request_id, d.tool
 	d.trust_level, d.root_trust_level, d.environment, d.run_id, d.parent_run_id, d.trace_id, d.tool_call, d.created_at,
 	COALESCE(r.id, ''), COALESCE(r.receipt_hash, '')`
 
-const decisionFrom = ` FROM decisions d LEFT JOIN receipts r ON r.tenant_id = d.tenant_id AND r.decision_id = d.id`
+// decisionFrom joins each decision to its receipt through decisions.receipt_id
+// and the receipts' primary key (no index on receipts.decision_id).
+const decisionFrom = ` FROM decisions d LEFT JOIN receipts r ON r.id = d.receipt_id AND r.tenant_id = d.tenant_id`
 
 func scanDecision(row Row) (persistence.Decision, error) {
 	var d persistence.Decision
@@ -89,12 +91,19 @@ func decisionRow(d persistence.Decision) []any {
 	return []any{d.ID, d.TenantID, d.AgentID, d.RequestID, d.Tool, d.Action, d.Resource, d.ActionHash, d.Decision,
 		d.Reason, d.RiskScore, d.CompositeRiskScore, jsonText(d.MatchedPolicyIDs), jsonText(d.RedactedFields),
 		d.MutatesState, d.TrustLevel, d.RootTrustLevel, d.Environment, d.RunID, d.ParentRunID, d.TraceID, toolCall,
-		d.CreatedAt}
+		d.CreatedAt, nullIfEmpty(d.ReceiptID)}
+}
+
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 const decisionInsertHead = `INSERT INTO decisions (id, tenant_id, agent_id, request_id, tool, action, resource, action_hash, decision,
 		reason, risk_score, composite_risk_score, matched_policy_ids, redacted_fields, mutates_state, trust_level,
-		root_trust_level, environment, run_id, parent_run_id, trace_id, tool_call, created_at)`
+		root_trust_level, environment, run_id, parent_run_id, trace_id, tool_call, created_at, receipt_id)`
 
 func auditRow(e persistence.AuditEvent) []any {
 	details := "{}"
@@ -158,7 +167,11 @@ func (s *Store) CommitDecisions(ctx context.Context, writes []persistence.Decisi
 		}
 		var decisions, audits, receipts [][]any
 		for _, w := range writes {
-			decisions = append(decisions, decisionRow(w.Decision))
+			d := w.Decision
+			if w.Receipt != nil {
+				d.ReceiptID = w.Receipt.ID // the join to the receipt goes through it
+			}
+			decisions = append(decisions, decisionRow(d))
 			for _, e := range w.Audit {
 				audits = append(audits, auditRow(e))
 			}
@@ -166,7 +179,7 @@ func (s *Store) CommitDecisions(ctx context.Context, writes []persistence.Decisi
 				receipts = append(receipts, receiptRow(w.Receipt))
 			}
 		}
-		stmts = append(stmts, multiInsert(decisionInsertHead, 23, decisions)...)
+		stmts = append(stmts, multiInsert(decisionInsertHead, 24, decisions)...)
 		stmts = append(stmts, multiInsert(auditInsertHead, 9, audits)...)
 		stmts = append(stmts, multiInsert(receiptInsertHead, 11, receipts)...)
 		return q.Batch(ctx, stmts)
