@@ -38,20 +38,6 @@ type decisionView struct {
 	CreatedAt          time.Time `json:"created_at"`
 }
 
-type receiptView struct {
-	ReceiptID       string    `json:"receipt_id"`
-	TenantID        string    `json:"tenant_id"`
-	DecisionID      string    `json:"decision_id"`
-	Seq             int64     `json:"seq"`
-	ActionHash      string    `json:"action_hash"`
-	Decision        string    `json:"decision"`
-	ReceiptHash     string    `json:"receipt_hash"`
-	PrevReceiptHash string    `json:"prev_receipt_hash"`
-	Signature       *string   `json:"signature"`
-	KeyID           string    `json:"key_id"`
-	CreatedAt       time.Time `json:"created_at"`
-}
-
 type verifyView struct {
 	ReceiptID      string  `json:"receipt_id"`
 	Valid          bool    `json:"valid"`
@@ -93,10 +79,9 @@ func viewDecision(d persistence.Decision) decisionView {
 		CreatedAt: d.CreatedAt.UTC()}
 }
 
-func viewReceipt(r persistence.Receipt) receiptView {
-	return receiptView{ReceiptID: r.ID, TenantID: r.TenantID, DecisionID: r.DecisionID, Seq: r.Seq, ActionHash: r.ActionHash,
-		Decision: r.Decision, ReceiptHash: r.Hash, PrevReceiptHash: r.PrevHash, Signature: r.Signature, KeyID: r.KeyID, CreatedAt: r.CreatedAt.UTC()}
-}
+// viewReceipt is a receipt as the API and the export show it (CONTRACT §13):
+// the receipt package's form, so both agree byte for byte.
+func viewReceipt(r persistence.Receipt) receipt.Receipt { return actors.ToReceipt(r, r.Seq) }
 
 func nonNilStrings(s []string) []string {
 	if s == nil {
@@ -145,7 +130,7 @@ func (s *Server) registerDecisions() {
 			}
 			return viewDecision(d), nil
 		}})
-	s.register(Route{Method: "GET", Path: "/receipts", Access: AccessViewer, Tag: "receipts", Resp: []receiptView{}, Paginated: true,
+	s.register(Route{Method: "GET", Path: "/receipts", Access: AccessViewer, Tag: "receipts", Resp: []receipt.Receipt{}, Paginated: true,
 		Summary: "The tenant's receipt chain, newest first.",
 		Handle: func(c *Call) (any, error) {
 			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
@@ -302,10 +287,4 @@ func (s *Server) verifyRange(c *Call, tenant string, from, to int64) (verifyChai
 	return out, nil
 }
 
-func toReceipts(rs []persistence.Receipt) []receipt.Receipt {
-	out := make([]receipt.Receipt, len(rs))
-	for i, r := range rs {
-		out[i] = actors.ToReceipt(r, r.Seq)
-	}
-	return out
-}
+func toReceipts(rs []persistence.Receipt) []receipt.Receipt { return viewAll(rs, viewReceipt) }
