@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // CachedStore keeps the two reads every authorize call makes, the agent
@@ -23,11 +24,16 @@ import (
 //
 // Only writes made through this process invalidate, so a node shares the
 // database with no other node when it uses it (SVC_CLUSTER=false); a
-// cluster reads through to the database.
+// cluster reads through to the database. As a bound on a misconfiguration
+// (two nodes on one database without SVC_CLUSTER=true), every entry also
+// expires after a short lifetime, so another node's revocation reaches this
+// one within it.
 type CachedStore struct {
 	Store
 	gen   atomic.Uint64
 	limit int
+	ttl   time.Duration
+	now   func() time.Time
 
 	mu     sync.Mutex
 	tokens map[string]cachedAgent
@@ -36,19 +42,34 @@ type CachedStore struct {
 
 type cachedAgent struct {
 	gen   uint64
+	at    time.Time
 	agent Agent
 }
 
 type cachedPerms struct {
 	gen   uint64
+	at    time.Time
 	perms []Permission
 }
+
+// CacheLifetime bounds how long an entry serves without a database read.
+const CacheLifetime = 2 * time.Second
 
 var _ Store = (*CachedStore)(nil)
 
 // NewCachedStore wraps s, caching at most limit entries of each kind.
 func NewCachedStore(s Store, limit int) *CachedStore {
-	return &CachedStore{Store: s, limit: max(limit, 1), tokens: map[string]cachedAgent{}, perms: map[string]cachedPerms{}}
+	return NewCachedStoreWithLifetime(s, limit, CacheLifetime, time.Now)
+}
+
+// NewCachedStoreWithLifetime is NewCachedStore with the entry lifetime and
+// the clock given (tests).
+func NewCachedStoreWithLifetime(s Store, limit int, ttl time.Duration, now func() time.Time) *CachedStore {
+	return &CachedStore{Store: s, limit: max(limit, 1), ttl: ttl, now: now, tokens: map[string]cachedAgent{}, perms: map[string]cachedPerms{}}
+}
+
+func (c *CachedStore) fresh(gen uint64, at time.Time) bool {
+	return gen == c.gen.Load() && c.now().Sub(at) < c.ttl
 }
 
 func (c *CachedStore) bump() {
@@ -74,16 +95,17 @@ func (c *CachedStore) LookupAgentToken(ctx context.Context, hash []byte) (Agent,
 	c.mu.Lock()
 	e, ok := c.tokens[key]
 	c.mu.Unlock()
-	if ok && e.gen == gen {
+	if ok && e.gen == gen && c.fresh(e.gen, e.at) {
 		return e.agent, nil
 	}
+	at := c.now()
 	a, err := c.Store.LookupAgentToken(ctx, hash)
 	if err != nil {
 		return a, err
 	}
 	c.mu.Lock()
-	if len(c.tokens) < c.limit {
-		c.tokens[key] = cachedAgent{gen: gen, agent: a}
+	if len(c.tokens) < c.limit || ok {
+		c.tokens[key] = cachedAgent{gen: gen, at: at, agent: a}
 	}
 	c.mu.Unlock()
 	return a, nil
@@ -96,16 +118,17 @@ func (c *CachedStore) ListPermissions(ctx context.Context, tenantID, agentID str
 	c.mu.Lock()
 	e, ok := c.perms[key]
 	c.mu.Unlock()
-	if ok && e.gen == gen {
+	if ok && e.gen == gen && c.fresh(e.gen, e.at) {
 		return e.perms, nil
 	}
+	at := c.now()
 	ps, err := c.Store.ListPermissions(ctx, tenantID, agentID)
 	if err != nil {
 		return ps, err
 	}
 	c.mu.Lock()
-	if len(c.perms) < c.limit {
-		c.perms[key] = cachedPerms{gen: gen, perms: ps}
+	if len(c.perms) < c.limit || ok {
+		c.perms[key] = cachedPerms{gen: gen, at: at, perms: ps}
 	}
 	c.mu.Unlock()
 	return ps, nil

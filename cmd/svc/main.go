@@ -100,6 +100,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// token and binding reads of authorize can be cached with
 		// synchronous invalidation (persistence.CachedStore).
 		store = persistence.NewCachedStore(store, 100_000)
+		if cfg.DBBackend == config.BackendPostgres && cmd == "serve" {
+			log.Warn("SVC_CLUSTER is false: this node caches agent tokens and answers low-risk allows early, as a lone node; "+
+				"if another node shares this database, set SVC_CLUSTER=true on every node", "cache_lifetime", persistence.CacheLifetime)
+		}
 	}
 	defer func() { _ = store.Close() }()
 	switch cmd {
