@@ -70,6 +70,7 @@ func New(d Deps) *Server {
 	s.registerPolicies()
 	s.registerDecisions()
 	s.registerOpenAPI()
+	s.registerDocs()
 	s.buildMux()
 	return s
 }
