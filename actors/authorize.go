@@ -280,10 +280,10 @@ func failure(status int, reason, code, msg string, retryAfter int) messages.Auth
 	return messages.AuthorizeOutcome{Failure: &messages.AuthorizeFailure{Status: status, Reason: reason, Code: code, Message: msg, RetryAfter: retryAfter}}
 }
 
-func sharedFailure(err error) *messages.AuthorizeOutcome {
+func (a *Authorizer) sharedFailure(err error) *messages.AuthorizeOutcome {
+	a.log.Warn("shared state unavailable; refusing the call (fail closed)", "error", err)
 	o := failure(status503, "ServiceUnavailable", "shared_state_unavailable",
 		"shared state is unavailable; the call is refused (fail closed)", 1)
-	_ = err
 	return &o
 }
 
@@ -293,7 +293,7 @@ func sharedFailure(err error) *messages.AuthorizeOutcome {
 func (a *Authorizer) claimRequest(ctx context.Context, m *messages.Authorize, key string) (messages.AuthorizeOutcome, bool) {
 	ok, err := a.shared.SetNX(ctx, key, "pending", a.opt.IdempotencyTTL)
 	if err != nil {
-		return *sharedFailure(err), true
+		return *a.sharedFailure(err), true
 	}
 	if ok {
 		// The claim is ours. A decision committed before the shared state
@@ -313,7 +313,7 @@ func (a *Authorizer) claimRequest(ctx context.Context, m *messages.Authorize, ke
 	for {
 		v, found, err := a.shared.Get(ctx, key)
 		if err != nil {
-			return *sharedFailure(err), true
+			return *a.sharedFailure(err), true
 		}
 		if found && v != "pending" {
 			var resp messages.AuthorizeResponse
@@ -559,7 +559,7 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 	a.heartbeat(messages.Heartbeat{TenantID: m.TenantID, AgentID: m.AgentID, At: m.ReceivedAt})
 	okTok, retry, err := a.shared.TakeToken(ctx, "rl:"+m.TenantID+":"+m.AgentID, a.opt.RateCapacity, a.opt.RateRefill, 1)
 	if err != nil {
-		return &draft{outcome: sharedFailure(err)}
+		return &draft{outcome: a.sharedFailure(err)}
 	}
 	if !okTok {
 		return refuse(failure(status429, "TooManyRequests", "rate_limited", "rate limit exceeded", retrySeconds(retry)))
@@ -567,7 +567,7 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 	if a.opt.QuotaLimit > 0 {
 		n, ttl, err := a.shared.Incr(ctx, "quota:"+m.TenantID+":"+m.AgentID, a.opt.QuotaWindow)
 		if err != nil {
-			return &draft{outcome: sharedFailure(err)}
+			return &draft{outcome: a.sharedFailure(err)}
 		}
 		if n > int64(a.opt.QuotaLimit) {
 			return refuse(failure(status429, "TooManyRequests", "quota_exceeded", "quota exhausted for this window", retrySeconds(ttl)))
@@ -595,7 +595,7 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 	// Rule 4: status. Only active and frozen agents authenticate; a frozen
 	// one is denied and the attempt recorded.
 	if m.AgentStatus == persistence.AgentFrozen {
-		return a.draftDecision(ctx, m, tc, hash, source, effective, policy.Result{Decision: "deny", Reason: "agent_frozen"}, nil, false)
+		return a.draftDecision(ctx, m, tc, hash, source, effective, policy.Result{Decision: "deny", Reason: "agent_frozen"}, nil)
 	}
 	// Rule 5: environments.
 	if len(m.AllowedEnvironments) > 0 {
@@ -635,11 +635,11 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 	if req.Nonce != nil && !req.DryRun {
 		fresh, err := a.shared.SetNX(ctx, "nonce:"+m.TenantID+":"+m.AgentID+":"+*req.Nonce, "1", a.opt.ReplayWindow)
 		if err != nil {
-			return &draft{outcome: sharedFailure(err)}
+			return &draft{outcome: a.sharedFailure(err)}
 		}
 		if !fresh {
 			r := policy.Result{Decision: "deny", Reason: "replay_nonce_reused"}
-			d := a.draftDecision(ctx, m, tc, hash, source, effective, r, nil, false)
+			d := a.draftDecision(ctx, m, tc, hash, source, effective, r, nil)
 			if d.write != nil {
 				ev := a.event(m, &d.write.Decision, messages.KindReplayAttempt, "replay nonce reused")
 				ev.Tool, ev.Action, ev.RiskScore, ev.Decision = "replay_nonce_reused", "replay_nonce_reused", 100, "deny"
@@ -672,21 +672,21 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 	}
 	if err := a.ensurePolicies(ctx, m.TenantID); err != nil {
 		a.log.Error("tenant policies unavailable; failing closed", "tenant_id", m.TenantID, "error", err)
-		return a.draftDecision(ctx, m, tc, hash, source, effective, policy.Result{Decision: "deny", Reason: "policy_unavailable"}, nil, false)
+		return a.draftDecision(ctx, m, tc, hash, source, effective, policy.Result{Decision: "deny", Reason: "policy_unavailable"}, nil)
 	}
 	res, err := a.engine.Evaluate(ctx, m.TenantID, in)
 	if err != nil {
 		a.log.Error("policy evaluation failed; failing closed", "tenant_id", m.TenantID, "error", err)
 		res = policy.Result{Decision: "deny", Reason: "policy_error"}
 	}
-	return a.draftDecision(ctx, m, tc, hash, source, effective, res, &skillRisk, true)
+	return a.draftDecision(ctx, m, tc, hash, source, effective, res, &skillRisk)
 }
 
 func retrySeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
 
 // draftDecision scores the outcome and builds the response and the rows.
 func (a *Authorizer) draftDecision(ctx context.Context, m *messages.Authorize, tc canonical.ToolCall, hash, source, effective string,
-	res policy.Result, skillRisk *string, evaluated bool) *draft {
+	res policy.Result, skillRisk *string) *draft {
 	req := &m.Request
 	sr := ""
 	if skillRisk != nil {
@@ -732,7 +732,6 @@ func (a *Authorizer) draftDecision(ctx context.Context, m *messages.Authorize, t
 		lowRisk:    decision == "allow" && !req.MutatesState && sr != "high" && sr != "critical",
 		quarantine: decision == "quarantine", deny: decision == "deny" || decision == "quarantine"}
 	d.events = append(d.events, a.event(m, &rec, messages.KindAuthorizeDecision, res.Reason))
-	_ = evaluated
 	return d
 }
 

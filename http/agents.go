@@ -113,12 +113,7 @@ func validEnvironments(envs []string) error {
 	return nil
 }
 
-func agentNotFound(err error) error {
-	if errors.Is(err, persistence.ErrNotFound) {
-		return notFound("agent")
-	}
-	return err
-}
+func agentNotFound(err error) error { return orNotFound(err, "agent") }
 
 // transition describes one status operation (CONTRACT §3).
 type transition struct {

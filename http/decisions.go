@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"encoding/base64"
-	"errors"
 	"time"
 
 	"svc/actors"
@@ -122,11 +121,8 @@ func (s *Server) registerDecisions() {
 				return nil, err
 			}
 			d, err := s.Store.GetDecision(c.Ctx(), c.Principal.TenantID, c.Param("decision_id"))
-			if errors.Is(err, persistence.ErrNotFound) {
-				return nil, notFound("decision")
-			}
 			if err != nil {
-				return nil, err
+				return nil, orNotFound(err, "decision")
 			}
 			return viewDecision(d), nil
 		}})
@@ -162,11 +158,8 @@ func (s *Server) registerDecisions() {
 				return nil, err
 			}
 			r, err := s.Store.GetReceipt(c.Ctx(), c.Principal.TenantID, c.Param("receipt_id"))
-			if errors.Is(err, persistence.ErrNotFound) {
-				return nil, notFound("receipt")
-			}
 			if err != nil {
-				return nil, err
+				return nil, orNotFound(err, "receipt")
 			}
 			chk := receipt.Verify(actors.ToReceipt(r, r.Seq), s.ReceiptKey)
 			return verifyView{ReceiptID: r.ID, Valid: chk.Valid, HashValid: chk.HashValid, SignatureValid: chk.SignatureValid, Error: nullable(chk.Error)}, nil

@@ -61,6 +61,15 @@ func badRequest(code, format string, args ...any) *Error {
 
 func notFound(what string) *Error { return apiErr("NotFound", "not_found", "%s not found", what) }
 
+// orNotFound turns the store's ErrNotFound into the 404 for `what` and
+// passes any other error (or nil) through.
+func orNotFound(err error, what string) error {
+	if errors.Is(err, persistence.ErrNotFound) {
+		return notFound(what)
+	}
+	return err
+}
+
 func forbidden(format string, args ...any) *Error {
 	return apiErr("Forbidden", "FORBIDDEN", format, args...)
 }

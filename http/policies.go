@@ -153,11 +153,8 @@ func (s *Server) registerPolicies() {
 		Summary: "One tenant policy.",
 		Handle: func(c *Call) (any, error) {
 			p, err := s.Store.GetPolicy(c.Ctx(), c.Principal.TenantID, c.Param("name"))
-			if errors.Is(err, persistence.ErrNotFound) {
-				return nil, notFound("policy")
-			}
 			if err != nil {
-				return nil, err
+				return nil, orNotFound(err, "policy")
 			}
 			return viewPolicy(p), nil
 		}})
@@ -167,11 +164,8 @@ func (s *Server) registerPolicies() {
 			b := bodyOf[policyUpdate](c)
 			p := c.Principal
 			cur, err := s.Store.GetPolicy(c.Ctx(), p.TenantID, c.Param("name"))
-			if errors.Is(err, persistence.ErrNotFound) {
-				return nil, notFound("policy")
-			}
 			if err != nil {
-				return nil, err
+				return nil, orNotFound(err, "policy")
 			}
 			if b.Rego != nil {
 				if err := s.compileErr(cur.Name, *b.Rego); err != nil {
@@ -274,11 +268,8 @@ func (s *Server) registerPolicies() {
 		Summary: "One skill.",
 		Handle: func(c *Call) (any, error) {
 			sk, err := s.Store.GetSkill(c.Ctx(), c.Principal.TenantID, c.Param("skill_key"))
-			if errors.Is(err, persistence.ErrNotFound) {
-				return nil, notFound("skill")
-			}
 			if err != nil {
-				return nil, err
+				return nil, orNotFound(err, "skill")
 			}
 			return viewSkill(sk), nil
 		}})

@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"encoding/json"
 	"time"
 )
 
@@ -103,6 +102,3 @@ type AuthorizeFailure struct {
 	Message    string
 	RetryAfter int
 }
-
-// RawJSON marshals already-encoded JSON (a cached idempotent response).
-type RawJSON = json.RawMessage
