@@ -51,6 +51,9 @@ type AuthorizerOptions struct {
 	// Pending is the GroupWriter's count of early-answered writes not yet
 	// committed (see Consistent).
 	Pending *EarlyPending
+	// Approvals, when set, creates an approval for every require_approval
+	// decision and checks the approvals presented with approval_id.
+	Approvals *Approvals
 }
 
 // Authorizer runs POST /v1/authorize: per-agent actors decide (SPEC 4.2
@@ -234,6 +237,11 @@ type draft struct {
 	deny       bool
 	idemKey    string
 	events     []messages.AseEvent
+	// approvalID is the approval this decision uses (write.Use is set); it
+	// is reserved in its actor until the commit settles it. denied redrafts
+	// the decision as a deny when another node consumed it first.
+	approvalID string
+	denied     func(reason string) *draft
 }
 
 // Authorize decides one call; it blocks the calling (HTTP) goroutine, never
@@ -429,6 +437,16 @@ func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft
 		}
 	}
 	a.decisions.Add(1)
+	if d.approvalID != "" {
+		a.opt.Approvals.Settle(m.TenantID, d.approvalID, commitErr == nil)
+		if errors.Is(commitErr, persistence.ErrStateConflict) && d.denied != nil {
+			// Another node consumed the approval between our check and our
+			// transaction (the database arbitrated): record a deny instead.
+			redo := d.denied(ApprovalConsumedR)
+			redo.idemKey = d.idemKey
+			return a.commit(ctx, m, redo)
+		}
+	}
 	if commitErr != nil {
 		a.releaseRequest(d.idemKey)
 		if d.lowRisk {
@@ -679,8 +697,61 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 		a.log.Error("policy evaluation failed; failing closed", "tenant_id", m.TenantID, "error", err)
 		res = policy.Result{Decision: "deny", Reason: "policy_error"}
 	}
+	if req.ApprovalID != nil && *req.ApprovalID != "" && res.Decision != "deny" && !res.Quarantine && a.opt.Approvals != nil {
+		return a.presentApproval(ctx, m, tc, hash, source, effective, res, &skillRisk)
+	}
 	return a.draftDecision(ctx, m, tc, hash, source, effective, res, &skillRisk)
 }
+
+// presentApproval decides a call that presents approval_id (CONTRACT §4):
+// allow with reason approved when the approval is this agent's, APPROVED,
+// unexpired, unconsumed and bound to this action hash, the approval then
+// being consumed in the decision's transaction; otherwise deny with the
+// reason that applies. A deny or quarantine from the policy wins over any
+// approval (the caller checks that first).
+func (a *Authorizer) presentApproval(ctx context.Context, m *messages.Authorize, tc canonical.ToolCall, hash, source, effective string,
+	res policy.Result, skillRisk *string) *draft {
+	id := *m.Request.ApprovalID
+	deny := func(reason string) *draft {
+		d := a.draftDecision(ctx, m, tc, hash, source, effective,
+			policy.Result{Decision: "deny", Reason: reason, MatchedPolicies: res.MatchedPolicies}, skillRisk)
+		if reason == ApprovalConsumedR && d.write != nil {
+			ev := a.event(m, &d.write.Decision, messages.KindReplayAttempt, "approval presented again after use")
+			ev.RiskScore, ev.Decision = 100, "deny"
+			d.events = append(d.events, ev)
+		}
+		return d
+	}
+	var reason string
+	var err error
+	if m.Request.DryRun {
+		// Nothing is reserved or consumed by a dry run: only the check.
+		var ap persistence.Approval
+		ap, err = a.store.GetApproval(ctx, m.TenantID, id)
+		if errors.Is(err, persistence.ErrNotFound) {
+			ap, err = persistence.Approval{}, nil
+		}
+		reason = ClassifyApproval(ap, m.AgentID, hash, a.opt.Approvals.Now(), false)
+	} else {
+		reason, _, err = a.opt.Approvals.Reserve(ctx, m.TenantID, id, m.AgentID, hash)
+	}
+	if err != nil {
+		a.log.Error("approval check failed; failing closed", "approval_id", id, "error", err)
+		return &draft{outcome: ptr(failure(status500, "InternalError", "database_unavailable", "the database is unavailable", 1))}
+	}
+	if reason != "" {
+		return deny(reason)
+	}
+	d := a.draftDecision(ctx, m, tc, hash, source, effective,
+		policy.Result{Decision: "allow", Reason: ApprovalGranted, MatchedPolicies: res.MatchedPolicies, RedactedFields: res.RedactedFields}, skillRisk)
+	if d.write != nil {
+		d.write.Use = &persistence.ApprovalUse{ApprovalID: id, AgentID: m.AgentID, ActionHash: hash, At: d.write.Decision.CreatedAt}
+		d.approvalID, d.denied, d.lowRisk = id, deny, false
+	}
+	return d
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func retrySeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
 
@@ -727,7 +798,16 @@ func (a *Authorizer) draftDecision(ctx context.Context, m *messages.Authorize, t
 		Details: map[string]any{"action": decision, "tool": tc.Tool, "tool_action": tc.Action, "reason": res.Reason,
 			"matched_policies": rec.MatchedPolicyIDs, "action_hash": hash, "receipt_id": receiptID}}
 	receipt := &persistence.Receipt{ID: receiptID, TenantID: m.TenantID, DecisionID: decisionID, ActionHash: hash, Decision: decision, CreatedAt: now}
-	d := &draft{write: &persistence.DecisionWrite{Decision: rec, Audit: []persistence.AuditEvent{audit}, Receipt: receipt},
+	w := &persistence.DecisionWrite{Decision: rec, Audit: []persistence.AuditEvent{audit}, Receipt: receipt}
+	if decision == "require_approval" && a.opt.Approvals != nil {
+		// The approval is created in the decision's transaction.
+		expires := now.Add(a.opt.Approvals.TTL())
+		w.Approval = &persistence.Approval{ID: uuid.NewString(), TenantID: m.TenantID, DecisionID: decisionID, AgentID: m.AgentID,
+			ToolCall: toolCall, ActionHash: hash, Status: persistence.ApprovalPending, CreatedAt: now, ExpiresAt: expires}
+		resp.ApprovalID, resp.ApprovalExpiresAt = w.Approval.ID, &expires
+		audit.Details["approval_id"] = w.Approval.ID
+	}
+	d := &draft{write: w,
 		response:   resp,
 		lowRisk:    decision == "allow" && !req.MutatesState && sr != "high" && sr != "critical",
 		quarantine: decision == "quarantine", deny: decision == "deny" || decision == "quarantine"}

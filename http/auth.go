@@ -24,6 +24,9 @@ const (
 	AccessApprover
 	AccessAdmin
 	AccessAgentOrViewer
+	// AccessAgentOrAdmin: an agent token (its own resources) or an admin
+	// operator token (approval consume).
+	AccessAgentOrAdmin
 )
 
 // Principal kinds.
@@ -143,6 +146,11 @@ func (s *Server) authenticate(r *http.Request, need Access) (Principal, error) {
 			return p, nil
 		}
 		need = AccessViewer
+	case AccessAgentOrAdmin:
+		if p.Kind == KindAgent {
+			return p, nil
+		}
+		need = AccessAdmin
 	}
 	if p.Kind == KindAgent {
 		return p, forbidden("this endpoint requires an operator token")

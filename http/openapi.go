@@ -171,7 +171,8 @@ func (s *Server) OpenAPI() ([]byte, error) {
 func accessName(a Access) string {
 	return map[Access]string{AccessSuperAdmin: "super-admin token", AccessAgent: "agent token",
 		AccessViewer: "operator token, any role", AccessApprover: "operator token, role approver or admin",
-		AccessAdmin: "operator token, role admin", AccessAgentOrViewer: "agent token (own resources) or operator token"}[a]
+		AccessAdmin: "operator token, role admin", AccessAgentOrViewer: "agent token (own resources) or operator token",
+		AccessAgentOrAdmin: "agent token (own resources) or operator token, role admin"}[a]
 }
 
 func openAPIPath(p string) string {

@@ -353,7 +353,7 @@ func (s *Server) registerPolicies() {
 			return *b, nil
 		}})
 	s.register(Route{Method: "GET", Path: "/tenants/stats", Access: AccessViewer, Tag: "tenants", Resp: statsView{},
-		Summary: "Decision counts by outcome and by effective trust level, and agent counts. open_incidents and pending_approvals count the incidents and approvals tables, which later issues add; until then they are 0 because neither exists.",
+		Summary: "Decision counts by outcome and by effective trust level, and agent counts. pending_approvals counts PENDING, unexpired approvals; open_incidents counts the incidents table, which a later issue adds (0 until then).",
 		Handle: func(c *Call) (any, error) {
 			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
 				return nil, err
@@ -362,7 +362,11 @@ func (s *Server) registerPolicies() {
 			if err != nil {
 				return nil, err
 			}
-			return statsView{TenantID: c.Principal.TenantID, TotalDecisions: st.TotalDecisions, DecisionsAllow: st.ByDecision["allow"],
+			pending, err := s.Store.CountPendingApprovals(c.Ctx(), c.Principal.TenantID, time.Now().UTC())
+			if err != nil {
+				return nil, err
+			}
+			return statsView{TenantID: c.Principal.TenantID, TotalDecisions: st.TotalDecisions, DecisionsAllow: st.ByDecision["allow"], PendingApprovals: pending,
 				DecisionsDeny: st.ByDecision["deny"], DecisionsRequireApproval: st.ByDecision["require_approval"],
 				DecisionsRedact: st.ByDecision["redact"], DecisionsQuarantine: st.ByDecision["quarantine"],
 				TrustLevelBreakdown: st.TrustLevelBreakdown, AgentsTotal: st.AgentsTotal, AgentsActive: st.AgentsActive}, nil

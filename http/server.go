@@ -28,6 +28,7 @@ type Deps struct {
 	Events     *actors.EventBus
 	Supervisor *actors.Supervisor
 	Authorizer *actors.Authorizer
+	Approvals  *actors.Approvals
 	Policy     *policy.Engine
 	// Receipts signs and verifies receipts; nil public key when unsigned.
 	ReceiptKey ed25519.PublicKey
@@ -69,6 +70,7 @@ func New(d Deps) *Server {
 	s.registerAuthorize()
 	s.registerPolicies()
 	s.registerDecisions()
+	s.registerApprovals()
 	s.registerOpenAPI()
 	s.registerDocs()
 	s.buildMux()

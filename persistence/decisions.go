@@ -70,6 +70,10 @@ type DecisionWrite struct {
 	// Receipt is sealed (Seq, PrevHash, Hash, Signature) inside the
 	// transaction by the Sealer; nil writes none.
 	Receipt *Receipt
+	// Approval is created with a require_approval decision.
+	Approval *Approval
+	// Use consumes a presented approval in the decision's transaction.
+	Use *ApprovalUse
 }
 
 // Sealer fills in Seq, PrevHash, Hash and Signature of a tenant's new

@@ -201,6 +201,7 @@ type Store interface {
 	PolicyStore
 	SkillStore
 	RiskStore
+	ApprovalStore
 
 	// Backend names the implementation: "sqlite" or "postgres".
 	Backend() string

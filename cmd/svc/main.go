@@ -221,6 +221,8 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	leader := &actors.Leadership{}
 	pool := &actors.PoolSample{}
 	bus := actors.NewEventBus(system.Root, cfg.EventBufferSize)
+	var approvalsDeleted atomic.Uint64
+	approvals := actors.NewApprovals(system, store, bus, actors.ApprovalOptions{TTL: cfg.ApprovalTTL}, log.Named("approvals"))
 
 	sup, err := actors.StartSupervisor(system, registry, log.Named("supervisor"), []actors.ChildSpec{
 		{Name: "heartbeat_flusher", Producer: actors.NewHeartbeatBuffer(store, cfg.HeartbeatFlushInterval, log.Named("heartbeat")),
@@ -233,6 +235,9 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 			MaxRestarts: 10, Within: time.Minute},
 		{Name: "pool_sampler", Producer: actors.NewPoolSampler(store, cfg.PoolHealthSampleInterval, pool, log.Named("pool")),
 			MaxRestarts: 5, Within: time.Minute, Backoff: time.Second},
+		{Name: "approval_cleanup", Producer: actors.NewApprovalCleaner(store, cfg.ApprovalCleanupInterval,
+			time.Duration(cfg.ApprovalRetentionDays)*24*time.Hour, leader, &approvalsDeleted, log.Named("approvals")),
+			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
 	})
 	if err != nil {
 		return err
@@ -243,7 +248,8 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	authorizer, err := actors.NewAuthorizer(system, store, shared, engine, writerPID, bus, heartbeat, actors.AuthorizerOptions{
 		RateCapacity: cfg.RateLimitCapacity, RateRefill: cfg.RateLimitRefillRate, QuotaLimit: cfg.QuotaLimit, QuotaWindow: cfg.QuotaWindow,
 		ReplayWindow: cfg.ReplayWindow, SkillCacheCapacity: cfg.SkillCacheCapacity, RiskWeightsTTL: cfg.RiskWeightsCacheTTL,
-		CommitTimeout: cfg.RequestTimeout, EarlyAnswer: !cfg.Cluster, Lost: &earlyLost, Pending: earlyPending}, log.Named("authorize"))
+		CommitTimeout: cfg.RequestTimeout, EarlyAnswer: !cfg.Cluster, Lost: &earlyLost, Pending: earlyPending,
+		Approvals: approvals}, log.Named("authorize"))
 	if err != nil {
 		return err
 	}
@@ -254,7 +260,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	go func() { defer close(busDone); bus.Run(busStop) }()
 
 	api := httpapi.New(httpapi.Deps{Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: leader, Pool: pool, Events: bus,
-		Supervisor: sup, Authorizer: authorizer, Policy: engine, Resealed: &resealed, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
+		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, Policy: engine, Resealed: &resealed, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
 		Log: log, Version: version, NodeID: cfg.NodeID, Heartbeat: heartbeat})
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr)

@@ -146,6 +146,15 @@ func (s *Store) CommitDecisions(ctx context.Context, writes []persistence.Decisi
 		}
 	}
 	return s.DB.Tx(ctx, func(q Querier) error {
+		// Presented approvals first: one that can no longer be used fails
+		// the transaction before anything is sealed.
+		for i := range writes {
+			if u := writes[i].Use; u != nil {
+				if err := useApproval(ctx, q, writes[i].Decision.TenantID, writes[i].Decision.ID, u); err != nil {
+					return err
+				}
+			}
+		}
 		stmts := make([]Stmt, 0, len(writes)*3+len(tenants))
 		for _, t := range tenants {
 			if _, err := q.Exec(ctx, `INSERT INTO receipt_heads (tenant_id, seq, hash) VALUES ($1, 0, '')
@@ -165,7 +174,7 @@ func (s *Store) CommitDecisions(ctx context.Context, writes []persistence.Decisi
 			stmts = append(stmts, Stmt{SQL: `UPDATE receipt_heads SET seq = $1, hash = $2 WHERE tenant_id = $3`,
 				Args: []any{last.Seq, last.Hash, t}})
 		}
-		var decisions, audits, receipts [][]any
+		var decisions, audits, receipts, approvals [][]any
 		for _, w := range writes {
 			d := w.Decision
 			if w.Receipt != nil {
@@ -178,10 +187,14 @@ func (s *Store) CommitDecisions(ctx context.Context, writes []persistence.Decisi
 			if w.Receipt != nil {
 				receipts = append(receipts, receiptRow(w.Receipt))
 			}
+			if w.Approval != nil {
+				approvals = append(approvals, approvalRow(w.Approval))
+			}
 		}
 		stmts = append(stmts, multiInsert(decisionInsertHead, 24, decisions)...)
 		stmts = append(stmts, multiInsert(auditInsertHead, 9, audits)...)
 		stmts = append(stmts, multiInsert(receiptInsertHead, 11, receipts)...)
+		stmts = append(stmts, multiInsert(approvalInsertHead, 9, approvals)...)
 		return q.Batch(ctx, stmts)
 	})
 }

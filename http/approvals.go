@@ -1,0 +1,334 @@
+package httpapi
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"svc/actors"
+	"svc/persistence"
+)
+
+// approvalView is the approval shape of CONTRACT §5 (tenant_id added).
+type approvalView struct {
+	ApprovalID     string          `json:"approval_id"`
+	TenantID       string          `json:"tenant_id"`
+	DecisionID     string          `json:"decision_id"`
+	AgentID        string          `json:"agent_id"`
+	ToolCall       json.RawMessage `json:"tool_call"`
+	ActionHash     string          `json:"action_hash"`
+	Status         string          `json:"status"`
+	Reason         *string         `json:"reason"`
+	ApproverUserID *string         `json:"approver_user_id"`
+	CreatedAt      time.Time       `json:"created_at"`
+	DecidedAt      *time.Time      `json:"decided_at"`
+	ExpiresAt      time.Time       `json:"expires_at"`
+	ConsumedAt     *time.Time      `json:"consumed_at"`
+}
+
+type approvalDecideReq struct {
+	ApproverUserID string  `json:"approver_user_id"`
+	Reason         *string `json:"reason"`
+}
+
+type approvalEditReq struct {
+	ApproverUserID string         `json:"approver_user_id"`
+	Parameters     map[string]any `json:"parameters"`
+	Reason         *string        `json:"reason"`
+}
+
+type chatCallbackView struct {
+	OK         bool   `json:"ok"`
+	ApprovalID string `json:"approval_id"`
+	Status     string `json:"status"`
+}
+
+// ChatReason is the reason recorded for a decision made from the chat
+// platform's button (SPEC 4.9).
+const ChatReason = "Decided via chat interactive callback"
+
+// Chat callback headers and their freshness window (SPEC 4.9).
+const (
+	ChatTimestampHeader = "X-Chat-Request-Timestamp"
+	ChatSignatureHeader = "X-Chat-Signature"
+	chatWindow          = 5 * time.Minute
+)
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func (s *Server) viewApproval(a persistence.Approval) approvalView {
+	tc := a.ToolCall
+	if len(tc) == 0 {
+		tc = json.RawMessage("{}")
+	}
+	return approvalView{ApprovalID: a.ID, TenantID: a.TenantID, DecisionID: a.DecisionID, AgentID: a.AgentID, ToolCall: tc,
+		ActionHash: a.ActionHash, Status: a.EffectiveStatus(time.Now()), Reason: a.Reason, ApproverUserID: a.ApproverUserID,
+		CreatedAt: a.CreatedAt.UTC(), DecidedAt: utcPtr(a.DecidedAt), ExpiresAt: a.ExpiresAt.UTC(), ConsumedAt: utcPtr(a.ConsumedAt)}
+}
+
+func (s *Server) registerApprovals() {
+	s.register(Route{Method: "GET", Path: "/approvals", Access: AccessAgentOrViewer, Tag: "approvals", Resp: []approvalView{}, Paginated: true,
+		Query:   []QueryParam{{Name: "agent_id", Type: "string", Description: "only this agent's approvals (an agent token always sees only its own)"}},
+		Summary: "The tenant's approvals, newest first. An expired approval shows status EXPIRED.",
+		Handle: func(c *Call) (any, error) {
+			pg, err := c.page()
+			if err != nil {
+				return nil, err
+			}
+			agent := c.R.URL.Query().Get("agent_id")
+			if c.Principal.Kind == KindAgent {
+				if agent != "" && agent != c.Principal.AgentID {
+					return []approvalView{}, nil
+				}
+				agent = c.Principal.AgentID
+			}
+			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+				return nil, err
+			}
+			rows, err := s.Store.ListApprovals(c.Ctx(), c.Principal.TenantID, agent, pg)
+			if err != nil {
+				return nil, err
+			}
+			rows = paginate(c, pg, rows, func(a persistence.Approval) int64 { return a.Seq })
+			return viewAll(rows, s.viewApproval), nil
+		}})
+	s.register(Route{Method: "GET", Path: "/approvals/:approval_id", Access: AccessAgentOrViewer, Tag: "approvals", Resp: approvalView{},
+		Errors: []int{404}, Summary: "One approval (an agent token reads only its own). EXPIRED once expired.",
+		Handle: func(c *Call) (any, error) {
+			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+				return nil, err
+			}
+			a, err := s.Store.GetApproval(c.Ctx(), c.Principal.TenantID, c.Param("approval_id"))
+			if err != nil {
+				return nil, orNotFound(err, "approval")
+			}
+			if c.Principal.Kind == KindAgent && a.AgentID != c.Principal.AgentID {
+				return nil, notFound("approval")
+			}
+			return s.viewApproval(a), nil
+		}})
+	decide := func(status string) func(c *Call) (any, error) {
+		return func(c *Call) (any, error) {
+			id := c.Param("approval_id")
+			return s.guardApproval(c, c.Principal.TenantID, id, func() (any, error) {
+				b := bodyOf[approvalDecideReq](c)
+				if strings.TrimSpace(b.ApproverUserID) == "" {
+					return nil, invalidField("approver_user_id", "required")
+				}
+				a, err := s.Approvals.Decide(c.Ctx(), persistence.ApprovalDecision{TenantID: c.Principal.TenantID, ID: id, Status: status,
+					ApproverUserID: b.ApproverUserID, Reason: b.Reason}, nil, c.Principal.Actor())
+				if err != nil {
+					return nil, approvalError(err, "the approval is already decided or has expired")
+				}
+				return s.viewApproval(a), nil
+			})
+		}
+	}
+	limits := " Approve, reject and edit share a per-source-IP token bucket (SVC_APPROVAL_CALLBACK_IP_LIMIT, refilling at limit/60 per second) " +
+		"and a cap on failed (4xx) attempts per approval id (SVC_APPROVAL_ATTEMPT_LIMIT in SVC_APPROVAL_ATTEMPT_WINDOW_SECS); both answer 429 with Retry-After."
+	s.register(Route{Method: "POST", Path: "/approvals/:approval_id/approve", Access: AccessApprover, Tag: "approvals",
+		Body: &approvalDecideReq{}, Resp: approvalView{}, Errors: []int{404, 409, 429},
+		Summary: "Grant a pending approval once. 400 without approver_user_id; 409 when already decided or expired." + limits,
+		Handle:  decide(persistence.ApprovalApproved)})
+	s.register(Route{Method: "POST", Path: "/approvals/:approval_id/reject", Access: AccessApprover, Tag: "approvals",
+		Body: &approvalDecideReq{}, Resp: approvalView{}, Errors: []int{404, 409, 429},
+		Summary: "Reject a pending approval (status REJECTED). 400 without approver_user_id; 409 when already decided or expired." + limits,
+		Handle:  decide(persistence.ApprovalRejected)})
+	s.register(Route{Method: "POST", Path: "/approvals/:approval_id/edit", Access: AccessApprover, Tag: "approvals",
+		Body: &approvalEditReq{}, Resp: approvalView{}, Errors: []int{404, 409, 429},
+		Summary: "Grant a pending approval with its tool_call.parameters replaced and action_hash recomputed; the agent must present " +
+			"the edited call. 400 without approver_user_id or parameters (an object); 409 when already decided or expired." + limits,
+		Handle: func(c *Call) (any, error) {
+			id := c.Param("approval_id")
+			return s.guardApproval(c, c.Principal.TenantID, id, func() (any, error) {
+				b := bodyOf[approvalEditReq](c)
+				if strings.TrimSpace(b.ApproverUserID) == "" {
+					return nil, invalidField("approver_user_id", "required")
+				}
+				if b.Parameters == nil {
+					return nil, invalidField("parameters", "required (an object)")
+				}
+				a, err := s.Approvals.Decide(c.Ctx(), persistence.ApprovalDecision{TenantID: c.Principal.TenantID, ID: id,
+					Status: persistence.ApprovalApproved, ApproverUserID: b.ApproverUserID, Reason: b.Reason}, b.Parameters, c.Principal.Actor())
+				if actors.IsInvalidParameters(err) {
+					return nil, invalidField("parameters", "%v", err)
+				}
+				if err != nil {
+					return nil, approvalError(err, "the approval is already decided or has expired")
+				}
+				return s.viewApproval(a), nil
+			})
+		}})
+	s.register(Route{Method: "POST", Path: "/approvals/:approval_id/consume", Access: AccessAgentOrAdmin, Tag: "approvals",
+		Resp: approvalView{}, Errors: []int{404, 409},
+		Summary: "Use an approved approval once (an agent only its own): consumed_at is set atomically. A second consume answers 409 " +
+			"and emits replay_attempt; so does consuming a pending, rejected or expired approval (409, without the event).",
+		Handle: func(c *Call) (any, error) {
+			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+				return nil, err
+			}
+			agent := ""
+			if c.Principal.Kind == KindAgent {
+				agent = c.Principal.AgentID
+			}
+			a, err := s.Approvals.Consume(c.Ctx(), c.Principal.TenantID, c.Param("approval_id"), agent, c.Principal.Actor())
+			if err != nil {
+				return nil, approvalError(err, "the approval is not approved, has expired, or was already consumed")
+			}
+			return s.viewApproval(a), nil
+		}})
+	s.register(Route{Method: "POST", Path: "/callbacks/chat", Access: AccessPublic, Tag: "approvals", Resp: chatCallbackView{},
+		Errors: []int{400, 401, 404, 409, 429},
+		Summary: "The chat platform's interactive-button callback (SPEC 4.9): application/x-www-form-urlencoded with one field payload " +
+			"(JSON: actions[0].value is {tenant_id}:{approval_id}, actions[0].action_id approve or reject, user.username or user.id the " +
+			"approver), signed with X-Chat-Request-Timestamp and X-Chat-Signature: v0= + hex HMAC-SHA256 of v0:{timestamp}:{raw body} " +
+			"under SVC_CHAT_SIGNING_SECRET. Checked in this order: 404 when the secret is unset; 401 stale_timestamp past 5 minutes; " +
+			"401 invalid_signature; 400 for a malformed payload, value or approval id; then the REST approve or reject with reason " +
+			"\"" + ChatReason + "\" (per-IP limit, 404, 409). Success: 200 {\"ok\":true,\"approval_id\":...,\"status\":...}.",
+		Handle: s.chatCallback})
+}
+
+// approvalError maps the approval actors' errors to the API's.
+func approvalError(err error, conflict string) error {
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		return notFound("approval")
+	case errors.Is(err, persistence.ErrStateConflict):
+		return apiErr("Conflict", "approval_conflict", "%s", conflict)
+	}
+	return err
+}
+
+// guardApproval applies the abuse limits of approve, reject, edit and the
+// chat callback (SPEC 4.3, part 8): the per-source-IP token bucket, then
+// the cap on failed attempts per approval id; a 4xx answer of run (other
+// than these 429s) counts as a failed attempt. Both limits live in shared
+// state, so they hold across nodes.
+func (s *Server) guardApproval(c *Call, tenantID, id string, run func() (any, error)) (any, error) {
+	ctx := c.Ctx()
+	limit := float64(s.cfg.ApprovalCallbackIPLimit)
+	ok, retry, err := s.Shared.TakeToken(ctx, "apip:"+clientIP(c.R), limit, limit/60, 1)
+	if err != nil {
+		return nil, unavailable("shared_state_unavailable", "shared state is unavailable; the call is refused (fail closed)")
+	}
+	if !ok {
+		e := apiErr("TooManyRequests", "approval_ip_limited", "too many approval calls from this address; retry later")
+		e.RetryAfter = max(1, int(math.Ceil(retry.Seconds())))
+		return nil, e
+	}
+	failKey := "apfail:" + tenantID + ":" + id
+	n, ttl, err := s.Shared.Count(ctx, failKey)
+	if err != nil {
+		return nil, unavailable("shared_state_unavailable", "shared state is unavailable; the call is refused (fail closed)")
+	}
+	if n >= int64(s.cfg.ApprovalAttemptLimit) {
+		e := apiErr("TooManyRequests", "approval_attempts_exceeded", "too many failed attempts on this approval; retry later")
+		e.RetryAfter = max(1, int(math.Ceil(ttl.Seconds())))
+		return nil, e
+	}
+	out, err := run()
+	if err != nil {
+		if ae, _ := toAPIError(err); ae.Status() >= 400 && ae.Status() < 500 {
+			if _, _, ierr := s.Shared.Incr(ctx, failKey, s.cfg.ApprovalAttemptWindow); ierr != nil {
+				s.log.Warn("failed approval attempt not counted", "error", ierr)
+			}
+		}
+	}
+	return out, err
+}
+
+// chatPayload is the part of the chat platform's callback payload svc reads.
+type chatPayload struct {
+	Actions []struct {
+		Value    string `json:"value"`
+		ActionID string `json:"action_id"`
+	} `json:"actions"`
+	User struct {
+		ID       string `json:"id"`
+		Username string `json:"username"`
+	} `json:"user"`
+}
+
+// ChatSignature is the chat platform's request signature (SPEC 4.9):
+// "v0=" + hex HMAC-SHA256 of "v0:{timestamp}:{body}" under secret.
+func ChatSignature(secret, timestamp string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("v0:" + timestamp + ":"))
+	m.Write(body)
+	return "v0=" + hex.EncodeToString(m.Sum(nil))
+}
+
+func (s *Server) chatCallback(c *Call) (any, error) {
+	secret := s.cfg.ChatSigningSecret
+	if secret == "" {
+		return nil, notFound("path " + c.R.URL.Path)
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(nil, c.R.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		return nil, badRequest("body_too_large", "request body exceeds %d bytes", s.cfg.MaxBodyBytes)
+	}
+	ts := c.R.Header.Get(ChatTimestampHeader)
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || time.Since(time.Unix(sec, 0)).Abs() > chatWindow {
+		return nil, apiErr("Unauthorized", "stale_timestamp", "%s is missing or more than 5 minutes away", ChatTimestampHeader)
+	}
+	if !hmac.Equal([]byte(c.R.Header.Get(ChatSignatureHeader)), []byte(ChatSignature(secret, ts, raw))) {
+		return nil, apiErr("Unauthorized", "invalid_signature", "%s does not match the request", ChatSignatureHeader)
+	}
+	form, err := url.ParseQuery(string(raw))
+	if err != nil || form.Get("payload") == "" {
+		return nil, badRequest("invalid_payload", "the body must be form-encoded with a payload field")
+	}
+	var p chatPayload
+	if err := json.Unmarshal([]byte(form.Get("payload")), &p); err != nil || len(p.Actions) == 0 {
+		return nil, badRequest("invalid_payload", "payload must be JSON with actions[0]")
+	}
+	act := p.Actions[0]
+	tenantID, approvalID, found := strings.Cut(act.Value, ":")
+	if !found || !isUUID(tenantID) || !isUUID(approvalID) {
+		return nil, badRequest("invalid_value", "actions[0].value must be {tenant_id}:{approval_id}")
+	}
+	status := map[string]string{"approve": persistence.ApprovalApproved, "reject": persistence.ApprovalRejected}[act.ActionID]
+	if status == "" {
+		return nil, badRequest("invalid_action", "actions[0].action_id must be approve or reject")
+	}
+	approver := p.User.Username
+	if approver == "" {
+		approver = p.User.ID
+	}
+	if approver == "" {
+		return nil, badRequest("invalid_payload", "user.username or user.id is required")
+	}
+	reason := ChatReason
+	out, err := s.guardApproval(c, tenantID, approvalID, func() (any, error) {
+		a, err := s.Approvals.Decide(c.Ctx(), persistence.ApprovalDecision{TenantID: tenantID, ID: approvalID, Status: status,
+			ApproverUserID: approver, Reason: &reason}, nil, "chat:"+approver)
+		if err != nil {
+			return nil, approvalError(err, "the approval is already decided or has expired")
+		}
+		return chatCallbackView{OK: true, ApprovalID: a.ID, Status: a.EffectiveStatus(time.Now())}, nil
+	})
+	return out, err
+}
+
+func isUUID(s string) bool {
+	_, err := uuid.Parse(s)
+	return err == nil && len(s) == 36
+}

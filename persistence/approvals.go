@@ -1,0 +1,93 @@
+package persistence
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Approval statuses (CONTRACT §5). EXPIRED is never stored: a PENDING or
+// APPROVED approval past expires_at reads as EXPIRED.
+const (
+	ApprovalPending  = "PENDING"
+	ApprovalApproved = "APPROVED"
+	ApprovalRejected = "REJECTED"
+	ApprovalExpired  = "EXPIRED"
+)
+
+// Approval is a human decision on one require_approval call (SPEC 3,
+// CONTRACT §5). ToolCall is the normalized tool call the agent must present
+// again; ActionHash is its svc-jcs-1 hash.
+type Approval struct {
+	Seq                int64
+	ID                 string
+	TenantID           string
+	DecisionID         string
+	AgentID            string
+	ToolCall           json.RawMessage
+	ActionHash         string
+	Status             string // as stored: PENDING, APPROVED or REJECTED
+	Reason             *string
+	ApproverUserID     *string
+	CreatedAt          time.Time
+	DecidedAt          *time.Time
+	ExpiresAt          time.Time
+	ConsumedAt         *time.Time
+	ConsumedDecisionID *string
+}
+
+// EffectiveStatus is the status a reader sees at now: EXPIRED for a
+// PENDING or APPROVED approval past its expiry (a consumed one keeps
+// APPROVED).
+func (a Approval) EffectiveStatus(now time.Time) string {
+	if (a.Status == ApprovalPending || a.Status == ApprovalApproved) && a.ConsumedAt == nil && !now.Before(a.ExpiresAt) {
+		return ApprovalExpired
+	}
+	return a.Status
+}
+
+// ApprovalUse consumes an approval inside a decision's transaction: the
+// conditional update matches only an APPROVED, unexpired, unconsumed
+// approval of this agent bound to this action hash, and when it matches
+// nothing the whole transaction fails with ErrStateConflict.
+type ApprovalUse struct {
+	ApprovalID string
+	AgentID    string
+	ActionHash string
+	At         time.Time
+}
+
+// ApprovalDecision is an approve, reject or edit.
+type ApprovalDecision struct {
+	TenantID       string
+	ID             string
+	Status         string // APPROVED or REJECTED
+	ApproverUserID string
+	Reason         *string
+	At             time.Time
+	// ToolCall and ActionHash, when set (edit), replace the stored ones.
+	ToolCall   json.RawMessage
+	ActionHash string
+}
+
+// ApprovalStore keeps approvals. The database is the arbiter of their
+// transitions: each is one conditional update, never a read then a write,
+// so a decision or a consumption happens once across requests and nodes.
+type ApprovalStore interface {
+	GetApproval(ctx context.Context, tenantID, id string) (Approval, error)
+	// ListApprovals lists newest first; agentID "" lists every agent's.
+	ListApprovals(ctx context.Context, tenantID, agentID string, p Page) ([]Approval, error)
+	// DecideApproval moves a PENDING, unexpired approval to d.Status:
+	// ErrNotFound when there is none, ErrStateConflict when it is decided
+	// or expired.
+	DecideApproval(ctx context.Context, d ApprovalDecision, audit ...AuditEvent) (Approval, error)
+	// ConsumeApproval sets consumed_at on an APPROVED, unexpired,
+	// unconsumed approval (of agentID when it is not ""): ErrNotFound, or
+	// ErrStateConflict when it cannot be consumed.
+	ConsumeApproval(ctx context.Context, tenantID, id, agentID string, at time.Time, audit ...AuditEvent) (Approval, error)
+	// DeleteStaleApprovals deletes approvals decided, or expired, before
+	// cutoff, returning how many.
+	DeleteStaleApprovals(ctx context.Context, cutoff time.Time) (int64, error)
+	// CountPendingApprovals counts the tenant's PENDING, unexpired approvals.
+	CountPendingApprovals(ctx context.Context, tenantID string, now time.Time) (int64, error)
+}
