@@ -442,6 +442,7 @@ func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft
 		if errors.Is(commitErr, persistence.ErrStateConflict) && d.denied != nil {
 			// Another node consumed the approval between our check and our
 			// transaction (the database arbitrated): record a deny instead.
+			a.log.Info("approval used on another node first; recording a deny", "approval_id", d.approvalID)
 			redo := d.denied(ApprovalConsumedR)
 			redo.idemKey = d.idemKey
 			return a.commit(ctx, m, redo)

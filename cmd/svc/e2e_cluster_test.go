@@ -33,6 +33,47 @@ func TestE2ECluster(t *testing.T) {
 		return body
 	}
 
+	t.Run("an approval is used once across nodes", func(t *testing.T) {
+		// 50 presentations on each node at once: each node's approval actor
+		// lets its first through, and Postgres's conditional update inside
+		// the decision's transaction lets only one of the two commit; the
+		// loser is recorded as a deny approval_consumed.
+		htok, _, id := apRequire(t, a, admin)
+		apDecide(t, b, admin, id, "approve", 200, map[string]any{"approver_user_id": "ops"})
+		body := azJSON(t, apCall(map[string]any{"x": 1}, map[string]any{"approval_id": id}))
+		results := make(chan []azResult, 2)
+		go func() { results <- azConcurrent(a, htok, 50, body) }()
+		go func() { results <- azConcurrent(b, htok, 50, body) }()
+		all := append(<-results, <-results...)
+		allowed := 0
+		for _, r := range all {
+			if r.err != nil || r.status != 200 {
+				t.Fatalf("presentation: %d %v %s", r.status, r.err, r.raw)
+			}
+			if r.body["decision"] == "allow" {
+				allowed++
+			} else if r.body["reason"] != "approval_consumed" {
+				t.Errorf("unexpected answer %s", r.raw)
+			}
+		}
+		if allowed != 1 {
+			t.Fatalf("%d of 100 presentations across two nodes were allowed, want exactly 1", allowed)
+		}
+		// Every answer was recorded, and the chain still verifies.
+		decided := 0
+		for _, d := range azDecisions(t, a, admin) {
+			if d["reason"] == "approved" || d["reason"] == "approval_consumed" {
+				decided++
+			}
+		}
+		if decided != 100 {
+			t.Errorf("%d presentations recorded, want 100", decided)
+		}
+		if v := obj(t, b.want(t, 200, "POST", "/v2/receipts/verify-chain", admin, map[string]any{})); v["valid"] != true {
+			t.Errorf("chain after the race: %v", v)
+		}
+	})
+
 	t.Run("an agent made on one node authorizes on the other", func(t *testing.T) {
 		m := obj(t, b.want(t, 200, "POST", "/v2/authorize", tok, read(nil)))
 		if m["decision"] != "allow" || m["receipt_id"] == nil {

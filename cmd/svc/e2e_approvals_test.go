@@ -1,0 +1,423 @@
+package main
+
+// Approvals end to end (SPEC 3 Approval, 4.3, 4.9; CONTRACT §4, §5): created
+// by a require_approval decision, decided once over REST or the chat
+// button, presented once on authorize, consumed once; the abuse limits; and
+// single use under 100 concurrent consumers on each backend.
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const chatSecret = "chat-signing-secret-for-tests"
+
+// apCall is the mutating call a high-tier agent needs approval for
+// (high_tier_mutation), with its parameters.
+func apCall(params map[string]any, extra map[string]any) map[string]any {
+	b := map[string]any{
+		"tool_call":     map[string]any{"tool": "crm", "action": "update_contact", "resource": "contact/1", "parameters": params},
+		"mutates_state": true,
+		"source_trust":  azSigned,
+	}
+	for k, v := range extra {
+		b[k] = v
+	}
+	return b
+}
+
+// apRequire registers a high-tier agent and makes one call that needs
+// approval; it returns the agent's token and id and the approval id.
+func apRequire(t testing.TB, s *server, admin string) (agentTok, agentID, approvalID string) {
+	t.Helper()
+	agentID, agentTok = s.agent(t, admin, "ap-"+uniq(), map[string]any{"risk_tier": "high"})
+	m := azDecide(t, s, agentTok, apCall(map[string]any{"x": 1}, nil), "require_approval", "")
+	approvalID, _ = m["approval_id"].(string)
+	if len(approvalID) != 36 {
+		t.Fatalf("require_approval without approval_id: %v", m)
+	}
+	exp, err := time.Parse(time.RFC3339Nano, str(t, m, "approval_expires_at"))
+	if err != nil || exp.Before(time.Now().Add(25*time.Minute)) || exp.After(time.Now().Add(31*time.Minute)) {
+		t.Fatalf("approval_expires_at %v, want about now + 1800 s (err %v)", m["approval_expires_at"], err)
+	}
+	return agentTok, agentID, approvalID
+}
+
+func apGet(t testing.TB, s *server, tok, id string) map[string]any {
+	t.Helper()
+	return obj(t, s.want(t, 200, "GET", "/v2/approvals/"+id, tok, nil))
+}
+
+func apDecide(t testing.TB, s *server, tok, id, op string, status int, body any) map[string]any {
+	t.Helper()
+	raw := s.want(t, status, "POST", "/v2/approvals/"+id+"/"+op, tok, body)
+	if status >= 400 {
+		return envelope(t, raw, status, "v2", "")
+	}
+	return obj(t, raw)
+}
+
+// chatRequest posts a chat-platform callback signed with secret at the
+// given timestamp; tamper changes the body after signing.
+func chatRequest(t testing.TB, s *server, secret string, ts time.Time, value, action string, user map[string]any, tamper bool) (*http.Response, []byte) {
+	t.Helper()
+	payload, _ := json.Marshal(map[string]any{"type": "block_actions", "user": user,
+		"actions": []map[string]any{{"action_id": action, "value": value}}})
+	body := "payload=" + url.QueryEscape(string(payload))
+	stamp := strconv.FormatInt(ts.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte("v0:" + stamp + ":" + body))
+	sig := "v0=" + hex.EncodeToString(mac.Sum(nil))
+	if tamper {
+		body = strings.Replace(body, "approve", "reject", 1)
+	}
+	req, err := http.NewRequest("POST", s.base+"/v1/callbacks/chat", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Chat-Request-Timestamp", stamp)
+	req.Header.Set("X-Chat-Signature", sig)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, raw
+}
+
+func TestE2EApprovals(t *testing.T) {
+	t.Parallel()
+	forBackends(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_CHAT_SIGNING_SECRET": chatSecret,
+			"SVC_APPROVAL_CALLBACK_IP_LIMIT": "100000", "SVC_APPROVAL_ATTEMPT_LIMIT": "1000"})
+		tenantID, admin := s.tenant(t, "ap-"+uniq())
+
+		t.Run("lifecycle", func(t *testing.T) {
+			tok, agentID, id := apRequire(t, s, admin)
+			a := apGet(t, s, admin, id)
+			if a["status"] != "PENDING" || a["agent_id"] != agentID || a["approval_id"] != id || a["consumed_at"] != nil ||
+				a["decided_at"] != nil || len(str(t, a, "action_hash")) != 64 || len(str(t, a, "decision_id")) != 36 {
+				t.Fatalf("new approval: %v", a)
+			}
+			tc, _ := a["tool_call"].(map[string]any)
+			if tc["tool"] != "crm" || tc["action"] != "update_contact" {
+				t.Fatalf("tool_call %v", a["tool_call"])
+			}
+			stats := obj(t, s.want(t, 200, "GET", "/v2/tenants/stats", admin, nil))
+			if n, _ := stats["pending_approvals"].(float64); n < 1 {
+				t.Errorf("pending_approvals %v, want >= 1", stats["pending_approvals"])
+			}
+			list := arr(t, s.want(t, 200, "GET", "/v2/approvals?agent_id="+agentID, admin, nil))
+			if len(list) != 1 || list[0]["approval_id"] != id {
+				t.Fatalf("list by agent: %v", list)
+			}
+			// Presented while pending: not granted.
+			azDecide(t, s, tok, apCall(map[string]any{"x": 1}, map[string]any{"approval_id": id}), "deny", "approval_not_granted")
+			e := apDecide(t, s, admin, id, "approve", 400, map[string]any{"reason": "no approver"})
+			if detail(e, "field") != "approver_user_id" {
+				t.Errorf("missing approver: %v", e)
+			}
+			apDecide(t, s, admin, id, "approve", 400, map[string]any{"approver_user_id": "  "})
+			a = apDecide(t, s, admin, id, "approve", 200, map[string]any{"approver_user_id": "alice", "reason": "looks fine"})
+			if a["status"] != "APPROVED" || a["approver_user_id"] != "alice" || a["reason"] != "looks fine" || a["decided_at"] == nil {
+				t.Fatalf("approved: %v", a)
+			}
+			apDecide(t, s, admin, id, "approve", 409, map[string]any{"approver_user_id": "alice"})
+			apDecide(t, s, admin, id, "reject", 409, map[string]any{"approver_user_id": "alice"})
+			azDecide(t, s, tok, apCall(map[string]any{"x": 2}, map[string]any{"approval_id": id}), "deny", "approval_mismatch")
+			ok := azDecide(t, s, tok, apCall(map[string]any{"x": 1}, map[string]any{"approval_id": id}), "allow", "approved")
+			if len(str(t, ok, "receipt_id")) != 36 {
+				t.Errorf("approved allow without a receipt: %v", ok)
+			}
+			azDecide(t, s, tok, apCall(map[string]any{"x": 1}, map[string]any{"approval_id": id}), "deny", "approval_consumed")
+			apDecide(t, s, tok, id, "consume", 409, nil)
+			a = apGet(t, s, tok, id)
+			if a["status"] != "APPROVED" || a["consumed_at"] == nil {
+				t.Fatalf("after use: %v", a)
+			}
+			// The audit trail names each step.
+			s.waitAudit(t, admin, "event_type=approval_approved", "approval_approved audit", func(e map[string]any) bool { return true })
+		})
+
+		t.Run("reject", func(t *testing.T) {
+			tok, _, id := apRequire(t, s, admin)
+			a := apDecide(t, s, admin, id, "reject", 200, map[string]any{"approver_user_id": "bob"})
+			if a["status"] != "REJECTED" {
+				t.Fatalf("rejected: %v", a)
+			}
+			azDecide(t, s, tok, apCall(map[string]any{"x": 1}, map[string]any{"approval_id": id}), "deny", "approval_not_granted")
+			apDecide(t, s, tok, id, "consume", 409, nil)
+			apDecide(t, s, admin, id, "approve", 409, map[string]any{"approver_user_id": "bob"})
+		})
+
+		t.Run("edit", func(t *testing.T) {
+			tok, _, id := apRequire(t, s, admin)
+			before := str(t, apGet(t, s, admin, id), "action_hash")
+			e := apDecide(t, s, admin, id, "edit", 400, map[string]any{"approver_user_id": "carol"})
+			if detail(e, "field") != "parameters" {
+				t.Errorf("edit without parameters: %v", e)
+			}
+			apDecide(t, s, admin, id, "edit", 400, map[string]any{"approver_user_id": "carol", "parameters": "x=3"})
+			a := apDecide(t, s, admin, id, "edit", 200, map[string]any{"approver_user_id": "carol", "parameters": map[string]any{"x": 3}})
+			tc, _ := a["tool_call"].(map[string]any)
+			params, _ := tc["parameters"].(map[string]any)
+			if a["status"] != "APPROVED" || params["x"] != float64(3) || a["action_hash"] == before {
+				t.Fatalf("edited: %v", a)
+			}
+			azDecide(t, s, tok, apCall(map[string]any{"x": 1}, map[string]any{"approval_id": id}), "deny", "approval_mismatch")
+			got := azDecide(t, s, tok, apCall(map[string]any{"x": 3}, map[string]any{"approval_id": id}), "allow", "approved")
+			if got["action_hash"] != a["action_hash"] {
+				t.Errorf("presented hash %v, edited %v", got["action_hash"], a["action_hash"])
+			}
+			apDecide(t, s, admin, id, "edit", 409, map[string]any{"approver_user_id": "carol", "parameters": map[string]any{}})
+		})
+
+		t.Run("consume and roles", func(t *testing.T) {
+			tok, _, id := apRequire(t, s, admin)
+			_, approver := s.opToken(t, admin, "approver-"+uniq(), "approver")
+			_, viewer := s.opToken(t, admin, "viewer-"+uniq(), "viewer")
+			apDecide(t, s, viewer, id, "approve", 403, map[string]any{"approver_user_id": "v"})
+			apDecide(t, s, tok, id, "approve", 403, map[string]any{"approver_user_id": "agent"})
+			apDecide(t, s, tok, id, "consume", 409, nil) // pending
+			apDecide(t, s, approver, id, "approve", 200, map[string]any{"approver_user_id": "dave"})
+			apDecide(t, s, viewer, id, "consume", 403, nil)
+			apDecide(t, s, approver, id, "consume", 403, nil)
+			otherTok, _, _ := apRequire(t, s, admin)
+			apDecide(t, s, otherTok, id, "consume", 404, nil) // another agent's approval
+			s.want(t, 404, "GET", "/v2/approvals/"+id, otherTok, nil)
+			if l := arr(t, s.want(t, 200, "GET", "/v2/approvals", otherTok, nil)); len(l) != 1 {
+				t.Errorf("an agent lists %d approvals, want only its own one", len(l))
+			}
+			a := apDecide(t, s, tok, id, "consume", 200, nil)
+			if a["consumed_at"] == nil {
+				t.Fatalf("consumed: %v", a)
+			}
+			apDecide(t, s, tok, id, "consume", 409, nil)
+			azDecide(t, s, tok, apCall(map[string]any{"x": 1}, map[string]any{"approval_id": id}), "deny", "approval_consumed")
+			// An admin may consume too.
+			_, _, id2 := apRequire(t, s, admin)
+			apDecide(t, s, admin, id2, "approve", 200, map[string]any{"approver_user_id": "dave"})
+			apDecide(t, s, admin, id2, "consume", 200, nil)
+		})
+
+		t.Run("tenant isolation and bad input", func(t *testing.T) {
+			_, _, id := apRequire(t, s, admin)
+			_, otherAdmin := s.tenant(t, "ap-other-"+uniq())
+			s.want(t, 404, "GET", "/v2/approvals/"+id, otherAdmin, nil)
+			apDecide(t, s, otherAdmin, id, "approve", 404, map[string]any{"approver_user_id": "mallory"})
+			apDecide(t, s, otherAdmin, id, "consume", 404, nil)
+			if l := arr(t, s.want(t, 200, "GET", "/v2/approvals", otherAdmin, nil)); len(l) != 0 {
+				t.Errorf("other tenant lists %d approvals", len(l))
+			}
+			if apGet(t, s, admin, id)["status"] != "PENDING" {
+				t.Error("another tenant changed the approval")
+			}
+			apDecide(t, s, admin, randomUUID(), "approve", 404, map[string]any{"approver_user_id": "x"})
+			apDecide(t, s, admin, "not-a-uuid", "reject", 404, map[string]any{"approver_user_id": "x"})
+			s.want(t, 404, "GET", "/v2/approvals/not-a-uuid", admin, nil)
+			e := envelope(t, s.want(t, 400, "POST", "/v2/approvals/"+id+"/approve", admin, "{not json"), 400, "v2", "BadRequest")
+			if detail(e, "error") != "invalid_json" {
+				t.Errorf("malformed JSON: %v", e)
+			}
+			e = envelope(t, s.want(t, 400, "POST", "/v2/approvals/"+id+"/approve", admin, map[string]any{"approver_user_id": 7}), 400, "v2", "BadRequest")
+			if detail(e, "field") != "approver_user_id" {
+				t.Errorf("wrong type: %v", e)
+			}
+			s.want(t, 415, "POST", "/v2/approvals/"+id+"/approve", admin, `{"approver_user_id":"x"}`, "Content-Type", "text/plain")
+			s.want(t, 400, "GET", "/v2/approvals?limit=-1", admin, nil)
+			s.want(t, 400, "GET", "/v2/approvals?cursor=not-a-cursor", admin, nil)
+			if apGet(t, s, admin, id)["status"] != "PENDING" {
+				t.Error("bad input changed the approval")
+			}
+		})
+
+		t.Run("100 concurrent consumes", func(t *testing.T) {
+			tok, _, id := apRequire(t, s, admin)
+			apDecide(t, s, admin, id, "approve", 200, map[string]any{"approver_user_id": "erin"})
+			statuses := make([]int, 100)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			c := azClient(100)
+			for i := range statuses {
+				wg.Go(func() {
+					<-start
+					req, _ := http.NewRequest("POST", s.base+"/v2/approvals/"+id+"/consume", nil)
+					req.Header.Set("Authorization", "Bearer "+tok)
+					resp, err := c.Do(req)
+					if err != nil {
+						return
+					}
+					statuses[i] = resp.StatusCode
+					_ = resp.Body.Close()
+				})
+			}
+			close(start)
+			wg.Wait()
+			count := map[int]int{}
+			for _, st := range statuses {
+				count[st]++
+			}
+			if count[200] != 1 || count[409] != 99 {
+				t.Fatalf("100 concurrent consumes answered %v, want one 200 and 99 409", count)
+			}
+		})
+
+		t.Run("100 concurrent presentations", func(t *testing.T) {
+			tok, _, id := apRequire(t, s, admin)
+			apDecide(t, s, admin, id, "approve", 200, map[string]any{"approver_user_id": "frank"})
+			res := azConcurrent(s, tok, 100, azJSON(t, apCall(map[string]any{"x": 1}, map[string]any{"approval_id": id})))
+			allowed, consumed := 0, 0
+			for _, r := range res {
+				if r.err != nil || r.status != 200 {
+					t.Fatalf("presentation: %d %v %s", r.status, r.err, r.raw)
+				}
+				switch {
+				case r.body["decision"] == "allow" && r.body["reason"] == "approved":
+					allowed++
+				case r.body["decision"] == "deny" && r.body["reason"] == "approval_consumed":
+					consumed++
+				default:
+					t.Errorf("unexpected answer %s", r.raw)
+				}
+			}
+			if allowed != 1 || consumed != 99 {
+				t.Fatalf("100 presentations: %d allowed, %d approval_consumed; want 1 and 99", allowed, consumed)
+			}
+			if apGet(t, s, admin, id)["consumed_at"] == nil {
+				t.Error("approval not consumed")
+			}
+		})
+
+		t.Run("chat callback", func(t *testing.T) {
+			_, _, id := apRequire(t, s, admin)
+			user := map[string]any{"id": "U123", "username": "grace"}
+			value := tenantID + ":" + id
+			resp, raw := chatRequest(t, s, chatSecret, time.Now().Add(-6*time.Minute), value, "approve", user, false)
+			if resp.StatusCode != 401 || detail(envelope(t, raw, 401, "v1", "Unauthorized"), "error") != "stale_timestamp" {
+				t.Fatalf("stale: %d %s", resp.StatusCode, raw)
+			}
+			resp, raw = chatRequest(t, s, chatSecret, time.Now(), value, "approve", user, true)
+			if resp.StatusCode != 401 || detail(envelope(t, raw, 401, "v1", "Unauthorized"), "error") != "invalid_signature" {
+				t.Fatalf("tampered: %d %s", resp.StatusCode, raw)
+			}
+			resp, raw = chatRequest(t, s, "another-secret", time.Now(), value, "approve", user, false)
+			if resp.StatusCode != 401 || detail(envelope(t, raw, 401, "v1", "Unauthorized"), "error") != "invalid_signature" {
+				t.Fatalf("wrong secret: %d %s", resp.StatusCode, raw)
+			}
+			for _, bad := range []string{"", id, tenantID + ":", tenantID + ":not-a-uuid", "x:" + id} {
+				resp, raw = chatRequest(t, s, chatSecret, time.Now(), bad, "approve", user, false)
+				if resp.StatusCode != 400 {
+					t.Errorf("value %q: %d %s, want 400", bad, resp.StatusCode, raw)
+				}
+			}
+			resp, raw = chatRequest(t, s, chatSecret, time.Now(), value, "escalate", user, false)
+			if resp.StatusCode != 400 {
+				t.Errorf("unknown action_id: %d %s", resp.StatusCode, raw)
+			}
+			// Another tenant's id with this approval: unknown there.
+			otherTenant, _ := s.tenant(t, "ap-chat-other-"+uniq())
+			resp, raw = chatRequest(t, s, chatSecret, time.Now(), otherTenant+":"+id, "approve", user, false)
+			if resp.StatusCode != 404 {
+				t.Errorf("cross-tenant value: %d %s, want 404", resp.StatusCode, raw)
+			}
+			if apGet(t, s, admin, id)["status"] != "PENDING" {
+				t.Fatal("a refused callback changed the approval")
+			}
+			resp, raw = chatRequest(t, s, chatSecret, time.Now(), value, "approve", user, false)
+			if resp.StatusCode != 200 {
+				t.Fatalf("callback: %d %s", resp.StatusCode, raw)
+			}
+			m := obj(t, raw)
+			if m["ok"] != true || m["approval_id"] != id || m["status"] != "APPROVED" {
+				t.Fatalf("callback answer %v", m)
+			}
+			a := apGet(t, s, admin, id)
+			if a["approver_user_id"] != "grace" || a["reason"] != "Decided via chat interactive callback" {
+				t.Fatalf("chat-approved: %v", a)
+			}
+			resp, raw = chatRequest(t, s, chatSecret, time.Now(), value, "reject", user, false)
+			if resp.StatusCode != 409 {
+				t.Fatalf("second callback: %d %s", resp.StatusCode, raw)
+			}
+			// user.id when there is no username; reject.
+			_, _, id2 := apRequire(t, s, admin)
+			resp, raw = chatRequest(t, s, chatSecret, time.Now(), tenantID+":"+id2, "reject", map[string]any{"id": "U777"}, false)
+			if resp.StatusCode != 200 || obj(t, raw)["status"] != "REJECTED" {
+				t.Fatalf("reject by id: %d %s", resp.StatusCode, raw)
+			}
+			if a := apGet(t, s, admin, id2); a["approver_user_id"] != "U777" {
+				t.Errorf("approver %v, want U777", a["approver_user_id"])
+			}
+		})
+	})
+}
+
+// TestE2EApprovalLimits covers the expiry, the abuse limits and the chat
+// callback without its secret (each needs its own settings).
+func TestE2EApprovalLimits(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "sqlite", map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_APPROVAL_TTL_SECS": "1",
+		"SVC_APPROVAL_CALLBACK_IP_LIMIT": "6", "SVC_APPROVAL_ATTEMPT_LIMIT": "2"})
+	_, admin := s.tenant(t, "ap-limits-"+uniq())
+
+	t.Run("chat callback disabled without its secret", func(t *testing.T) {
+		resp, raw := chatRequest(t, s, chatSecret, time.Now(), randomUUID()+":"+randomUUID(), "approve", map[string]any{"id": "U1"}, false)
+		if resp.StatusCode != 404 {
+			t.Fatalf("callback without SVC_CHAT_SIGNING_SECRET: %d %s", resp.StatusCode, raw)
+		}
+	})
+
+	t.Run("expiry", func(t *testing.T) {
+		agentID, tok := s.agent(t, admin, "ap-exp-"+uniq(), map[string]any{"risk_tier": "high"})
+		m := azDecide(t, s, tok, apCall(map[string]any{"x": 1}, nil), "require_approval", "")
+		id := str(t, m, "approval_id")
+		checkFor(t, 5*time.Second, "the approval to read EXPIRED", func() bool { return apGet(t, s, admin, id)["status"] == "EXPIRED" })
+		if l := arr(t, s.want(t, 200, "GET", "/v2/approvals?agent_id="+agentID, admin, nil)); len(l) != 1 || l[0]["status"] != "EXPIRED" {
+			t.Errorf("listed: %v", l)
+		}
+		apDecide(t, s, admin, id, "approve", 409, map[string]any{"approver_user_id": "late"})
+		azDecide(t, s, tok, apCall(map[string]any{"x": 1}, map[string]any{"approval_id": id}), "deny", "approval_expired")
+	})
+
+	t.Run("failed attempts per approval id", func(t *testing.T) {
+		id := randomUUID()
+		apDecide(t, s, admin, id, "approve", 404, map[string]any{"approver_user_id": "x"})
+		apDecide(t, s, admin, id, "reject", 404, map[string]any{"approver_user_id": "x"})
+		resp, raw := s.do(t, "POST", "/v2/approvals/"+id+"/approve", admin, map[string]any{"approver_user_id": "x"})
+		azRetryAfter(t, resp, raw, "approval_attempts_exceeded")
+	})
+
+	t.Run("per-IP bucket", func(t *testing.T) {
+		// The bucket holds 6 and refills at 6/60 per second; the calls above
+		// took some of it. Unknown ids answer 404 until it is empty.
+		for i := range 12 {
+			resp, raw := s.do(t, "POST", "/v2/approvals/"+randomUUID()+"/approve", admin, map[string]any{"approver_user_id": "x"})
+			if resp.StatusCode == 429 {
+				azRetryAfter(t, resp, raw, "approval_ip_limited")
+				if i < 1 {
+					t.Errorf("limited after %d calls", i)
+				}
+				return
+			}
+			if resp.StatusCode != 404 {
+				t.Fatalf("call %d: %d %s", i, resp.StatusCode, raw)
+			}
+		}
+		t.Fatal("12 approve calls from one address were never limited (SVC_APPROVAL_CALLBACK_IP_LIMIT=6)")
+	})
+}
