@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
+	"svc/actors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,6 +75,21 @@ func newMetrics(s *Server) *metrics {
 				}
 				return float64(s.Resealed.Load())
 			}),
+		counter("svc_notifications_sent_total", "Outbound chat notifications delivered (2xx).", notifier(s, func(n *actors.NotifierStats) uint64 { return n.Sent.Load() })),
+		counter("svc_notifications_failed_total", "Outbound chat notifications that failed or timed out.", notifier(s, func(n *actors.NotifierStats) uint64 { return n.Failed.Load() })),
+		counter("svc_notifications_rejected_total", "Outbound chat notifications dropped while the circuit breaker was open.",
+			notifier(s, func(n *actors.NotifierStats) uint64 { return n.Rejected.Load() })),
+		counter("svc_notifications_dropped_total", "Outbound chat notifications dropped because too many deliveries were in flight.",
+			notifier(s, func(n *actors.NotifierStats) uint64 { return n.Dropped.Load() })),
+		gauge("svc_notifier_breaker_open", "1 while the outbound chat notifier's circuit breaker is open or half-open.", func() float64 {
+			return boolean(s.Notifier != nil && s.Notifier.State() != "closed")
+		}),
+		counter("svc_approvals_deleted_total", "Stale approvals deleted by the cleanup job.", func() float64 {
+			if s.ApprovalsDeleted == nil {
+				return 0
+			}
+			return float64(s.ApprovalsDeleted.Load())
+		}),
 		counter("svc_authorize_refusals_total", "Calls refused before a decision (403 before policy, 429).", func() float64 {
 			if s.Authorizer == nil {
 				return 0
@@ -94,4 +110,14 @@ func (m *metrics) handler() http.Handler {
 	// The router writes the body itself, so promhttp must not negotiate its
 	// own gzip encoding (the header it would set is not the one sent).
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{DisableCompression: true})
+}
+
+// notifier reads one of the notifier's counters (0 without a notifier).
+func notifier(s *Server, get func(*actors.NotifierStats) uint64) func() float64 {
+	return func() float64 {
+		if s.Notifier == nil {
+			return 0
+		}
+		return float64(get(s.Notifier))
+	}
 }

@@ -29,6 +29,10 @@ type Deps struct {
 	Supervisor *actors.Supervisor
 	Authorizer *actors.Authorizer
 	Approvals  *actors.Approvals
+	// Notifier counts the outbound chat notifications; ApprovalsDeleted
+	// the approval cleanup job's deletions.
+	Notifier         *actors.NotifierStats
+	ApprovalsDeleted *atomic.Uint64
 	Policy     *policy.Engine
 	// Receipts signs and verifies receipts; nil public key when unsigned.
 	ReceiptKey ed25519.PublicKey

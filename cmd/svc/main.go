@@ -222,6 +222,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	pool := &actors.PoolSample{}
 	bus := actors.NewEventBus(system.Root, cfg.EventBufferSize)
 	var approvalsDeleted atomic.Uint64
+	notifyStats := &actors.NotifierStats{}
 	approvals := actors.NewApprovals(system, store, bus, actors.ApprovalOptions{TTL: cfg.ApprovalTTL}, log.Named("approvals"))
 
 	sup, err := actors.StartSupervisor(system, registry, log.Named("supervisor"), []actors.ChildSpec{
@@ -235,6 +236,9 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 			MaxRestarts: 10, Within: time.Minute},
 		{Name: "pool_sampler", Producer: actors.NewPoolSampler(store, cfg.PoolHealthSampleInterval, pool, log.Named("pool")),
 			MaxRestarts: 5, Within: time.Minute, Backoff: time.Second},
+		{Name: "chat_notifier", Producer: actors.NewNotifier(actors.NotifierOptions{URL: cfg.WebhookURL, Secret: cfg.WebhookSecret,
+			FailureThreshold: cfg.WebhookFailureThreshold, Cooldown: cfg.WebhookCooldown}, notifyStats, log.Named("notify")),
+			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "approval_cleanup", Producer: actors.NewApprovalCleaner(store, cfg.ApprovalCleanupInterval,
 			time.Duration(cfg.ApprovalRetentionDays)*24*time.Hour, leader, &approvalsDeleted, log.Named("approvals")),
 			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
@@ -244,6 +248,9 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	}
 	heartbeatPID, _ := sup.Child("heartbeat_flusher")
 	writerPID, _ := sup.Child("group_writer")
+	if pid, ok := sup.Child("chat_notifier"); ok {
+		bus.Subscribe(pid) // deny and require_approval decisions (SPEC 6.4)
+	}
 	heartbeat := func(h messages.Heartbeat) { system.Root.Send(heartbeatPID, &h) }
 	authorizer, err := actors.NewAuthorizer(system, store, shared, engine, writerPID, bus, heartbeat, actors.AuthorizerOptions{
 		RateCapacity: cfg.RateLimitCapacity, RateRefill: cfg.RateLimitRefillRate, QuotaLimit: cfg.QuotaLimit, QuotaWindow: cfg.QuotaWindow,
@@ -260,7 +267,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	go func() { defer close(busDone); bus.Run(busStop) }()
 
 	api := httpapi.New(httpapi.Deps{Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: leader, Pool: pool, Events: bus,
-		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, Policy: engine, Resealed: &resealed, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
+		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, Notifier: notifyStats, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
 		Log: log, Version: version, NodeID: cfg.NodeID, Heartbeat: heartbeat})
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
