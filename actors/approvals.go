@@ -351,7 +351,7 @@ type ApprovalCleaner struct {
 	store     persistence.ApprovalStore
 	every     time.Duration
 	retention time.Duration
-	leader    *Leadership
+	isLeader  func() bool
 	log       hclog.Logger
 	ticker    *ticker
 	inFlight  bool
@@ -365,10 +365,11 @@ type cleaned struct {
 }
 
 // NewApprovalCleaner returns the producer of the cleanup job's actor.
-func NewApprovalCleaner(store persistence.ApprovalStore, every, retention time.Duration, leader *Leadership, deleted *atomic.Uint64,
+// isLeader nil runs it on every node.
+func NewApprovalCleaner(store persistence.ApprovalStore, every, retention time.Duration, isLeader func() bool, deleted *atomic.Uint64,
 	log hclog.Logger) actor.Producer {
 	return func() actor.Actor {
-		return &ApprovalCleaner{store: store, every: every, retention: retention, leader: leader, log: log, deleted: deleted}
+		return &ApprovalCleaner{store: store, every: every, retention: retention, isLeader: isLeader, log: log, deleted: deleted}
 	}
 }
 
@@ -378,7 +379,7 @@ func (c *ApprovalCleaner) Receive(ctx actor.Context) {
 	case *actor.Started:
 		c.ticker = startTicker(ctx, c.every)
 	case tick:
-		if c.inFlight || (c.leader != nil && !c.leader.IsLeader()) {
+		if c.inFlight || (c.isLeader != nil && !c.isLeader()) {
 			return
 		}
 		c.inFlight = true

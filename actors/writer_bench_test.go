@@ -49,7 +49,7 @@ type benchFixture struct {
 	agents   []persistence.Agent
 }
 
-func newBenchFixture(b *testing.B, agents int) *benchFixture {
+func newBenchFixture(b testing.TB, agents int) *benchFixture {
 	b.Helper()
 	ctx := context.Background()
 	store, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(b.TempDir(), "bench.db")})

@@ -240,7 +240,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 			FailureThreshold: cfg.WebhookFailureThreshold, Cooldown: cfg.WebhookCooldown}, notifyStats, log.Named("notify")),
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "approval_cleanup", Producer: actors.NewApprovalCleaner(store, cfg.ApprovalCleanupInterval,
-			time.Duration(cfg.ApprovalRetentionDays)*24*time.Hour, leader, &approvalsDeleted, log.Named("approvals")),
+			time.Duration(cfg.ApprovalRetentionDays)*24*time.Hour, leader.IsLeader, &approvalsDeleted, log.Named("approvals")),
 			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
 	})
 	if err != nil {
