@@ -398,7 +398,7 @@ func (c *ApprovalCleaner) Receive(ctx actor.Context) {
 			panic("approval cleanup failed: " + m.err.Error())
 		}
 		if c.deleted != nil {
-			c.deleted.Add(uint64(m.n))
+			c.deleted.Add(uint64(max(m.n, 0)))
 		}
 		if m.n > 0 {
 			c.log.Info("stale approvals deleted", "deleted", m.n)

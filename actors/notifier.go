@@ -1,17 +1,12 @@
 package actors
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -38,9 +33,11 @@ const (
 // NotifierOptions configures the outbound chat notifier. Zero values take
 // the defaults.
 type NotifierOptions struct {
-	// URL is the chat webhook (SVC_WEBHOOK_URL). Empty makes the notifier a
-	// null sink that drops everything and counts it as Disabled.
-	URL string
+	// Post delivers one body to the chat webhook (SVC_WEBHOOK_URL); the
+	// transport layer provides it (httpapi.WebhookPoster), actors do no
+	// HTTP themselves. Nil makes the notifier a null sink that drops
+	// everything and counts it as Disabled.
+	Post Post
 	// Secret (SVC_WEBHOOK_SECRET) signs each body in
 	// NotifierSignatureHeader; empty sends unsigned POSTs.
 	Secret string
@@ -55,12 +52,14 @@ type NotifierOptions struct {
 	// MaxInFlight bounds concurrent deliveries (default 16); beyond it a
 	// notification is dropped.
 	MaxInFlight int
-	// Client sends the POSTs; nil uses a client that does not follow
-	// redirects (a 3xx answer is a failure).
-	Client *http.Client
 	// Now is the breaker's clock (default time.Now).
 	Now func() time.Time
 }
+
+// Post sends one JSON body with the given extra headers and returns the
+// answer's HTTP status (0 when there was none). Errors must not carry the
+// target URL: chat webhook URLs embed their own secret.
+type Post func(ctx context.Context, body []byte, header map[string]string) (int, error)
 
 // Breaker states as reported by NotifierStats.State.
 const (
@@ -145,9 +144,6 @@ func NewNotifier(opts NotifierOptions, stats *NotifierStats, log hclog.Logger) a
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = DefaultNotifierMaxInFlight
 	}
-	if opts.Client == nil {
-		opts.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -228,7 +224,7 @@ func NotificationFromEvent(ev *messages.AseEvent) (messages.Notification, bool) 
 }
 
 func (n *Notifier) submit(ctx actor.Context, note messages.Notification) {
-	if n.opts.URL == "" {
+	if n.opts.Post == nil {
 		n.stats.Disabled.Add(1)
 		return
 	}
@@ -261,45 +257,29 @@ func (n *Notifier) submit(ctx actor.Context, note messages.Notification) {
 	n.inFlight++
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	res := notified{owner: n, gen: n.gen, probe: probe}
-	base, client, target, secret, timeout := n.ctx, n.opts.Client, n.opts.URL, n.opts.Secret, n.opts.Timeout
+	base, post, secret, timeout := n.ctx, n.opts.Post, n.opts.Secret, n.opts.Timeout
 	go func() {
-		res.status, res.err = deliverNotification(base, client, target, secret, timeout, body)
+		res.status, res.err = deliverNotification(base, post, secret, timeout, body)
 		root.Send(self, res)
 	}()
 }
 
 // deliverNotification POSTs body once; a nil error means a 2xx answer.
-func deliverNotification(base context.Context, client *http.Client, target, secret string, timeout time.Duration, body []byte) (int, error) {
+func deliverNotification(base context.Context, post Post, secret string, timeout time.Duration, body []byte) (int, error) {
 	c, cancel := context.WithTimeout(base, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(c, http.MethodPost, target, bytes.NewReader(body))
-	if err != nil {
-		return 0, scrubURLError(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
+	header := map[string]string{"Content-Type": "application/json"}
 	if secret != "" {
-		req.Header.Set(NotifierSignatureHeader, SignNotification(secret, body))
+		header[NotifierSignatureHeader] = SignNotification(secret, body)
 	}
-	resp, err := client.Do(req)
+	status, err := post(c, body, header)
 	if err != nil {
-		return 0, scrubURLError(err)
+		return status, err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	_ = resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, fmt.Errorf("chat webhook answered %d", resp.StatusCode)
+	if status < 200 || status > 299 {
+		return status, fmt.Errorf("chat webhook answered %d", status)
 	}
-	return resp.StatusCode, nil
-}
-
-// scrubURLError drops the URL from a transport error: chat webhook URLs
-// embed their own secret and must not reach the logs.
-func scrubURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return fmt.Errorf("%s: %w", ue.Op, ue.Err)
-	}
-	return err
+	return status, nil
 }
 
 // SignNotification is the value of NotifierSignatureHeader for body.

@@ -33,7 +33,7 @@ type Deps struct {
 	// the approval cleanup job's deletions.
 	Notifier         *actors.NotifierStats
 	ApprovalsDeleted *atomic.Uint64
-	Policy     *policy.Engine
+	Policy           *policy.Engine
 	// Receipts signs and verifies receipts; nil public key when unsigned.
 	ReceiptKey ed25519.PublicKey
 	KeyID      string

@@ -58,3 +58,7 @@ func TestReplicaFallsBackToPrimary(t *testing.T) {
 func TestDecisionsContract(t *testing.T) {
 	storetest.RunDecisions(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
 }
+
+func TestApprovalsContract(t *testing.T) {
+	storetest.RunApprovals(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
+}

@@ -78,6 +78,12 @@ func (s *Store) ListApprovals(ctx context.Context, tenantID, agentID string, p p
 // DecideApproval implements persistence.ApprovalStore.
 func (s *Store) DecideApproval(ctx context.Context, d persistence.ApprovalDecision, audit ...persistence.AuditEvent) (persistence.Approval, error) {
 	var out persistence.Approval
+	if d.Status != persistence.ApprovalApproved && d.Status != persistence.ApprovalRejected {
+		return out, fmt.Errorf("sqlstore: an approval is decided APPROVED or REJECTED, not %q", d.Status)
+	}
+	if (d.ActionHash == "") != (len(d.ToolCall) == 0) {
+		return out, fmt.Errorf("sqlstore: an edit sets both tool_call and action_hash")
+	}
 	err := s.DB.Tx(ctx, func(q Querier) error {
 		stmt := `UPDATE approvals SET status = $1, approver_user_id = $2, reason = $3, decided_at = $4`
 		args := []any{d.Status, d.ApproverUserID, d.Reason, d.At}
