@@ -139,7 +139,8 @@ func TestE2EChatNotifications(t *testing.T) {
 	const secret = "outbound-webhook-secret"
 	chat, sink := newFakeChat(t, secret)
 	s := startServer(t, "sqlite", map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_WEBHOOK_URL": sink.URL + "/hooks/T000",
-		"SVC_WEBHOOK_SECRET": secret, "SVC_WEBHOOK_FAILURE_THRESHOLD": "2", "SVC_WEBHOOK_COOLDOWN_SECS": "1"})
+		"SVC_WEBHOOK_SECRET": secret, "SVC_WEBHOOK_FAILURE_THRESHOLD": "2", "SVC_WEBHOOK_COOLDOWN_SECS": "1",
+		"SVC_ALLOW_PRIVATE_TARGETS": "true"})
 	_, admin := s.tenant(t, "notify-"+uniq())
 	_, tok := s.agent(t, admin, "notified", nil)
 
@@ -234,4 +235,20 @@ func metricValue(t testing.TB, s *server, name string) float64 {
 	}
 	t.Fatalf("metric %s not found", name)
 	return 0
+}
+
+// TestE2EChatNotificationPrivateTarget: without SVC_ALLOW_PRIVATE_TARGETS a
+// loopback webhook is never contacted (CONTRACT §7); the refusal counts as
+// a failed delivery.
+func TestE2EChatNotificationPrivateTarget(t *testing.T) {
+	t.Parallel()
+	chat, sink := newFakeChat(t, "s")
+	s := startServer(t, "sqlite", map[string]string{"SVC_WEBHOOK_URL": sink.URL + "/hooks/T000"})
+	_, admin := s.tenant(t, "notify-private-"+uniq())
+	_, tok := s.agent(t, admin, "notified", nil)
+	azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "")
+	checkFor(t, 5*time.Second, "the refused delivery to be counted", func() bool { return metricValue(t, s, "svc_notifications_failed_total") >= 1 })
+	if n, _ := chat.counts(); n != 0 {
+		t.Fatalf("the loopback sink got %d requests although private targets are not allowed", n)
+	}
 }

@@ -236,7 +236,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 			MaxRestarts: 10, Within: time.Minute},
 		{Name: "pool_sampler", Producer: actors.NewPoolSampler(store, cfg.PoolHealthSampleInterval, pool, log.Named("pool")),
 			MaxRestarts: 5, Within: time.Minute, Backoff: time.Second},
-		{Name: "chat_notifier", Producer: actors.NewNotifier(actors.NotifierOptions{Post: webhookPost(cfg.WebhookURL), Secret: cfg.WebhookSecret,
+		{Name: "chat_notifier", Producer: actors.NewNotifier(actors.NotifierOptions{Post: webhookPost(cfg.WebhookURL, cfg.AllowPrivateTargets), Secret: cfg.WebhookSecret,
 			FailureThreshold: cfg.WebhookFailureThreshold, Cooldown: cfg.WebhookCooldown}, notifyStats, log.Named("notify")),
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "approval_cleanup", Producer: actors.NewApprovalCleaner(store, cfg.ApprovalCleanupInterval,
@@ -385,9 +385,9 @@ func serveListener(srv *http.Server, ln net.Listener, cfg *config.Config) error 
 
 // webhookPost is the outbound chat notifier's transport; nil (a null sink)
 // when SVC_WEBHOOK_URL is unset.
-func webhookPost(target string) actors.Post {
+func webhookPost(target string, allowPrivate bool) actors.Post {
 	if target == "" {
 		return nil
 	}
-	return httpapi.WebhookPoster(target, nil)
+	return httpapi.WebhookPoster(target, allowPrivate)
 }
