@@ -76,6 +76,9 @@ type Authorizer struct {
 	skills  *lru.Cache[string, skillEntry] // nil when the capacity is 0
 	tenants sync.Map                       // tenant → *tenantEntry
 
+	hooksMu sync.RWMutex
+	hooks   []func(kind, tenantID, key string)
+
 	bestEffortFailures atomic.Uint64
 	decisions          atomic.Uint64
 	refusals           atomic.Uint64
@@ -169,6 +172,20 @@ func (a *Authorizer) dropCache(kind, tenantID, key string) {
 			a.log.Error("base policy reload from another node failed; keeping the current set", "error", err)
 		}
 	}
+	a.hooksMu.RLock()
+	defer a.hooksMu.RUnlock()
+	for _, h := range a.hooks {
+		h(kind, tenantID, key)
+	}
+}
+
+// OnInvalidate registers f to run for every invalidation this node
+// applies, its own and other nodes' (kind "*" after a lost subscription:
+// drop everything). Other components' caches (the SOC rules) use it.
+func (a *Authorizer) OnInvalidate(f func(kind, tenantID, key string)) {
+	a.hooksMu.Lock()
+	defer a.hooksMu.Unlock()
+	a.hooks = append(a.hooks, f)
 }
 
 // RunInvalidations applies other nodes' invalidations until ctx ends,
@@ -195,6 +212,7 @@ func (a *Authorizer) RunInvalidations(ctx context.Context) {
 			a.skills.Purge()
 		}
 		a.tenants.Range(func(k, _ any) bool { a.tenants.Delete(k); return true })
+		a.dropCache("*", "", "")
 	}
 }
 
@@ -530,12 +548,15 @@ func (a *Authorizer) escalate(ctx context.Context, m *messages.Authorize, dec *p
 
 func (a *Authorizer) event(m *messages.Authorize, dec *persistence.Decision, kind, reason string) messages.AseEvent {
 	id, hash, rid := dec.ID, dec.ActionHash, dec.ReceiptID
-	trust := dec.RootTrustLevel
+	trust, mutates := dec.RootTrustLevel, dec.MutatesState
 	ev := messages.AseEvent{EventID: uuid.NewString(), OccurredAt: time.Now().UTC(), TenantID: m.TenantID, Kind: kind,
 		AgentID: m.AgentID, Decision: dec.Decision, Tool: dec.Tool, Action: dec.Action, Resource: dec.Resource,
 		RiskScore: dec.RiskScore, Reason: reason, RunID: dec.RunID, TraceID: dec.TraceID,
 		MatchedPolicies: nonNil(dec.MatchedPolicyIDs), RedactedFields: nonNil(dec.RedactedFields), SchemaVersion: messages.SchemaVersion,
 		Evidence: &messages.Evidence{DecisionID: &id, ActionHash: &hash, SourceTrust: &trust}}
+	if kind == messages.KindAuthorizeDecision {
+		ev.MutatesState = &mutates // only the decision's own event is about the call
+	}
 	if rid != "" {
 		ev.Evidence.ReceiptID = &rid
 	}

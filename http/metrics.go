@@ -84,6 +84,14 @@ func newMetrics(s *Server) *metrics {
 		gauge("svc_notifier_breaker_open", "1 while the outbound chat notifier's circuit breaker is open or half-open.", func() float64 {
 			return boolean(s.Notifier != nil && s.Notifier.State() != "closed")
 		}),
+		gauge("svc_soc_mttd_seconds", "Rolling cumulative mean time from a SOC event to the alert it raised.", soc(s, (*actors.SOCStats).MTTD)),
+		gauge("svc_soc_mttr_seconds", "Rolling cumulative mean time from an incident's opening to its closing.", soc(s, (*actors.SOCStats).MTTR)),
+		counter("svc_soc_events_processed_total", "SOC events evaluated by the detection pipeline.",
+			soc(s, func(st *actors.SOCStats) float64 { return float64(st.Events.Load()) })),
+		counter("svc_soc_alerts_total", "Alerts raised.", soc(s, func(st *actors.SOCStats) float64 { return float64(st.Alerts.Load()) })),
+		counter("svc_soc_incidents_total", "Incidents opened.", soc(s, func(st *actors.SOCStats) float64 { return float64(st.Incidents.Load()) })),
+		counter("svc_soc_durations_skipped_total", "Durations left out of the MTTD and MTTR means (negative or unparseable).",
+			soc(s, func(st *actors.SOCStats) float64 { return float64(st.Skipped()) })),
 		counter("svc_approvals_deleted_total", "Stale approvals deleted by the cleanup job.", func() float64 {
 			if s.ApprovalsDeleted == nil {
 				return 0
@@ -119,5 +127,15 @@ func notifier(s *Server, get func(*actors.NotifierStats) uint64) func() float64 
 			return 0
 		}
 		return float64(get(s.Notifier))
+	}
+}
+
+// soc reads one of the SOC pipeline's figures (0 without a pipeline).
+func soc(s *Server, get func(*actors.SOCStats) float64) func() float64 {
+	return func() float64 {
+		if s.SOCStats == nil {
+			return 0
+		}
+		return get(s.SOCStats)
 	}
 }

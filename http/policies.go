@@ -353,7 +353,7 @@ func (s *Server) registerPolicies() {
 			return *b, nil
 		}})
 	s.register(Route{Method: "GET", Path: "/tenants/stats", Access: AccessViewer, Tag: "tenants", Resp: statsView{},
-		Summary: "Decision counts by outcome and by effective trust level, and agent counts. pending_approvals counts PENDING, unexpired approvals; open_incidents counts the incidents table, which a later issue adds (0 until then).",
+		Summary: "Decision counts by outcome and by effective trust level, and agent counts. pending_approvals counts PENDING, unexpired approvals; open_incidents the open incidents.",
 		Handle: func(c *Call) (any, error) {
 			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
 				return nil, err
@@ -366,7 +366,11 @@ func (s *Server) registerPolicies() {
 			if err != nil {
 				return nil, err
 			}
-			return statsView{TenantID: c.Principal.TenantID, TotalDecisions: st.TotalDecisions, DecisionsAllow: st.ByDecision["allow"], PendingApprovals: pending,
+			soc, err := s.Store.SOCSummary(c.Ctx(), c.Principal.TenantID)
+			if err != nil {
+				return nil, err
+			}
+			return statsView{TenantID: c.Principal.TenantID, TotalDecisions: st.TotalDecisions, DecisionsAllow: st.ByDecision["allow"], PendingApprovals: pending, OpenIncidents: soc.IncidentsByStatus[persistence.IncidentOpen],
 				DecisionsDeny: st.ByDecision["deny"], DecisionsRequireApproval: st.ByDecision["require_approval"],
 				DecisionsRedact: st.ByDecision["redact"], DecisionsQuarantine: st.ByDecision["quarantine"],
 				TrustLevelBreakdown: st.TrustLevelBreakdown, AgentsTotal: st.AgentsTotal, AgentsActive: st.AgentsActive}, nil

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"gopkg.in/yaml.v3"
+
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -55,6 +57,9 @@ type Route struct {
 	// counts failed attempts before it looks a token up); Access then only
 	// documents who may call.
 	SelfAuth bool
+	// AcceptYAML routes also take their body as YAML (Content-Type
+	// application/yaml), decoded into the same type as JSON would be.
+	AcceptYAML bool
 	// RawBody, when set, is the content type of a non-JSON success body the
 	// handler returns as []byte.
 	RawBody string
@@ -303,7 +308,17 @@ func (s *Server) readBody(c *Call, rt Route) *Error {
 	} else {
 		ct := c.R.Header.Get("Content-Type")
 		mt, _, perr := mime.ParseMediaType(ct)
-		if ct == "" || perr != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		yamlBody := rt.AcceptYAML && perr == nil && (mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml")
+		if yamlBody {
+			converted, err := yamlToJSON(raw)
+			if err != nil {
+				return badRequest("invalid_yaml", "request body is not valid YAML: %v", err)
+			}
+			raw = converted
+		} else if ct == "" || perr != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			if rt.AcceptYAML {
+				return apiErr("UnsupportedMediaType", "unsupported_media_type", "Content-Type must be application/json or application/yaml")
+			}
 			return apiErr("UnsupportedMediaType", "unsupported_media_type", "Content-Type must be application/json")
 		}
 		if !json.Valid(raw) {
@@ -398,4 +413,18 @@ func etagMatches(header, etag string) bool {
 		}
 	}
 	return false
+}
+
+// yamlToJSON re-encodes a YAML document as JSON (a body of an AcceptYAML
+// route), so that it is decoded and checked exactly like a JSON body.
+func yamlToJSON(raw []byte) ([]byte, error) {
+	var v any
+	if err := yaml.Unmarshal(raw, &v); err != nil {
+		return nil, err
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("not representable as JSON: %w", err)
+	}
+	return out, nil
 }

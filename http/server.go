@@ -29,6 +29,9 @@ type Deps struct {
 	Supervisor *actors.Supervisor
 	Authorizer *actors.Authorizer
 	Approvals  *actors.Approvals
+	// SOC is the security pipeline's front; SOCStats its counters.
+	SOC      *actors.SOC
+	SOCStats *actors.SOCStats
 	// Notifier counts the outbound chat notifications; ApprovalsDeleted
 	// the approval cleanup job's deletions.
 	Notifier         *actors.NotifierStats
@@ -75,6 +78,8 @@ func New(d Deps) *Server {
 	s.registerPolicies()
 	s.registerDecisions()
 	s.registerApprovals()
+	s.registerSOC()
+	s.registerSOCRules()
 	s.registerOpenAPI()
 	s.registerDocs()
 	s.buildMux()

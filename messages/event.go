@@ -45,6 +45,10 @@ type AseEvent struct {
 	Evidence        *Evidence       `json:"evidence"`
 	PromptInjection json.RawMessage `json:"prompt_injection"`
 	RagPoisoning    json.RawMessage `json:"rag_poisoning"`
+	// MutatesState is added beside SPEC 2.2's fields: whether the decided
+	// call mutates state (detection conditions match on it); absent for
+	// events that are not about a call.
+	MutatesState *bool `json:"mutates_state,omitempty"`
 }
 
 // Evidence links an event to its records by id and hash only.

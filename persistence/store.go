@@ -202,6 +202,7 @@ type Store interface {
 	SkillStore
 	RiskStore
 	ApprovalStore
+	SOCStore
 
 	// Backend names the implementation: "sqlite" or "postgres".
 	Backend() string

@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
@@ -223,6 +224,8 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	bus := actors.NewEventBus(system.Root, cfg.EventBufferSize)
 	var approvalsDeleted atomic.Uint64
 	notifyStats := &actors.NotifierStats{}
+	socStats := &actors.SOCStats{}
+	var notifierPID atomic.Pointer[actor.PID]
 	approvals := actors.NewApprovals(system, store, bus, actors.ApprovalOptions{TTL: cfg.ApprovalTTL}, log.Named("approvals"))
 
 	sup, err := actors.StartSupervisor(system, registry, log.Named("supervisor"), []actors.ChildSpec{
@@ -239,6 +242,11 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		{Name: "chat_notifier", Producer: actors.NewNotifier(actors.NotifierOptions{Post: webhookPost(cfg.WebhookURL, cfg.AllowPrivateTargets), Secret: cfg.WebhookSecret,
 			FailureThreshold: cfg.WebhookFailureThreshold, Cooldown: cfg.WebhookCooldown}, notifyStats, log.Named("notify")),
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
+		{Name: "soc_pipeline", Producer: actors.NewSOCPipeline(store, socStats, actors.SOCOptions{Notify: func(n messages.Notification) {
+			if pid := notifierPID.Load(); pid != nil {
+				system.Root.Send(pid, &n)
+			}
+		}}, log.Named("soc")), MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "approval_cleanup", Producer: actors.NewApprovalCleaner(store, cfg.ApprovalCleanupInterval,
 			time.Duration(cfg.ApprovalRetentionDays)*24*time.Hour, leader.IsLeader, &approvalsDeleted, log.Named("approvals")),
 			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
@@ -249,8 +257,11 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	heartbeatPID, _ := sup.Child("heartbeat_flusher")
 	writerPID, _ := sup.Child("group_writer")
 	if pid, ok := sup.Child("chat_notifier"); ok {
+		notifierPID.Store(pid)
 		bus.Subscribe(pid) // deny and require_approval decisions (SPEC 6.4)
 	}
+	socPID, _ := sup.Child("soc_pipeline")
+	bus.Subscribe(socPID)
 	heartbeat := func(h messages.Heartbeat) { system.Root.Send(heartbeatPID, &h) }
 	authorizer, err := actors.NewAuthorizer(system, store, shared, engine, writerPID, bus, heartbeat, actors.AuthorizerOptions{
 		RateCapacity: cfg.RateLimitCapacity, RateRefill: cfg.RateLimitRefillRate, QuotaLimit: cfg.QuotaLimit, QuotaWindow: cfg.QuotaWindow,
@@ -260,6 +271,15 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	if err != nil {
 		return err
 	}
+	// Rule changes, this node's and other nodes', reach the SOC pipeline.
+	authorizer.OnInvalidate(func(kind, tenantID, _ string) {
+		switch kind {
+		case "soc_rules":
+			system.Root.Send(socPID, actors.RulesInvalidated{TenantID: tenantID})
+		case "*":
+			system.Root.Send(socPID, actors.RulesInvalidated{})
+		}
+	})
 	invCtx, stopInvalidations := context.WithCancel(context.Background())
 	defer stopInvalidations()
 	go authorizer.RunInvalidations(invCtx)
@@ -267,7 +287,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	go func() { defer close(busDone); bus.Run(busStop) }()
 
 	api := httpapi.New(httpapi.Deps{Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: leader, Pool: pool, Events: bus,
-		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, Notifier: notifyStats, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
+		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, SOC: actors.NewSOC(socStats, authorizer), SOCStats: socStats, Notifier: notifyStats, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
 		Log: log, Version: version, NodeID: cfg.NodeID, Heartbeat: heartbeat})
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr)

@@ -1,0 +1,485 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"svc/messages"
+	"svc/persistence"
+	"svc/rules/correlate"
+	"svc/rules/detect"
+)
+
+// SOCStats counts the security pipeline's work for /metrics (SPEC 4.10).
+// Safe for concurrent use.
+type SOCStats struct {
+	Events    atomic.Uint64 // events processed
+	Alerts    atomic.Uint64 // alerts raised
+	Incidents atomic.Uint64 // incidents opened
+
+	mu         sync.Mutex
+	mttdSum    float64
+	mttdN      uint64
+	mttrSum    float64
+	mttrN      uint64
+	skippedAvg uint64
+}
+
+// observe adds one duration to a rolling cumulative average, skipping
+// negative or non-finite ones (clock skew between nodes, bad timestamps).
+func (s *SOCStats) observe(sum *float64, n *uint64, d time.Duration) {
+	v := d.Seconds()
+	if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		s.skippedAvg++
+		return
+	}
+	*sum += v
+	*n++
+}
+
+// MTTD is the mean time, in seconds, from an event to the alert it raised.
+func (s *SOCStats) MTTD() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mttdN == 0 {
+		return 0
+	}
+	return s.mttdSum / float64(s.mttdN)
+}
+
+// MTTR is the mean time, in seconds, from an incident's opening to its
+// closing.
+func (s *SOCStats) MTTR() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mttrN == 0 {
+		return 0
+	}
+	return s.mttrSum / float64(s.mttrN)
+}
+
+// Skipped counts durations left out of the averages.
+func (s *SOCStats) Skipped() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.skippedAvg
+}
+
+// SOC is the front of the security-operations pipeline (SPEC 6): the HTTP
+// layer tells it about rule changes and closed incidents.
+type SOC struct {
+	stats *SOCStats
+	auth  *Authorizer
+}
+
+// NewSOC returns the pipeline's front; auth carries rule invalidations to
+// every node.
+func NewSOC(stats *SOCStats, auth *Authorizer) *SOC { return &SOC{stats: stats, auth: auth} }
+
+// RulesChanged drops the tenant's cached custom rules on every node, so
+// the next event is evaluated with the change.
+func (s *SOC) RulesChanged(ctx context.Context, tenantID string) {
+	if s.auth != nil {
+		s.auth.Invalidate(ctx, "soc_rules", tenantID, "-")
+	}
+}
+
+// IncidentClosed records the time to resolve for MTTR.
+func (s *SOC) IncidentClosed(in persistence.Incident) {
+	if in.ClosedAt == nil {
+		return
+	}
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	s.stats.observe(&s.stats.mttrSum, &s.stats.mttrN, in.ClosedAt.Sub(in.OpenedAt))
+}
+
+// SOCOptions configure the pipeline.
+type SOCOptions struct {
+	// Notify receives HIGH alerts and incidents (the chat notifier); nil
+	// drops them.
+	Notify func(messages.Notification)
+	// CorrelatorIdle stops a tenant/agent correlator after this long
+	// without events and with nothing left in its windows.
+	CorrelatorIdle time.Duration
+	// MaxBaselines bounds the behavioural baselines kept (tenant/agent
+	// pairs, least recently used dropped first).
+	MaxBaselines int
+}
+
+// SOCPipeline is the detection actor (SPEC 6.2): subscribed to the event
+// bus, it evaluates each tenant's enabled custom rules with the defaults
+// on every event, adds the behavioural-baseline alerts, and feeds each
+// authorize decision to its tenant/agent correlator (a child actor, SPEC
+// 6.3). Alerts are buffered and written in batches by a goroutine, kept and
+// retried while the database fails, and flushed when the actor stops: an
+// alert raised is never dropped. Rule loads run off the mailbox; events of
+// a tenant whose rules are loading wait in order.
+type SOCPipeline struct {
+	store persistence.SOCStore
+	stats *SOCStats
+	opt   SOCOptions
+	log   hclog.Logger
+
+	rules    map[string][]detect.Rule // tenant -> defaults + enabled custom rules
+	loading  map[string][]*messages.AseEvent
+	ruleGen  map[string]uint64 // bumped by invalidations; a load for an older generation is discarded
+	defaults []detect.Rule
+
+	baselines *lru.Cache[string, *detect.Baseline]
+	corr      map[string]*actor.PID
+
+	alerts        []persistence.Alert
+	alertInFlight bool
+	incidents     []persistence.Incident
+	incInFlight   bool
+	ticker        *ticker
+}
+
+type rulesLoaded struct {
+	tenantID string
+	gen      uint64
+	rules    []persistence.CustomRule
+	err      error
+}
+
+type alertsFlushed struct {
+	alerts []persistence.Alert
+	err    error
+}
+
+type incidentsFlushed struct {
+	incidents []persistence.Incident
+	err       error
+}
+
+// RulesInvalidated tells the pipeline that a tenant's custom rules changed
+// (TenantID "" drops every tenant's); cmd/svc forwards the Authorizer's
+// invalidations, this node's and other nodes', as this message.
+type RulesInvalidated struct{ TenantID string }
+
+// correlated carries a correlator's incidents to the pipeline.
+type correlated struct {
+	tenantID, agentID string
+	incidents         []correlate.Incident
+}
+
+// correlatorStopped tells the pipeline a correlator stopped when idle.
+type correlatorStopped struct {
+	key string
+	pid *actor.PID
+}
+
+// NewSOCPipeline returns the producer of the pipeline actor.
+func NewSOCPipeline(store persistence.SOCStore, stats *SOCStats, o SOCOptions, log hclog.Logger) actor.Producer {
+	if o.CorrelatorIdle <= 0 {
+		o.CorrelatorIdle = 2 * time.Minute
+	}
+	if o.MaxBaselines <= 0 {
+		o.MaxBaselines = 100_000
+	}
+	return func() actor.Actor {
+		return &SOCPipeline{store: store, stats: stats, opt: o, log: log}
+	}
+}
+
+// Receive implements actor.Actor.
+func (p *SOCPipeline) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.rules, p.loading, p.ruleGen = map[string][]detect.Rule{}, map[string][]*messages.AseEvent{}, map[string]uint64{}
+		p.defaults = detect.Defaults()
+		p.baselines, _ = lru.New[string, *detect.Baseline](p.opt.MaxBaselines)
+		p.corr = map[string]*actor.PID{}
+		p.ticker = startTicker(ctx, 100*time.Millisecond)
+	case *messages.AseEvent:
+		p.stats.Events.Add(1)
+		p.event(ctx, m)
+	case rulesLoaded:
+		p.loaded(ctx, m)
+	case RulesInvalidated:
+		if m.TenantID == "" {
+			for t := range p.rules {
+				p.ruleGen[t]++
+			}
+			p.rules = map[string][]detect.Rule{}
+			return
+		}
+		p.ruleGen[m.TenantID]++
+		delete(p.rules, m.TenantID)
+	case correlated:
+		p.opened(m)
+	case correlatorStopped:
+		if p.corr[m.key] == m.pid {
+			delete(p.corr, m.key)
+		}
+	case tick:
+		p.flushAlerts(ctx)
+		p.flushIncidents(ctx)
+	case alertsFlushed:
+		p.alertInFlight = false
+		if m.err != nil {
+			p.log.Warn("alerts not written; keeping them for the next try", "alerts", len(m.alerts), "error", m.err)
+			p.alerts = append(m.alerts, p.alerts...)
+		}
+	case incidentsFlushed:
+		p.incInFlight = false
+		if m.err != nil {
+			p.log.Warn("incidents not written; keeping them for the next try", "incidents", len(m.incidents), "error", m.err)
+			p.incidents = append(m.incidents, p.incidents...)
+		}
+	case *actor.Stopping:
+		if p.ticker != nil {
+			p.ticker.Stop()
+		}
+		p.drain()
+	case *actor.Restarting:
+		if p.ticker != nil {
+			p.ticker.Stop()
+		}
+	}
+}
+
+// event evaluates one event, or queues it while its tenant's rules load.
+func (p *SOCPipeline) event(ctx actor.Context, ev *messages.AseEvent) {
+	if q, ok := p.loading[ev.TenantID]; ok {
+		p.loading[ev.TenantID] = append(q, ev)
+		return
+	}
+	rules, ok := p.rules[ev.TenantID]
+	if !ok {
+		p.loading[ev.TenantID] = []*messages.AseEvent{ev}
+		gen := p.ruleGen[ev.TenantID]
+		self, root, tenant := ctx.Self(), ctx.ActorSystem().Root, ev.TenantID
+		go func() {
+			c, cancel := ioContext(10 * time.Second)
+			defer cancel()
+			rs, err := p.store.ListRules(c, tenant)
+			root.Send(self, rulesLoaded{tenantID: tenant, gen: gen, rules: rs, err: err})
+		}()
+		return
+	}
+	p.detect(ctx, ev, rules)
+}
+
+func (p *SOCPipeline) loaded(ctx actor.Context, m rulesLoaded) {
+	queued := p.loading[m.tenantID]
+	delete(p.loading, m.tenantID)
+	rules := p.defaults
+	if m.err != nil {
+		// Fail open for detection only: the defaults still run, and the
+		// next event tries the custom rules again.
+		p.log.Warn("custom rules not loaded; evaluating the defaults only", "tenant_id", m.tenantID, "error", m.err)
+	} else {
+		rules = append(append([]detect.Rule{}, p.defaults...), customRules(m.rules, p.log)...)
+		if m.gen == p.ruleGen[m.tenantID] {
+			p.rules[m.tenantID] = rules
+		}
+	}
+	for _, ev := range queued {
+		p.detect(ctx, ev, rules)
+	}
+}
+
+// customRules turns the stored rules into detect rules (enabled ones).
+func customRules(rs []persistence.CustomRule, log hclog.Logger) []detect.Rule {
+	var out []detect.Rule
+	for _, r := range rs {
+		if !r.Enabled {
+			continue
+		}
+		cond, err := detect.ParseConditionJSON(r.Condition)
+		if err != nil {
+			log.Warn("stored custom rule does not parse; skipped", "tenant_id", r.TenantID, "rule_key", r.Key, "error", err)
+			continue
+		}
+		out = append(out, detect.Rule{Key: r.Key, AlertName: r.AlertName, Severity: r.Severity, Source: detect.SourceCustom,
+			Enabled: true, Condition: cond})
+	}
+	return out
+}
+
+// DetectEvent converts a SOC event into the detection input.
+func DetectEvent(ev *messages.AseEvent) detect.Event {
+	out := detect.Event{EventID: ev.EventID, TenantID: ev.TenantID, Kind: ev.Kind, Decision: ev.Decision, Tool: ev.Tool,
+		Action: ev.Action, Resource: ev.Resource, RiskScore: ev.RiskScore, AgentID: ev.AgentID, MatchedPolicies: ev.MatchedPolicies,
+		RedactedFields: ev.RedactedFields, OccurredAt: ev.OccurredAt}
+	if ev.MutatesState != nil {
+		out.MutatesState = *ev.MutatesState
+	}
+	if ev.Evidence != nil {
+		if ev.Evidence.SourceTrust != nil {
+			out.SourceTrust = *ev.Evidence.SourceTrust
+		}
+		if ev.Evidence.DecisionID != nil {
+			out.DecisionID = *ev.Evidence.DecisionID
+		}
+	}
+	return out
+}
+
+func (p *SOCPipeline) detect(ctx actor.Context, ev *messages.AseEvent, rules []detect.Rule) {
+	now := time.Now().UTC()
+	de := DetectEvent(ev)
+	raise := func(key, name, severity, source, summary string) {
+		a := persistence.Alert{ID: uuid.NewString(), TenantID: ev.TenantID, RuleKey: key, AlertName: name, Severity: severity,
+			Source: source, AgentID: ev.AgentID, DecisionID: de.DecisionID, SourceEventID: ev.EventID, Summary: summary, CreatedAt: now}
+		p.alerts = append(p.alerts, a)
+		p.stats.Alerts.Add(1)
+		p.stats.mu.Lock()
+		p.stats.observe(&p.stats.mttdSum, &p.stats.mttdN, now.Sub(ev.OccurredAt))
+		p.stats.mu.Unlock()
+		if severity == detect.SeverityHigh && p.opt.Notify != nil {
+			p.opt.Notify(messages.Notification{Kind: name, Severity: messages.NotifySeverityHigh, TenantID: ev.TenantID,
+				AgentID: ev.AgentID, At: now, Summary: summary, Detail: fmt.Sprintf("alert %s; rule %s; event %s", a.ID, key, ev.EventID)})
+		}
+	}
+	for _, r := range detect.Evaluate(rules, de) {
+		raise(r.Key, r.AlertName, r.Severity, r.Source, fmt.Sprintf("%s: %s %s.%s by agent %s", r.AlertName, ev.Decision, ev.Tool, ev.Action, ev.AgentID))
+	}
+	if ev.Kind == messages.KindAuthorizeDecision && ev.AgentID != "" && ev.AgentID != messages.UnknownAgent {
+		key := ev.TenantID + "/" + ev.AgentID
+		b, ok := p.baselines.Get(key)
+		if !ok {
+			b = detect.NewBaseline()
+			p.baselines.Add(key, b)
+		}
+		for _, an := range b.Observe(de, ev.OccurredAt) {
+			raise(an.Name, an.Name, an.Severity, detect.SourceDefault, fmt.Sprintf("%s: %s.%s by agent %s", an.Name, ev.Tool, ev.Action, ev.AgentID))
+		}
+		ctx.Send(p.correlator(ctx, ev.TenantID, ev.AgentID), correlate.Observation{EventID: ev.EventID, Kind: ev.Kind,
+			Decision: ev.Decision, Tool: ev.Tool, Action: ev.Action, At: ev.OccurredAt})
+	}
+	if len(p.alerts) >= 100 {
+		p.flushAlerts(ctx)
+	}
+}
+
+// correlator returns (spawning when needed) the tenant/agent correlator.
+func (p *SOCPipeline) correlator(ctx actor.Context, tenantID, agentID string) *actor.PID {
+	key := tenantID + "/" + agentID
+	if pid, ok := p.corr[key]; ok {
+		return pid
+	}
+	parent, idle := ctx.Self(), p.opt.CorrelatorIdle
+	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &Correlator{tenantID: tenantID, agentID: agentID, key: key, parent: parent, idle: idle}
+	}))
+	p.corr[key] = pid
+	return pid
+}
+
+// opened records a correlator's incidents.
+func (p *SOCPipeline) opened(m correlated) {
+	now := time.Now().UTC()
+	for _, ci := range m.incidents {
+		in := persistence.Incident{ID: uuid.NewString(), TenantID: m.tenantID, Kind: ci.Kind, Severity: ci.Severity,
+			Status: persistence.IncidentOpen, AgentID: m.agentID, Summary: ci.Summary, SourceEventIDs: ci.SourceEventIDs, OpenedAt: now}
+		p.incidents = append(p.incidents, in)
+		p.stats.Incidents.Add(1)
+		if ci.Severity == detect.SeverityHigh && p.opt.Notify != nil {
+			p.opt.Notify(messages.Notification{Kind: ci.Kind, Severity: messages.NotifySeverityHigh, TenantID: m.tenantID,
+				AgentID: m.agentID, At: now, Summary: ci.Summary, Detail: fmt.Sprintf("incident %s from %d events", in.ID, len(ci.SourceEventIDs))})
+		}
+	}
+}
+
+func (p *SOCPipeline) flushAlerts(ctx actor.Context) {
+	if p.alertInFlight || len(p.alerts) == 0 {
+		return
+	}
+	batch := p.alerts
+	p.alerts = nil
+	p.alertInFlight = true
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	go func() {
+		c, cancel := ioContext(10 * time.Second)
+		defer cancel()
+		root.Send(self, alertsFlushed{alerts: batch, err: p.store.AppendAlerts(c, batch)})
+	}()
+}
+
+func (p *SOCPipeline) flushIncidents(ctx actor.Context) {
+	if p.incInFlight || len(p.incidents) == 0 {
+		return
+	}
+	batch := p.incidents
+	p.incidents = nil
+	p.incInFlight = true
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	go func() {
+		c, cancel := ioContext(10 * time.Second)
+		defer cancel()
+		var failed []persistence.Incident
+		var errs []error
+		for _, in := range batch {
+			if err := p.store.OpenIncident(c, in); err != nil && !errors.Is(err, persistence.ErrConflict) {
+				failed = append(failed, in)
+				errs = append(errs, err)
+			}
+		}
+		root.Send(self, incidentsFlushed{incidents: failed, err: errors.Join(errs...)})
+	}()
+}
+
+// drain writes what is buffered, synchronously, when the pipeline stops.
+func (p *SOCPipeline) drain() {
+	c, cancel := ioContext(10 * time.Second)
+	defer cancel()
+	if len(p.alerts) > 0 {
+		if err := p.store.AppendAlerts(c, p.alerts); err != nil {
+			p.log.Error("final alert flush failed", "alerts", len(p.alerts), "error", err)
+		}
+	}
+	for _, in := range p.incidents {
+		if err := p.store.OpenIncident(c, in); err != nil {
+			p.log.Error("final incident flush failed", "incident_id", in.ID, "error", err)
+		}
+	}
+}
+
+// Correlator holds one tenant/agent's correlation windows (SPEC 6.3) and
+// stops itself when idle with nothing left in them.
+type Correlator struct {
+	tenantID, agentID, key string
+	parent                 *actor.PID
+	idle                   time.Duration
+	w                      *correlate.Windows
+}
+
+// Receive implements actor.Actor.
+func (c *Correlator) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		c.w = &correlate.Windows{}
+		ctx.SetReceiveTimeout(c.idle)
+	case correlate.Observation:
+		if found := c.w.Observe(m); len(found) > 0 {
+			ctx.Send(c.parent, correlated{tenantID: c.tenantID, agentID: c.agentID, incidents: found})
+		}
+	case *actor.ReceiveTimeout:
+		if c.w.Idle(time.Now()) {
+			ctx.Send(c.parent, correlatorStopped{key: c.key, pid: ctx.Self()})
+			ctx.Stop(ctx.Self())
+		}
+	}
+}
+
+// DecisionEvent is the detection input of a recorded decision (backtests):
+// what its authorize_decision event carried.
+func DecisionEvent(d persistence.Decision) detect.Event {
+	return detect.Event{EventID: d.ID, TenantID: d.TenantID, DecisionID: d.ID, Kind: messages.KindAuthorizeDecision,
+		Decision: d.Decision, Tool: d.Tool, Action: d.Action, Resource: d.Resource, RiskScore: d.RiskScore, MutatesState: d.MutatesState,
+		SourceTrust: d.RootTrustLevel, AgentID: d.AgentID, MatchedPolicies: d.MatchedPolicyIDs, RedactedFields: d.RedactedFields,
+		OccurredAt: d.CreatedAt}
+}

@@ -1,0 +1,232 @@
+package detect
+
+import (
+	"container/list"
+	"time"
+)
+
+// Behavioural anomaly names (SPEC 6.2), used as both rule key and alert
+// name of the alerts a Baseline raises.
+const (
+	AnomalyNewTool = "behavioral_anomaly_new_tool"
+	AnomalyRate    = "behavioral_anomaly_rate"
+)
+
+// Baseline defaults and fixed parameters.
+const (
+	// DefaultBaselineWindow is the length of a rate window.
+	DefaultBaselineWindow = 60 * time.Second
+	// DefaultBaselineMaxPairs bounds the tool and action pairs remembered.
+	DefaultBaselineMaxPairs = 1024
+	// DefaultBaselineHistory bounds the completed windows remembered.
+	DefaultBaselineHistory = 60
+	// BaselineMinHistory is the number of completed windows needed before
+	// the rate anomaly can fire; a smaller history option is raised to it.
+	BaselineMinHistory = 3
+	// BaselineRateFactor: the rate anomaly fires when the current window's
+	// count exceeds this many times the historical mean.
+	BaselineRateFactor = 3
+)
+
+// BaselineOptions configure NewBaselineWithOptions; a zero or negative
+// field takes its default.
+type BaselineOptions struct {
+	Window         time.Duration // default DefaultBaselineWindow
+	MaxPairs       int           // default DefaultBaselineMaxPairs
+	HistoryWindows int           // default DefaultBaselineHistory; at least BaselineMinHistory
+}
+
+// withDefaults fills in the defaults (the validate step of parse, validate,
+// construct).
+func (o BaselineOptions) withDefaults() BaselineOptions {
+	if o.Window <= 0 {
+		o.Window = DefaultBaselineWindow
+	}
+	if o.MaxPairs <= 0 {
+		o.MaxPairs = DefaultBaselineMaxPairs
+	}
+	if o.HistoryWindows <= 0 {
+		o.HistoryWindows = DefaultBaselineHistory
+	}
+	o.HistoryWindows = max(o.HistoryWindows, BaselineMinHistory)
+	return o
+}
+
+// Anomaly is one behavioural alert raised by Baseline.Observe.
+type Anomaly struct {
+	Name     string // AnomalyNewTool or AnomalyRate; the alert name and rule key
+	Severity string // SeverityInfo (new tool) or SeverityHigh (rate)
+
+	Tool   string // the event's tool and action
+	Action string
+
+	// For AnomalyRate: the current window, its count including this event,
+	// and the mean count of the completed windows it was compared with.
+	WindowStart      time.Time
+	WindowCount      int
+	HistoricalMean   float64
+	CompletedWindows int
+}
+
+type pairKey struct{ tool, action string }
+
+// Baseline is the behavioural baseline of ONE tenant and agent (SPEC 6.2).
+// It is pure: the caller feeds it events and the time, and routes each
+// agent's events to its own Baseline. It is not safe for concurrent use
+// (one actor owns it). The zero Baseline is ready to use with the default
+// options.
+//
+// Only authorize_decision events count; Observe ignores other kinds.
+//
+// New tool: the first time an agent uses a tool and action pair since the
+// Baseline was created, Observe reports AnomalyNewTool (INFO). At most
+// MaxPairs pairs are remembered; when a new pair would exceed that, the
+// least recently used pair is forgotten, and reported as new again if it
+// comes back. Remember records a pair without an anomaly (to warm up a
+// Baseline from stored decisions).
+//
+// Rate: time is cut into windows of Window (default 60 s), aligned with
+// time.Truncate (so 60 s windows start on the minute). The event's window
+// is the current window; a time before it (a late event) counts in the
+// current window. When an event falls in a later window, the current one
+// is completed and pushed onto the history, which keeps the last
+// HistoryWindows completed windows (default 60). Only windows that saw an
+// event are recorded: idle windows are skipped, so the mean is the agent's
+// count per active window, and an agent that is quiet for an hour and then
+// makes one call does not look like a burst. Once the history holds at
+// least BaselineMinHistory (3) windows, Observe reports AnomalyRate (HIGH)
+// for the event whose arrival makes the current window's count exceed
+// BaselineRateFactor (3) times the history's mean, strictly: with a mean
+// of 2, the 7th event of the window fires and the 6th does not. It fires
+// at most once per window.
+type Baseline struct {
+	opts  BaselineOptions
+	ready bool
+
+	pairs map[pairKey]*list.Element // values of lru: pairKey
+	lru   *list.List                // front: most recently used
+
+	started   bool
+	curStart  time.Time
+	curCount  int
+	rateFired bool
+
+	history []int // ring of completed window counts
+	histPos int   // next write position
+	histLen int
+	histSum int
+}
+
+// NewBaseline returns an empty Baseline with the default options.
+func NewBaseline() *Baseline { return NewBaselineWithOptions(BaselineOptions{}) }
+
+// NewBaselineWithOptions returns an empty Baseline with opts (zero fields
+// take their defaults).
+func NewBaselineWithOptions(opts BaselineOptions) *Baseline {
+	b := &Baseline{opts: opts}
+	b.init()
+	return b
+}
+
+func (b *Baseline) init() {
+	if b.ready {
+		return
+	}
+	b.opts = b.opts.withDefaults()
+	b.pairs = make(map[pairKey]*list.Element)
+	b.lru = list.New()
+	b.history = make([]int, b.opts.HistoryWindows)
+	b.ready = true
+}
+
+// Observe feeds one event seen at now and returns the anomalies it raises:
+// none, AnomalyNewTool, AnomalyRate, or both in that order. Events of
+// kinds other than authorize_decision are ignored.
+func (b *Baseline) Observe(e Event, now time.Time) []Anomaly {
+	if e.Kind != KindAuthorizeDecision {
+		return nil
+	}
+	b.init()
+	b.advance(now)
+	b.curCount++
+
+	var out []Anomaly
+	if b.touch(pairKey{e.Tool, e.Action}) {
+		out = append(out, Anomaly{
+			Name: AnomalyNewTool, Severity: SeverityInfo, Tool: e.Tool, Action: e.Action,
+			WindowStart: b.curStart, WindowCount: b.curCount,
+			HistoricalMean: b.mean(), CompletedWindows: b.histLen,
+		})
+	}
+	// count > factor × sum/len, in integers.
+	if !b.rateFired && b.histLen >= BaselineMinHistory &&
+		b.curCount*b.histLen > BaselineRateFactor*b.histSum {
+		b.rateFired = true
+		out = append(out, Anomaly{
+			Name: AnomalyRate, Severity: SeverityHigh, Tool: e.Tool, Action: e.Action,
+			WindowStart: b.curStart, WindowCount: b.curCount,
+			HistoricalMean: b.mean(), CompletedWindows: b.histLen,
+		})
+	}
+	return out
+}
+
+// Remember records the tool and action pair as known, without an anomaly
+// and without counting towards the rate.
+func (b *Baseline) Remember(tool, action string) {
+	b.init()
+	b.touch(pairKey{tool, action})
+}
+
+// touch marks the pair as most recently used and reports whether it was
+// new, evicting the least recently used pair when over the bound.
+func (b *Baseline) touch(k pairKey) bool {
+	if el, ok := b.pairs[k]; ok {
+		b.lru.MoveToFront(el)
+		return false
+	}
+	b.pairs[k] = b.lru.PushFront(k)
+	if b.lru.Len() > b.opts.MaxPairs {
+		if old, ok := b.lru.Remove(b.lru.Back()).(pairKey); ok {
+			delete(b.pairs, old)
+		}
+	}
+	return true
+}
+
+// advance moves the current window to the one holding now, completing the
+// current window when now is in a later one.
+func (b *Baseline) advance(now time.Time) {
+	start := now.Truncate(b.opts.Window)
+	if !b.started {
+		b.started = true
+		b.curStart = start
+		return
+	}
+	if !start.After(b.curStart) {
+		return // same window, or a late event: count it in the current one
+	}
+	b.push(b.curCount)
+	b.curStart = start
+	b.curCount = 0
+	b.rateFired = false
+}
+
+// push adds a completed window's count to the bounded history.
+func (b *Baseline) push(count int) {
+	if b.histLen == len(b.history) {
+		b.histSum -= b.history[b.histPos] // overwrite the oldest
+	} else {
+		b.histLen++
+	}
+	b.history[b.histPos] = count
+	b.histSum += count
+	b.histPos = (b.histPos + 1) % len(b.history)
+}
+
+func (b *Baseline) mean() float64 {
+	if b.histLen == 0 {
+		return 0
+	}
+	return float64(b.histSum) / float64(b.histLen)
+}

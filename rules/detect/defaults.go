@@ -1,0 +1,96 @@
+package detect
+
+import "slices"
+
+// Default rule keys (SPEC 6.2).
+const (
+	KeyConfusedDeputyBlock     = "confused_deputy_block"
+	KeyApprovalRequiredSurface = "approval_required_surface"
+	KeyCriticalDenyRiskScore   = "critical_deny_risk_score"
+	KeyCriticalDenyPolicy      = "critical_deny_policy"
+	KeyReplayAttempt           = "replay_attempt"
+	KeyMCPManifestDriftHigh    = "mcp_manifest_drift_high"
+	KeyMCPManifestDriftMedium  = "mcp_manifest_drift_medium"
+	KeyMCPManifestDriftLow     = "mcp_manifest_drift_low"
+)
+
+// Default alert names where they differ from the rule key (SPEC 6.2).
+const (
+	AlertCriticalDeny     = "critical_deny"
+	AlertMCPManifestDrift = "mcp_manifest_drift"
+)
+
+// defaultRules is built once; Defaults hands out copies. Conditions are
+// immutable, so sharing them is safe.
+var defaultRules = buildDefaults()
+
+func buildDefaults() []Rule {
+	rule := func(key, alert, sev, desc string, cond map[string]any) Rule {
+		c, err := ParseCondition(cond)
+		if err != nil {
+			panic("detect: default rule " + key + ": " + err.Error())
+		}
+		return Rule{Key: key, AlertName: alert, Severity: sev, Source: SourceDefault,
+			Enabled: true, Condition: c, Description: desc}
+	}
+	drift := func(risk map[string]any) map[string]any {
+		return map[string]any{FieldKind: KindMCPManifestDrift, FieldRiskScore: risk}
+	}
+	medium := rule(KeyMCPManifestDriftMedium, AlertMCPManifestDrift, SeverityMedium,
+		"kind mcp_manifest_drift and 40 <= risk_score <= 74",
+		drift(map[string]any{OpGte: 40}))
+	// One operator per field: the upper bound is code.
+	medium.Match = func(e Event) bool { return e.RiskScore <= 74 }
+
+	return []Rule{
+		rule(KeyConfusedDeputyBlock, KeyConfusedDeputyBlock, SeverityHigh,
+			"decision deny, mutates_state true, source_trust untrusted_external or malicious_suspected",
+			map[string]any{
+				FieldDecision:     "deny",
+				FieldMutatesState: true,
+				FieldSourceTrust:  map[string]any{OpIn: []string{"untrusted_external", "malicious_suspected"}},
+			}),
+		rule(KeyApprovalRequiredSurface, KeyApprovalRequiredSurface, SeverityInfo,
+			"decision require_approval",
+			map[string]any{FieldDecision: "require_approval"}),
+		rule(KeyCriticalDenyRiskScore, AlertCriticalDeny, SeverityHigh,
+			"risk_score >= 100",
+			map[string]any{FieldRiskScore: map[string]any{OpGte: 100}}),
+		rule(KeyCriticalDenyPolicy, AlertCriticalDeny, SeverityHigh,
+			"matched_policies contains mcp_unknown_tool or critical",
+			map[string]any{FieldMatchedPolicies: map[string]any{OpIn: []string{"mcp_unknown_tool", "critical"}}}),
+		rule(KeyReplayAttempt, KeyReplayAttempt, SeverityHigh,
+			"kind replay_attempt",
+			map[string]any{FieldKind: KindReplayAttempt}),
+		rule(KeyMCPManifestDriftHigh, AlertMCPManifestDrift, SeverityHigh,
+			"kind mcp_manifest_drift and risk_score >= 75",
+			drift(map[string]any{OpGte: 75})),
+		medium,
+		rule(KeyMCPManifestDriftLow, AlertMCPManifestDrift, SeverityLow,
+			"kind mcp_manifest_drift and risk_score <= 39",
+			drift(map[string]any{OpLte: 39})),
+	}
+}
+
+// Defaults returns the eight default rules of SPEC 6.2, enabled, in the
+// order of that table. Every rule is expressed in the condition language
+// except the upper bound of mcp_manifest_drift_medium (risk_score <= 74),
+// which is its Match function, since a field takes one operator. The
+// slice is the caller's.
+func Defaults() []Rule { return slices.Clone(defaultRules) }
+
+// IsDefaultKey reports whether key is a default rule's key.
+func IsDefaultKey(key string) bool {
+	for _, r := range defaultRules {
+		if r.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// WithDefaults returns the rules an event is evaluated against: the
+// defaults, then custom in the order given.
+func WithDefaults(custom []Rule) []Rule {
+	return append(Defaults(), custom...)
+}
