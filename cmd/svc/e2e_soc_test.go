@@ -1,0 +1,329 @@
+package main
+
+// The security-operations pipeline end to end (SPEC 4.5, 6.1-6.3; CONTRACT
+// §7): alerts from the default and custom rules, custom-rule management,
+// incidents at their exact thresholds, closing, the summary, backtests and
+// the SOC metrics. The pipeline runs out of band, so assertions poll.
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// socAlerts lists the tenant's alerts (up to 500) matching a query string.
+func socAlerts(t testing.TB, s *server, tok, query string) []map[string]any {
+	t.Helper()
+	return arr(t, s.want(t, 200, "GET", "/v2/alerts?limit=500&"+query, tok, nil))
+}
+
+// alertsFor returns the alerts raised by one decision.
+func alertsFor(t testing.TB, s *server, tok, decisionID string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, a := range socAlerts(t, s, tok, "") {
+		if a["decision_id"] == decisionID {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// waitAlert polls until the decision raised an alert with that name.
+func waitAlert(t testing.TB, s *server, tok, decisionID, name string) map[string]any {
+	t.Helper()
+	var found map[string]any
+	checkFor(t, 5*time.Second, "alert "+name+" for decision "+decisionID, func() bool {
+		for _, a := range alertsFor(t, s, tok, decisionID) {
+			if a["alert_name"] == name {
+				found = a
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// settle waits until the pipeline has processed every event published so
+// far (its processed counter stops moving for 300 ms).
+func settle(t testing.TB, s *server) {
+	t.Helper()
+	last, stable := -1.0, 0
+	checkFor(t, 10*time.Second, "the SOC pipeline to settle", func() bool {
+		n := metricValue(t, s, "svc_soc_events_processed_total")
+		if n == last {
+			stable++
+		} else {
+			last, stable = n, 0
+		}
+		return stable >= 3
+	})
+}
+
+func TestE2ESOC(t *testing.T) {
+	t.Parallel()
+	forBackends(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000"})
+		_, admin := s.tenant(t, "soc-"+uniq())
+		_, other := s.tenant(t, "soc-other-"+uniq())
+
+		t.Run("default rules raise alerts", func(t *testing.T) {
+			_, tok := s.agent(t, admin, "soc-defaults-"+uniq(), nil)
+			deny := azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "")
+			a := waitAlert(t, s, admin, str(t, deny, "decision_id"), "confused_deputy_block")
+			if a["severity"] != "HIGH" || a["source"] != "default" || a["rule_key"] != "confused_deputy_block" ||
+				len(str(t, a, "alert_id")) != 36 || len(str(t, a, "source_event_id")) != 36 || a["agent_id"] == "" {
+				t.Errorf("alert %v", a)
+			}
+			// The first use of a tool/action pair is a behavioural INFO alert.
+			waitAlert(t, s, admin, str(t, deny, "decision_id"), "behavioral_anomaly_new_tool")
+
+			_, htok := s.agent(t, admin, "soc-high-"+uniq(), map[string]any{"risk_tier": "high"})
+			req := azDecide(t, s, htok, apCall(map[string]any{"x": 1}, nil), "require_approval", "")
+			if a := waitAlert(t, s, admin, str(t, req, "decision_id"), "approval_required_surface"); a["severity"] != "INFO" {
+				t.Errorf("approval_required_surface %v", a)
+			}
+
+			// Both critical_deny rules match a critical action: one alert.
+			s.want(t, 200, "PUT", "/v2/skills/deploy", admin, map[string]any{"actions": map[string]any{
+				"prod": map[string]any{"risk": "critical", "mutates_state": true}}})
+			crit := azDecide(t, s, tok, azBody("deploy", "prod", true, azSigned, nil), "deny", "")
+			waitAlert(t, s, admin, str(t, crit, "decision_id"), "critical_deny")
+			settle(t, s)
+			n := 0
+			for _, a := range alertsFor(t, s, admin, str(t, crit, "decision_id")) {
+				if a["alert_name"] == "critical_deny" {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d critical_deny alerts for one decision, want 1 (deduplicated by name)", n)
+			}
+
+			// A reused nonce is a replay_attempt event and a HIGH alert.
+			nonce := "soc-nonce-" + uniq()
+			azDecide(t, s, tok, azRead(map[string]any{"nonce": nonce}), "allow", "")
+			replay := azDecide(t, s, tok, azRead(map[string]any{"nonce": nonce}), "deny", "replay_nonce_reused")
+			waitAlert(t, s, admin, str(t, replay, "decision_id"), "replay_attempt")
+
+			// Allows of known pairs raise nothing.
+			allow := azDecide(t, s, tok, azRead(nil), "allow", "")
+			settle(t, s)
+			for _, a := range alertsFor(t, s, admin, str(t, allow, "decision_id")) {
+				t.Errorf("a plain allow raised %v", a)
+			}
+			// Filters, and bad filters.
+			for _, a := range socAlerts(t, s, admin, "severity=high") {
+				if a["severity"] != "HIGH" {
+					t.Errorf("severity filter returned %v", a)
+				}
+			}
+			envelope(t, s.want(t, 400, "GET", "/v2/alerts?severity=urgent", admin, nil), 400, "v2", "BadRequest")
+			if l := socAlerts(t, s, other, ""); len(l) != 0 {
+				t.Errorf("another tenant sees %d alerts", len(l))
+			}
+		})
+
+		t.Run("custom rules", func(t *testing.T) {
+			_, tok := s.agent(t, admin, "soc-custom-"+uniq(), nil)
+			rule := obj(t, s.want(t, 200, "POST", "/v2/soc/rules", admin, map[string]any{"rule_key": "crm_writes", "severity": "medium",
+				"condition": map[string]any{"tool": "crm", "mutates_state": true, "risk_score": map[string]any{"gte": 0}}}))
+			if rule["source"] != "custom" || rule["severity"] != "MEDIUM" || rule["alert_name"] != "crm_writes" || rule["enabled"] != true {
+				t.Fatalf("created rule %v", rule)
+			}
+			yamlRule := "rule_key: yaml_reads\nalert_name: reads_seen\nseverity: LOW\ncondition:\n  action:\n    prefix: list_\n  decision: allow\n"
+			resp, raw := s.do(t, "POST", "/v2/soc/rules", admin, yamlRule, "Content-Type", "application/yaml")
+			if resp.StatusCode != 200 || obj(t, raw)["alert_name"] != "reads_seen" {
+				t.Fatalf("YAML rule: %d %s", resp.StatusCode, raw)
+			}
+			rules := arr(t, s.want(t, 200, "GET", "/v2/soc/rules", admin, nil))
+			sources := map[string]int{}
+			for _, r := range rules {
+				sources[fmt.Sprint(r["source"])]++
+			}
+			if sources["default"] != 8 || sources["custom"] != 2 {
+				t.Errorf("rules by source %v, want 8 default and 2 custom", sources)
+			}
+			if l := arr(t, s.want(t, 200, "GET", "/v2/soc/rules", other, nil)); len(l) != 8 {
+				t.Errorf("another tenant sees %d rules, want the 8 defaults", len(l))
+			}
+
+			// Both fire on the next events.
+			w := azDecide(t, s, tok, azBody("crm", "update_contact", true, azSigned, nil), "allow", "")
+			if a := waitAlert(t, s, admin, str(t, w, "decision_id"), "crm_writes"); a["source"] != "custom" || a["severity"] != "MEDIUM" {
+				t.Errorf("custom alert %v", a)
+			}
+			r := azDecide(t, s, tok, azRead(nil), "allow", "")
+			waitAlert(t, s, admin, str(t, r, "decision_id"), "reads_seen")
+
+			// Disabled, it stops at once; deleted, it is gone.
+			s.want(t, 200, "POST", "/v2/soc/rules", admin, map[string]any{"rule_key": "crm_writes", "severity": "MEDIUM", "enabled": false,
+				"condition": map[string]any{"tool": "crm"}})
+			w2 := azDecide(t, s, tok, azBody("crm", "update_contact", true, azSigned, nil), "allow", "")
+			settle(t, s)
+			for _, a := range alertsFor(t, s, admin, str(t, w2, "decision_id")) {
+				if a["alert_name"] == "crm_writes" {
+					t.Errorf("a disabled rule raised %v", a)
+				}
+			}
+			s.want(t, 404, "POST", "/v2/soc/rules/crm_writes/backtest", admin, nil) // disabled: not an effective rule
+			s.want(t, 204, "DELETE", "/v2/soc/rules/crm_writes", admin, nil)
+			s.want(t, 404, "DELETE", "/v2/soc/rules/crm_writes", admin, nil)
+			s.want(t, 404, "DELETE", "/v2/soc/rules/yaml_reads", other, nil)
+
+			// Bad input.
+			for _, tc := range []struct {
+				name   string
+				body   any
+				status int
+				path   string
+			}{
+				{"unknown field", map[string]any{"rule_key": "r1", "severity": "HIGH", "condition": map[string]any{"colour": "red"}}, 400, "condition.colour"},
+				{"unknown operator", map[string]any{"rule_key": "r1", "severity": "HIGH", "condition": map[string]any{"risk_score": map[string]any{"about": 3}}}, 400, "condition.risk_score.about"},
+				{"type mismatch", map[string]any{"rule_key": "r1", "severity": "HIGH", "condition": map[string]any{"mutates_state": "yes"}}, 400, "condition.mutates_state"},
+				{"empty condition", map[string]any{"rule_key": "r1", "severity": "HIGH", "condition": map[string]any{}}, 400, "condition"},
+				{"no condition", map[string]any{"rule_key": "r1", "severity": "HIGH"}, 400, "condition"},
+				{"bad severity", map[string]any{"rule_key": "r1", "severity": "SEVERE", "condition": map[string]any{"tool": "x"}}, 400, ""},
+				{"bad key", map[string]any{"rule_key": "Bad-Key", "severity": "HIGH", "condition": map[string]any{"tool": "x"}}, 400, ""},
+				{"default key", map[string]any{"rule_key": "replay_attempt", "severity": "HIGH", "condition": map[string]any{"tool": "x"}}, 409, ""},
+			} {
+				raw := s.want(t, tc.status, "POST", "/v2/soc/rules", admin, tc.body)
+				e := envelope(t, raw, tc.status, "v2", "")
+				if tc.path != "" && detail(e, "path") != tc.path {
+					t.Errorf("%s: details.path %v, want %s", tc.name, detail(e, "path"), tc.path)
+				}
+			}
+			s.want(t, 400, "POST", "/v2/soc/rules", admin, "rule_key: [unclosed", "Content-Type", "application/yaml")
+			s.want(t, 415, "POST", "/v2/soc/rules", admin, "rule_key=x", "Content-Type", "application/x-www-form-urlencoded")
+			s.want(t, 409, "DELETE", "/v2/soc/rules/replay_attempt", admin, nil)
+			_, viewer := s.opToken(t, admin, "soc-viewer-"+uniq(), "viewer")
+			s.want(t, 403, "POST", "/v2/soc/rules", viewer, map[string]any{"rule_key": "v", "severity": "HIGH", "condition": map[string]any{"tool": "x"}})
+			s.want(t, 200, "POST", "/v2/soc/rules/reload", admin, nil)
+		})
+
+		t.Run("backtest", func(t *testing.T) {
+			_, tok := s.agent(t, admin, "soc-bt-"+uniq(), nil)
+			before := obj(t, s.want(t, 200, "POST", "/v2/soc/rules/confused_deputy_block/backtest", admin, nil))
+			for range 3 {
+				azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "")
+			}
+			bt := obj(t, s.want(t, 200, "POST", "/v2/soc/rules/confused_deputy_block/backtest", admin, map[string]any{}))
+			if bt["match_count"].(float64) != before["match_count"].(float64)+3 || len(azStrings(bt["matched_decision_ids"])) < 3 ||
+				bt["decisions_scanned"].(float64) < 3 {
+				t.Fatalf("backtest %v (before %v)", bt, before)
+			}
+			// Over 7 days the projection is match_count / 7.
+			if v := bt["estimated_daily_alert_volume"].(float64); v < bt["match_count"].(float64)/7-0.01 || v > bt["match_count"].(float64)/7+0.01 {
+				t.Errorf("estimated_daily_alert_volume %v for %v matches over 7 days", v, bt["match_count"])
+			}
+			old := obj(t, s.want(t, 200, "POST", "/v2/soc/rules/confused_deputy_block/backtest", admin,
+				map[string]any{"from": "2020-01-01T00:00:00Z", "to": "2020-01-02T00:00:00Z"}))
+			if old["match_count"].(float64) != 0 || old["decisions_scanned"].(float64) != 0 {
+				t.Errorf("backtest of 2020: %v", old)
+			}
+			s.want(t, 404, "POST", "/v2/soc/rules/no_such_rule/backtest", admin, nil)
+			s.want(t, 400, "POST", "/v2/soc/rules/confused_deputy_block/backtest", admin, map[string]any{"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"})
+			s.want(t, 400, "POST", "/v2/soc/rules/confused_deputy_block/backtest", admin, map[string]any{"from": "yesterday"})
+			if o := obj(t, s.want(t, 200, "POST", "/v2/soc/rules/confused_deputy_block/backtest", other, nil)); o["match_count"].(float64) != 0 {
+				t.Errorf("another tenant's backtest sees %v matches", o["match_count"])
+			}
+		})
+
+		t.Run("deny_storm at its threshold, close, summary", func(t *testing.T) {
+			agentID, tok := s.agent(t, admin, "soc-storm-"+uniq(), nil)
+			list := func(query string) []map[string]any {
+				return arr(t, s.want(t, 200, "GET", "/v2/incidents?agent_id="+agentID+"&"+query, admin, nil))
+			}
+			// Reads between the denies keep the pattern to deny_storm (no
+			// runaway: fewer than 10 actions).
+			var ids []string
+			for range 4 {
+				ids = append(ids, str(t, azDecide(t, s, tok, azUntrustedWrite(nil), "deny", ""), "decision_id"))
+			}
+			settle(t, s)
+			if l := list("kind=deny_storm"); len(l) != 0 {
+				t.Fatalf("4 denies opened %v", l)
+			}
+			ids = append(ids, str(t, azDecide(t, s, tok, azUntrustedWrite(nil), "deny", ""), "decision_id"))
+			var inc map[string]any
+			checkFor(t, 5*time.Second, "the deny_storm incident", func() bool {
+				l := list("kind=deny_storm")
+				if len(l) == 1 {
+					inc = l[0]
+				}
+				return len(l) == 1
+			})
+			if inc["severity"] != "HIGH" || inc["status"] != "open" || len(azStrings(inc["source_event_ids"])) != 5 || inc["closed_at"] != nil {
+				t.Fatalf("incident %v", inc)
+			}
+			id := str(t, inc, "incident_id")
+			got := obj(t, s.want(t, 200, "GET", "/v2/incidents/"+id, admin, nil))
+			if got["incident_id"] != id || got["kind"] != "deny_storm" {
+				t.Errorf("GET incident %v", got)
+			}
+			s.want(t, 404, "GET", "/v2/incidents/"+id, other, nil)
+			s.want(t, 404, "GET", "/v2/incidents/"+randomUUID(), admin, nil)
+			if st := obj(t, s.want(t, 200, "GET", "/v2/tenants/stats", admin, nil)); st["open_incidents"].(float64) < 1 {
+				t.Errorf("stats open_incidents %v", st["open_incidents"])
+			}
+			sum := obj(t, s.want(t, 200, "GET", "/v2/soc/summary", admin, nil))
+			if sum["incidents_open"].(float64) < 1 || sum["alerts_total"].(float64) < 5 {
+				t.Errorf("summary %v", sum)
+			}
+			_, approver := s.opToken(t, admin, "soc-approver-"+uniq(), "approver")
+			s.want(t, 403, "POST", "/v2/incidents/"+id+"/close", approver, map[string]any{"reason": "x"})
+			s.want(t, 404, "POST", "/v2/incidents/"+id+"/close", other, map[string]any{})
+			closed := obj(t, s.want(t, 200, "POST", "/v2/incidents/"+id+"/close", admin, map[string]any{"reason": "investigated"}))
+			if closed["status"] != "closed" || closed["close_reason"] != "investigated" || closed["closed_at"] == nil {
+				t.Fatalf("closed %v", closed)
+			}
+			s.want(t, 409, "POST", "/v2/incidents/"+id+"/close", admin, nil)
+			if l := list("status=closed"); len(l) != 1 {
+				t.Errorf("closed filter: %v", l)
+			}
+			if l := list("status=open&kind=deny_storm"); len(l) != 0 {
+				t.Errorf("open filter after closing: %v", l)
+			}
+			s.want(t, 400, "GET", "/v2/incidents?status=maybe", admin, nil)
+			if metricValue(t, s, "svc_soc_mttr_seconds") <= 0 {
+				t.Error("svc_soc_mttr_seconds not recorded")
+			}
+		})
+
+		t.Run("metrics", func(t *testing.T) {
+			for _, name := range []string{"svc_soc_events_processed_total", "svc_soc_alerts_total", "svc_soc_incidents_total", "svc_soc_mttd_seconds"} {
+				if v := metricValue(t, s, name); v <= 0 {
+					t.Errorf("%s = %v, want > 0", name, v)
+				}
+			}
+			raw := s.want(t, 200, "GET", "/metrics", "", nil)
+			if !strings.Contains(string(raw), "svc_events_dropped_total") {
+				t.Error("dropped events are not exposed")
+			}
+		})
+	})
+}
+
+// TestE2ESOCNoAlertForOtherTenants: a tenant's custom rule never sees
+// another tenant's events, and agents cannot read alerts.
+func TestE2ESOCNoAlertForOtherTenants(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "sqlite", nil)
+	_, a := s.tenant(t, "soc-a-"+uniq())
+	_, b := s.tenant(t, "soc-b-"+uniq())
+	s.want(t, 200, "POST", "/v2/soc/rules", a, map[string]any{"rule_key": "all_reads", "severity": "LOW", "condition": map[string]any{"decision": "allow"}})
+	_, tokB := s.agent(t, b, "b-agent", nil)
+	r := azDecide(t, s, tokB, azRead(nil), "allow", "")
+	settle(t, s)
+	for _, al := range alertsFor(t, s, b, str(t, r, "decision_id")) {
+		if al["alert_name"] == "all_reads" {
+			t.Fatalf("tenant A's custom rule fired on tenant B's event: %v", al)
+		}
+	}
+	if resp, _ := s.do(t, "GET", "/v2/alerts", tokB, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("an agent token on /v2/alerts: %d, want 403", resp.StatusCode)
+	}
+}
