@@ -115,6 +115,9 @@ type SOCOptions struct {
 	// MaxBaselines bounds the behavioural baselines kept (tenant/agent
 	// pairs, least recently used dropped first).
 	MaxBaselines int
+	// Feed, when set, receives every event, alert and incident for the
+	// live streams.
+	Feed *Feed
 }
 
 // SOCPipeline is the detection actor (SPEC 6.2): subscribed to the event
@@ -204,6 +207,9 @@ func (p *SOCPipeline) Receive(ctx actor.Context) {
 		p.ticker = startTicker(ctx, 100*time.Millisecond)
 	case *messages.AseEvent:
 		p.stats.Events.Add(1)
+		if p.opt.Feed != nil {
+			p.opt.Feed.Publish(messages.FeedItem{TenantID: m.TenantID, Type: messages.FeedEvent, Data: m})
+		}
 		p.event(ctx, m)
 	case rulesLoaded:
 		p.loaded(ctx, m)
@@ -336,6 +342,9 @@ func (p *SOCPipeline) detect(ctx actor.Context, ev *messages.AseEvent, rules []d
 			Source: source, AgentID: ev.AgentID, DecisionID: de.DecisionID, SourceEventID: ev.EventID, Summary: summary, CreatedAt: now}
 		p.alerts = append(p.alerts, a)
 		p.stats.Alerts.Add(1)
+		if p.opt.Feed != nil {
+			p.opt.Feed.Publish(messages.FeedItem{TenantID: a.TenantID, Type: messages.FeedAlert, Data: AlertRecord(a)})
+		}
 		p.stats.mu.Lock()
 		p.stats.observe(&p.stats.mttdSum, &p.stats.mttdN, now.Sub(ev.OccurredAt))
 		p.stats.mu.Unlock()
@@ -387,6 +396,9 @@ func (p *SOCPipeline) opened(m correlated) {
 			Status: persistence.IncidentOpen, AgentID: m.agentID, Summary: ci.Summary, SourceEventIDs: ci.SourceEventIDs, OpenedAt: now}
 		p.incidents = append(p.incidents, in)
 		p.stats.Incidents.Add(1)
+		if p.opt.Feed != nil {
+			p.opt.Feed.Publish(messages.FeedItem{TenantID: in.TenantID, Type: messages.FeedIncident, Data: IncidentRecord(in)})
+		}
 		if ci.Severity == detect.SeverityHigh && p.opt.Notify != nil {
 			p.opt.Notify(messages.Notification{Kind: ci.Kind, Severity: messages.NotifySeverityHigh, TenantID: m.tenantID,
 				AgentID: m.agentID, At: now, Summary: ci.Summary, Detail: fmt.Sprintf("incident %s from %d events", in.ID, len(ci.SourceEventIDs))})

@@ -92,6 +92,28 @@ func newMetrics(s *Server) *metrics {
 		counter("svc_soc_incidents_total", "Incidents opened.", soc(s, func(st *actors.SOCStats) float64 { return float64(st.Incidents.Load()) })),
 		counter("svc_soc_durations_skipped_total", "Durations left out of the MTTD and MTTR means (negative or unparseable).",
 			soc(s, func(st *actors.SOCStats) float64 { return float64(st.Skipped()) })),
+		counter("svc_stream_subscribers_cut_total", "Live-feed and watch subscribers disconnected for falling behind.", func() float64 {
+			n := s.streams.sseCut.Load() + s.streams.wsCut.Load()
+			if s.Feed != nil {
+				_, _, cut, _ := s.Feed.Stats()
+				n += cut
+			}
+			return float64(n)
+		}),
+		counter("svc_feed_items_published_total", "Items queued for the live feed.", func() float64 {
+			if s.Feed == nil {
+				return 0
+			}
+			p, _, _, _ := s.Feed.Stats()
+			return float64(p)
+		}),
+		counter("svc_feed_items_failed_total", "Live-feed items not published (queue full or shared state unavailable).", func() float64 {
+			if s.Feed == nil {
+				return 0
+			}
+			_, _, _, f := s.Feed.Stats()
+			return float64(f)
+		}),
 		counter("svc_approvals_deleted_total", "Stale approvals deleted by the cleanup job.", func() float64 {
 			if s.ApprovalsDeleted == nil {
 				return 0

@@ -57,6 +57,11 @@ type Route struct {
 	// counts failed attempts before it looks a token up); Access then only
 	// documents who may call.
 	SelfAuth bool
+	// Streams routes serve a live stream: GET /ws/events always, the list
+	// routes with watch=true. A stream holds no concurrency slot, has no
+	// request timeout, and may authenticate with a one-time ?ticket=
+	// (POST /v1/stream-tickets) instead of the Authorization header.
+	Streams bool
 	// AcceptYAML routes also take their body as YAML (Content-Type
 	// application/yaml), decoded into the same type as JSON would be.
 	AcceptYAML bool
@@ -249,7 +254,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		writeEnvelope(w, version, e)
 		return e.Status()
 	}
-	if !rt.Unversioned {
+	streaming := rt.Streams && (rt.Path == "/ws/events" || r.URL.Query().Get("watch") == "true")
+	if !rt.Unversioned && !streaming { // a stream is not request work: it never holds a slot
 		select {
 		case s.slots <- struct{}{}:
 			defer func() { <-s.slots }()
@@ -260,12 +266,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 			return fail(e)
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-	defer cancel()
-	r = r.WithContext(ctx)
+	if !streaming {
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 
 	c := &Call{R: r, Params: ps, Version: version, header: w.Header(), srv: s}
-	if rt.Access != AccessPublic && !rt.SelfAuth {
+	if streaming && bearer(r) == "" && r.URL.Query().Get("ticket") != "" {
+		p, err := s.redeemTicket(r)
+		if err != nil {
+			ae, _ := toAPIError(err)
+			return fail(ae)
+		}
+		c.Principal = p
+	} else if rt.Access != AccessPublic && !rt.SelfAuth {
 		p, err := s.authenticate(r, rt.Access)
 		if err != nil {
 			ae, _ := toAPIError(err)
@@ -363,6 +378,10 @@ func jsonKind(t reflect.Type) string {
 
 // writeOK encodes a success, with ETag and 304 for GET 200.
 func (s *Server) writeOK(w http.ResponseWriter, r *http.Request, rt Route, out any) int {
+	if st, ok := out.(streamOut); ok {
+		st(w, r)
+		return http.StatusOK
+	}
 	status := rt.Status
 	if ws, ok := out.(withStatus); ok {
 		status, out = ws.Status, ws.Body

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"github.com/r3labs/sse/v2"
+
 	"crypto/ed25519"
 	"net/http"
 	"sync/atomic"
@@ -32,6 +34,8 @@ type Deps struct {
 	// SOC is the security pipeline's front; SOCStats its counters.
 	SOC      *actors.SOC
 	SOCStats *actors.SOCStats
+	// Feed is the live SOC feed behind GET /v1/ws/events.
+	Feed *actors.Feed
 	// Notifier counts the outbound chat notifications; ApprovalsDeleted
 	// the approval cleanup job's deletions.
 	Notifier         *actors.NotifierStats
@@ -61,11 +65,13 @@ type Server struct {
 	metrics *metrics
 	started time.Time
 	ready   bool
+	sse     *sse.Server
+	streams streamStats
 }
 
 // New builds the server and registers every route.
 func New(d Deps) *Server {
-	s := &Server{Deps: d, cfg: d.Config, log: d.Log.Named("http"), started: time.Now(),
+	s := &Server{Deps: d, cfg: d.Config, log: d.Log.Named("http"), started: time.Now(), sse: newSSEServer(),
 		slots: make(chan struct{}, d.Config.MaxConcurrentRequests)}
 	s.metrics = newMetrics(s)
 	s.Registry.Register(componentAuditWriter, false)
@@ -80,6 +86,7 @@ func New(d Deps) *Server {
 	s.registerApprovals()
 	s.registerSOC()
 	s.registerSOCRules()
+	s.registerStreams()
 	s.registerOpenAPI()
 	s.registerDocs()
 	s.buildMux()

@@ -1,43 +1,22 @@
 package httpapi
 
 import (
+	"svc/actors"
+	"svc/messages"
+
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
 	"svc/persistence"
 )
 
-// alertView is the alert shape of CONTRACT §7.
-type alertView struct {
-	AlertID       string    `json:"alert_id"`
-	TenantID      string    `json:"tenant_id"`
-	RuleKey       string    `json:"rule_key"`
-	AlertName     string    `json:"alert_name"`
-	Severity      string    `json:"severity"`
-	Source        string    `json:"source"`
-	AgentID       string    `json:"agent_id"`
-	DecisionID    *string   `json:"decision_id"`
-	SourceEventID string    `json:"source_event_id"`
-	Summary       string    `json:"summary"`
-	CreatedAt     time.Time `json:"created_at"`
-}
-
-// incidentView is the incident shape of CONTRACT §7.
-type incidentView struct {
-	IncidentID     string     `json:"incident_id"`
-	TenantID       string     `json:"tenant_id"`
-	Kind           string     `json:"kind"`
-	Severity       string     `json:"severity"`
-	Status         string     `json:"status"`
-	AgentID        string     `json:"agent_id"`
-	Summary        string     `json:"summary"`
-	SourceEventIDs []string   `json:"source_event_ids"`
-	OpenedAt       time.Time  `json:"opened_at"`
-	ClosedAt       *time.Time `json:"closed_at"`
-	CloseReason    *string    `json:"close_reason"`
-}
+// alertView and incidentView are the shapes of CONTRACT §7, shared with the
+// live feed (messages).
+type (
+	alertView    = messages.AlertRecord
+	incidentView = messages.IncidentRecord
+)
 
 type closeIncidentReq struct {
 	Reason *string `json:"reason"`
@@ -54,17 +33,11 @@ type socSummaryView struct {
 }
 
 func viewAlert(a persistence.Alert) alertView {
-	return alertView{AlertID: a.ID, TenantID: a.TenantID, RuleKey: a.RuleKey, AlertName: a.AlertName, Severity: a.Severity, Source: a.Source,
-		AgentID: a.AgentID, DecisionID: nullable(a.DecisionID), SourceEventID: a.SourceEventID, Summary: a.Summary, CreatedAt: a.CreatedAt.UTC()}
+	return actors.AlertRecord(a)
 }
 
 func viewIncident(in persistence.Incident) incidentView {
-	ids := in.SourceEventIDs
-	if ids == nil {
-		ids = []string{}
-	}
-	return incidentView{IncidentID: in.ID, TenantID: in.TenantID, Kind: in.Kind, Severity: in.Severity, Status: in.Status, AgentID: in.AgentID,
-		Summary: in.Summary, SourceEventIDs: ids, OpenedAt: in.OpenedAt.UTC(), ClosedAt: utcPtr(in.ClosedAt), CloseReason: in.CloseReason}
+	return actors.IncidentRecord(in)
 }
 
 // severityFilter accepts any case and answers 400 for an unknown severity.
@@ -78,11 +51,15 @@ func severityFilter(c *Call) (string, error) {
 }
 
 func (s *Server) registerSOC() {
-	s.register(Route{Method: "GET", Path: "/alerts", Access: AccessViewer, Tag: "soc", Resp: []alertView{}, Paginated: true,
+	s.register(Route{Method: "GET", Path: "/alerts", Access: AccessViewer, Tag: "soc", Resp: []alertView{}, Paginated: true, Streams: true,
 		Query: []QueryParam{{Name: "severity", Type: "string", Description: "INFO, LOW, MEDIUM or HIGH (any case)"},
-			{Name: "agent_id", Type: "string", Description: "only this agent's alerts"}},
-		Summary: "The tenant's alerts, newest first.",
+			{Name: "agent_id", Type: "string", Description: "only this agent's alerts"}, watchParam},
+		Summary: "The tenant's alerts, newest first; with watch=true, a server-sent event stream of the alerts created after the request (see watch).",
 		Handle: func(c *Call) (any, error) {
+			watching, err := isWatch(c)
+			if err != nil {
+				return nil, err
+			}
 			pg, err := c.page()
 			if err != nil {
 				return nil, err
@@ -91,20 +68,28 @@ func (s *Server) registerSOC() {
 			if err != nil {
 				return nil, err
 			}
-			rows, err := s.Store.ListAlerts(c.Ctx(), c.Principal.TenantID, persistence.AlertFilter{Severity: sev, AgentID: c.R.URL.Query().Get("agent_id")}, pg)
+			f := persistence.AlertFilter{Severity: sev, AgentID: c.R.URL.Query().Get("agent_id")}
+			if watching {
+				return s.watchAlerts(c, f)
+			}
+			rows, err := s.Store.ListAlerts(c.Ctx(), c.Principal.TenantID, f, pg)
 			if err != nil {
 				return nil, err
 			}
 			rows = paginate(c, pg, rows, func(a persistence.Alert) int64 { return a.Seq })
 			return viewAll(rows, viewAlert), nil
 		}})
-	s.register(Route{Method: "GET", Path: "/incidents", Access: AccessViewer, Tag: "soc", Resp: []incidentView{}, Paginated: true,
+	s.register(Route{Method: "GET", Path: "/incidents", Access: AccessViewer, Tag: "soc", Resp: []incidentView{}, Paginated: true, Streams: true,
 		Query: []QueryParam{{Name: "status", Type: "string", Description: "open or closed"},
 			{Name: "severity", Type: "string", Description: "INFO, LOW, MEDIUM or HIGH (any case)"},
 			{Name: "agent_id", Type: "string", Description: "only this agent's incidents"},
-			{Name: "kind", Type: "string", Description: "deny_storm, runaway, repeated_approval or trust_escalation"}},
-		Summary: "The tenant's incidents, newest first.",
+			{Name: "kind", Type: "string", Description: "deny_storm, runaway, repeated_approval or trust_escalation"}, watchParam},
+		Summary: "The tenant's incidents, newest first; with watch=true, a server-sent event stream of the incidents opened after the request (see watch).",
 		Handle: func(c *Call) (any, error) {
+			watching, err := isWatch(c)
+			if err != nil {
+				return nil, err
+			}
 			pg, err := c.page()
 			if err != nil {
 				return nil, err
@@ -118,8 +103,11 @@ func (s *Server) registerSOC() {
 			if status != "" && status != persistence.IncidentOpen && status != persistence.IncidentClosed {
 				return nil, invalidField("status", "open or closed")
 			}
-			rows, err := s.Store.ListIncidents(c.Ctx(), c.Principal.TenantID, persistence.IncidentFilter{Status: status, Severity: sev,
-				AgentID: q.Get("agent_id"), Kind: q.Get("kind")}, pg)
+			f := persistence.IncidentFilter{Status: status, Severity: sev, AgentID: q.Get("agent_id"), Kind: q.Get("kind")}
+			if watching {
+				return s.watchIncidents(c, f)
+			}
+			rows, err := s.Store.ListIncidents(c.Ctx(), c.Principal.TenantID, f, pg)
 			if err != nil {
 				return nil, err
 			}
@@ -168,3 +156,9 @@ func (s *Server) registerSOC() {
 				IncidentsByStatus: sum.IncidentsByStatus, OpenIncidentsBySeverity: sum.IncidentsBySeverity}, nil
 		}})
 }
+
+// watchParam documents the watch streams of the alert and incident lists.
+var watchParam = QueryParam{Name: "watch", Type: "boolean", Description: "true: a text/event-stream of the rows created after the " +
+	"request started, with the same filters, polled every 2 s: each row as `event: alert` (or `incident`), `id: <id>`, " +
+	"`data: <row JSON>`, and a `: keep-alive` comment every 15 s. A client that falls behind is disconnected. Browsers may " +
+	"authenticate with ?ticket= (POST /v1/stream-tickets)."}

@@ -58,8 +58,9 @@ type Incident struct {
 	CloseReason    *string
 }
 
-// AlertFilter narrows ListAlerts; empty fields do not filter. SinceSeq > 0
-// lists only rows after that seq, oldest first (the watch streams).
+// AlertFilter narrows ListAlerts; empty fields do not filter. SinceSeq != 0
+// lists only rows after that seq, oldest first, for the watch streams (-1:
+// from the first row).
 type AlertFilter struct {
 	Severity string
 	AgentID  string

@@ -225,6 +225,10 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	var approvalsDeleted atomic.Uint64
 	notifyStats := &actors.NotifierStats{}
 	socStats := &actors.SOCStats{}
+	feed := actors.NewFeed(shared, log.Named("feed"))
+	feedCtx, stopFeed := context.WithCancel(context.Background())
+	defer stopFeed()
+	go feed.Run(feedCtx)
 	var notifierPID atomic.Pointer[actor.PID]
 	approvals := actors.NewApprovals(system, store, bus, actors.ApprovalOptions{TTL: cfg.ApprovalTTL}, log.Named("approvals"))
 
@@ -242,7 +246,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		{Name: "chat_notifier", Producer: actors.NewNotifier(actors.NotifierOptions{Post: webhookPost(cfg.WebhookURL, cfg.AllowPrivateTargets), Secret: cfg.WebhookSecret,
 			FailureThreshold: cfg.WebhookFailureThreshold, Cooldown: cfg.WebhookCooldown}, notifyStats, log.Named("notify")),
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
-		{Name: "soc_pipeline", Producer: actors.NewSOCPipeline(store, socStats, actors.SOCOptions{Notify: func(n messages.Notification) {
+		{Name: "soc_pipeline", Producer: actors.NewSOCPipeline(store, socStats, actors.SOCOptions{Feed: feed, Notify: func(n messages.Notification) {
 			if pid := notifierPID.Load(); pid != nil {
 				system.Root.Send(pid, &n)
 			}
@@ -287,7 +291,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	go func() { defer close(busDone); bus.Run(busStop) }()
 
 	api := httpapi.New(httpapi.Deps{Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: leader, Pool: pool, Events: bus,
-		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, SOC: actors.NewSOC(socStats, authorizer), SOCStats: socStats, Notifier: notifyStats, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
+		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, SOC: actors.NewSOC(socStats, authorizer), SOCStats: socStats, Feed: feed, Notifier: notifyStats, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
 		Log: log, Version: version, NodeID: cfg.NodeID, Heartbeat: heartbeat})
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr)

@@ -100,7 +100,7 @@ func (s *Store) AppendAlerts(ctx context.Context, alerts []persistence.Alert) er
 // sinceOrPage is the tail of a list: rows after SinceSeq oldest first (a
 // watch), or a page newest first.
 func sinceOrPage(since int64, p persistence.Page, n int) (string, []any) {
-	if since > 0 {
+	if since != 0 {
 		return fmt.Sprintf(` AND seq > $%d ORDER BY seq ASC LIMIT $%d`, n, n+1), []any{since, p.Limit + 1}
 	}
 	return pageClause(p, n)

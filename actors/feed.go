@@ -1,0 +1,198 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"svc/messages"
+	"svc/persistence"
+	"svc/persistence/sharedstate"
+)
+
+// FeedChannel is the shared-state channel of the live feed: every node
+// publishes its items there and delivers everyone's to its own subscribers,
+// so a stream on any node sees every node's events (CONTRACT §11).
+const FeedChannel = "feed"
+
+// Feed is the live SOC feed (SPEC 6.6): items published on any node reach
+// the subscribers of their tenant on every node. Publishing never blocks;
+// a subscriber whose bounded buffer is full is cut off (its channel is
+// closed) instead of slowing the feed or the other subscribers.
+type Feed struct {
+	shared sharedstate.State
+	log    hclog.Logger
+
+	mu   sync.Mutex
+	subs map[string]map[*FeedSub]struct{} // tenant -> subscribers
+
+	out chan []byte // encoded items waiting for the publishing pump
+
+	published, delivered, cut, failed atomic.Uint64
+}
+
+// FeedSub is one subscriber: C carries encoded {"type","data"} frames and
+// is closed when the subscriber is cut off or cancels.
+type FeedSub struct {
+	C      chan []byte
+	tenant string
+	closed bool
+}
+
+// NewFeed returns a feed over the shared state's publish/subscribe.
+func NewFeed(shared sharedstate.State, log hclog.Logger) *Feed {
+	return &Feed{shared: shared, log: log, subs: map[string]map[*FeedSub]struct{}{}, out: make(chan []byte, 4096)}
+}
+
+// Subscribe adds a subscriber of the tenant's items with a buffer of size
+// frames; cancel removes it.
+func (f *Feed) Subscribe(tenantID string, size int) (*FeedSub, func()) {
+	s := &FeedSub{C: make(chan []byte, max(size, 1)), tenant: tenantID}
+	f.mu.Lock()
+	if f.subs[tenantID] == nil {
+		f.subs[tenantID] = map[*FeedSub]struct{}{}
+	}
+	f.subs[tenantID][s] = struct{}{}
+	f.mu.Unlock()
+	return s, func() { f.remove(s) }
+}
+
+func (f *Feed) remove(s *FeedSub) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if set := f.subs[s.tenant]; set != nil {
+		delete(set, s)
+		if len(set) == 0 {
+			delete(f.subs, s.tenant)
+		}
+	}
+	if !s.closed {
+		s.closed = true
+		close(s.C)
+	}
+}
+
+// Publish queues an item for every node's subscribers of its tenant. It
+// never blocks: when the queue is full the item is counted as failed.
+func (f *Feed) Publish(item messages.FeedItem) {
+	raw, err := json.Marshal(item)
+	if err != nil {
+		f.failed.Add(1)
+		return
+	}
+	select {
+	case f.out <- raw:
+		f.published.Add(1)
+	default:
+		f.failed.Add(1)
+	}
+}
+
+// pump publishes queued items on the shared channel until ctx ends.
+func (f *Feed) pump(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case raw := <-f.out:
+			c, cancel := context.WithTimeout(ctx, time.Second)
+			if err := f.shared.Publish(c, FeedChannel, raw); err != nil {
+				f.failed.Add(1)
+				f.log.Debug("feed item not published", "error", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// Run publishes this node's items and delivers the shared channel's items
+// to this node's subscribers until ctx ends, resubscribing when the
+// subscription breaks.
+func (f *Feed) Run(ctx context.Context) {
+	go f.pump(ctx)
+	for ctx.Err() == nil {
+		ch, err := f.shared.Subscribe(ctx, FeedChannel)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+				continue
+			}
+		}
+		for raw := range ch {
+			f.deliver(raw)
+		}
+	}
+}
+
+// deliver hands one published item to the local subscribers of its tenant.
+func (f *Feed) deliver(raw []byte) {
+	var head struct {
+		TenantID string          `json:"tenant_id"`
+		Type     string          `json:"type"`
+		Data     json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal(raw, &head) != nil || head.TenantID == "" {
+		return
+	}
+	frame, err := json.Marshal(struct {
+		Type string          `json:"type"`
+		Data json.RawMessage `json:"data"`
+	}{head.Type, head.Data})
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for s := range f.subs[head.TenantID] {
+		select {
+		case s.C <- frame:
+			f.delivered.Add(1)
+		default:
+			// Behind: cut it off rather than wait or drop silently.
+			f.cut.Add(1)
+			delete(f.subs[head.TenantID], s)
+			s.closed = true
+			close(s.C)
+		}
+	}
+}
+
+// Stats reports items published, frames delivered, subscribers cut off
+// for falling behind, and items that could not be published.
+func (f *Feed) Stats() (published, delivered, cut, failed uint64) {
+	return f.published.Load(), f.delivered.Load(), f.cut.Load(), f.failed.Load()
+}
+
+// AlertRecord is the API and feed form of an alert.
+func AlertRecord(a persistence.Alert) messages.AlertRecord {
+	var decision *string
+	if a.DecisionID != "" {
+		d := a.DecisionID
+		decision = &d
+	}
+	return messages.AlertRecord{AlertID: a.ID, TenantID: a.TenantID, RuleKey: a.RuleKey, AlertName: a.AlertName, Severity: a.Severity,
+		Source: a.Source, AgentID: a.AgentID, DecisionID: decision, SourceEventID: a.SourceEventID, Summary: a.Summary,
+		CreatedAt: a.CreatedAt.UTC()}
+}
+
+// IncidentRecord is the API and feed form of an incident.
+func IncidentRecord(in persistence.Incident) messages.IncidentRecord {
+	ids := in.SourceEventIDs
+	if ids == nil {
+		ids = []string{}
+	}
+	var closed *time.Time
+	if in.ClosedAt != nil {
+		c := in.ClosedAt.UTC()
+		closed = &c
+	}
+	return messages.IncidentRecord{IncidentID: in.ID, TenantID: in.TenantID, Kind: in.Kind, Severity: in.Severity, Status: in.Status,
+		AgentID: in.AgentID, Summary: in.Summary, SourceEventIDs: ids, OpenedAt: in.OpenedAt.UTC(), ClosedAt: closed,
+		CloseReason: in.CloseReason}
+}

@@ -1,0 +1,278 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+	"github.com/r3labs/sse/v2"
+
+	"svc/messages"
+	"svc/persistence"
+)
+
+// streamOut is a handler result that takes over the response: a server-sent
+// event stream or a WebSocket.
+type streamOut func(w http.ResponseWriter, r *http.Request)
+
+// Stream settings (CONTRACT §7, SPEC 6.6).
+const (
+	watchPoll       = 2 * time.Second  // watch streams poll the database this often
+	watchKeepAlive  = 15 * time.Second // ": keep-alive" comment
+	watchBuffer     = 64               // SSE events queued for one subscriber
+	feedBuffer      = 256              // WebSocket frames queued for one subscriber
+	feedWriteWait   = 5 * time.Second  // a frame not written in this time ends the socket
+	ticketLifetime  = 60 * time.Second
+	ticketKeyPrefix = "ticket:"
+)
+
+// streamStats counts stream subscribers cut off for falling behind.
+type streamStats struct {
+	sseCut, wsCut atomic.Uint64
+}
+
+type ticketView struct {
+	Ticket    string `json:"ticket"`
+	ExpiresIn int    `json:"expires_in"`
+}
+
+// ticketRecord is what a ticket stands for, kept in the shared state.
+type ticketRecord struct {
+	Kind     string `json:"kind"`
+	TenantID string `json:"tenant_id"`
+	Role     string `json:"role"`
+	TokenID  string `json:"token_id"`
+}
+
+func newSSEServer() *sse.Server {
+	srv := sse.New()
+	srv.AutoReplay = false // only rows created after the request started
+	srv.AutoStream = false
+	srv.BufferSize = watchBuffer
+	srv.Headers = map[string]string{"X-Accel-Buffering": "no"}
+	return srv
+}
+
+func (s *Server) registerStreams() {
+	s.register(Route{Method: "POST", Path: "/stream-tickets", Access: AccessViewer, Tag: "streams", Resp: ticketView{}, Status: 201,
+		Summary: "A one-time ticket for browsers, which cannot set headers on WebSocket or EventSource: the stream endpoints " +
+			"accept ?ticket= once, within 60 seconds, instead of the Authorization header. Tokens are never accepted in query strings.",
+		Handle: func(c *Call) (any, error) {
+			var b [24]byte
+			_, _ = rand.Read(b[:])
+			ticket := base64.RawURLEncoding.EncodeToString(b[:])
+			raw, _ := json.Marshal(ticketRecord{Kind: c.Principal.Kind, TenantID: c.Principal.TenantID, Role: c.Principal.Role, TokenID: c.Principal.TokenID})
+			if err := s.Shared.Set(c.Ctx(), ticketKeyPrefix+ticket, string(raw), ticketLifetime); err != nil {
+				return nil, unavailable("shared_state_unavailable", "shared state is unavailable")
+			}
+			return ticketView{Ticket: ticket, ExpiresIn: int(ticketLifetime.Seconds())}, nil
+		}})
+	s.register(Route{Method: "GET", Path: "/ws/events", Access: AccessViewer, Streams: true, Tag: "streams", Resp: messages.FeedItem{},
+		Summary: "The live SOC feed over WebSocket: one JSON text frame per item, {\"type\":\"event\"|\"alert\"|\"incident\",\"data\":{...}}, " +
+			"from every node. A client that falls 256 frames behind, or does not take a frame within 5 s, is disconnected (close " +
+			"status 1008) so that it never slows the pipeline or other subscribers.",
+		Handle: func(c *Call) (any, error) { return s.websocketFeed(c), nil }})
+}
+
+// redeemTicket authenticates a stream request by its one-time ticket.
+func (s *Server) redeemTicket(r *http.Request) (Principal, error) {
+	ctx := r.Context()
+	ticket := r.URL.Query().Get("ticket")
+	raw, ok, err := s.Shared.Get(ctx, ticketKeyPrefix+ticket)
+	if err != nil {
+		return Principal{}, unavailable("shared_state_unavailable", "shared state is unavailable")
+	}
+	if !ok {
+		return Principal{}, unauthorized("unknown, used or expired stream ticket")
+	}
+	// One use: the first redeemer deletes it; a second finds it gone.
+	first, err := s.Shared.SetNX(ctx, ticketKeyPrefix+"used:"+ticket, "1", ticketLifetime)
+	if err != nil {
+		return Principal{}, unavailable("shared_state_unavailable", "shared state is unavailable")
+	}
+	_ = s.Shared.Del(ctx, ticketKeyPrefix+ticket)
+	if !first {
+		return Principal{}, unauthorized("unknown, used or expired stream ticket")
+	}
+	var rec ticketRecord
+	if json.Unmarshal([]byte(raw), &rec) != nil {
+		return Principal{}, unauthorized("unknown, used or expired stream ticket")
+	}
+	if _, err := s.Store.GetTenant(ctx, rec.TenantID); err != nil {
+		return Principal{}, unauthorized("unknown, used or expired stream ticket")
+	}
+	return Principal{Kind: rec.Kind, TenantID: rec.TenantID, Role: rec.Role, TokenID: rec.TokenID}, nil
+}
+
+// watch serves a list route's watch=true stream: every 2 s it reads the
+// rows created since the request started (list reads them after since,
+// oldest first, with the route's filters) and sends each as an SSE event
+// named kind with its id, plus a keep-alive comment every 15 s. A client
+// that falls behind is disconnected.
+func (s *Server) watch(c *Call, kind string, newest func(ctx context.Context) (int64, error),
+	list func(ctx context.Context, since int64) ([]any, []int64, []string, error)) (any, error) {
+	since, err := newest(c.Ctx())
+	if err != nil {
+		return nil, err
+	}
+	if since == 0 {
+		since = -1 // no rows yet: every row is new
+	}
+	return streamOut(func(w http.ResponseWriter, r *http.Request) {
+		id := uuid.NewString()
+		s.sse.CreateStream(id)
+		defer s.sse.RemoveStream(id)
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		rc := http.NewResponseController(w)
+		go func() {
+			poll, alive := time.NewTicker(watchPoll), time.NewTicker(watchKeepAlive)
+			defer poll.Stop()
+			defer alive.Stop()
+			cut := func() {
+				s.streams.sseCut.Add(1)
+				_ = rc.SetWriteDeadline(time.Now()) // unblocks a stalled write
+				cancel()
+				s.sse.RemoveStream(id)
+			}
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-alive.C:
+					if !s.sse.TryPublish(id, &sse.Event{Comment: []byte("keep-alive")}) {
+						cut()
+						return
+					}
+				case <-poll.C:
+					qctx, qcancel := context.WithTimeout(ctx, watchPoll)
+					rows, seqs, ids, err := list(qctx, since)
+					qcancel()
+					if err != nil {
+						s.log.Warn("watch poll failed; retrying", "kind", kind, "error", err)
+						continue
+					}
+					for i, row := range rows {
+						data, err := json.Marshal(row)
+						if err != nil {
+							continue
+						}
+						if !s.sse.TryPublish(id, &sse.Event{ID: []byte(ids[i]), Event: []byte(kind), Data: data}) {
+							cut()
+							return
+						}
+						since = seqs[i]
+					}
+				}
+			}
+		}()
+		q := r.URL.Query()
+		q.Set("stream", id)
+		r2 := r.Clone(ctx)
+		r2.URL.RawQuery = q.Encode()
+		s.sse.ServeHTTP(w, r2)
+	}), nil
+}
+
+// websocketFeed serves GET /ws/events.
+func (s *Server) websocketFeed(c *Call) streamOut {
+	tenant := c.Principal.TenantID
+	return func(w http.ResponseWriter, r *http.Request) {
+		conn, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return // Accept has answered the handshake error
+		}
+		defer func() { _ = conn.CloseNow() }()
+		sub, cancel := s.Feed.Subscribe(tenant, feedBuffer)
+		defer cancel()
+		ctx := conn.CloseRead(r.Context()) // ends when the client closes
+		for {
+			select {
+			case <-ctx.Done():
+				_ = conn.Close(websocket.StatusNormalClosure, "")
+				return
+			case frame, ok := <-sub.C:
+				if !ok { // the feed cut it off (counted there)
+					_ = conn.Close(websocket.StatusPolicyViolation, "subscriber fell behind")
+					return
+				}
+				wctx, wcancel := context.WithTimeout(ctx, feedWriteWait)
+				err := conn.Write(wctx, websocket.MessageText, frame)
+				wcancel()
+				if err != nil {
+					if errors.Is(err, context.DeadlineExceeded) {
+						s.streams.wsCut.Add(1)
+					}
+					return
+				}
+			}
+		}
+	}
+}
+
+// watchAlerts and watchIncidents plug the list filters into watch.
+func (s *Server) watchAlerts(c *Call, f persistence.AlertFilter) (any, error) {
+	tenant := c.Principal.TenantID
+	return s.watch(c, messages.FeedAlert, func(ctx context.Context) (int64, error) {
+		rows, err := s.Store.ListAlerts(ctx, tenant, persistence.AlertFilter{}, persistence.Page{Limit: 1})
+		if err != nil || len(rows) == 0 {
+			return 0, err
+		}
+		return rows[0].Seq, nil
+	}, func(ctx context.Context, since int64) ([]any, []int64, []string, error) {
+		f.SinceSeq = since
+		rows, err := s.Store.ListAlerts(ctx, tenant, f, persistence.Page{Limit: 500})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		out, seqs, ids := make([]any, len(rows)), make([]int64, len(rows)), make([]string, len(rows))
+		for i, a := range rows {
+			out[i], seqs[i], ids[i] = viewAlert(a), a.Seq, a.ID
+		}
+		return out, seqs, ids, nil
+	})
+}
+
+func (s *Server) watchIncidents(c *Call, f persistence.IncidentFilter) (any, error) {
+	tenant := c.Principal.TenantID
+	return s.watch(c, messages.FeedIncident, func(ctx context.Context) (int64, error) {
+		rows, err := s.Store.ListIncidents(ctx, tenant, persistence.IncidentFilter{}, persistence.Page{Limit: 1})
+		if err != nil || len(rows) == 0 {
+			return 0, err
+		}
+		return rows[0].Seq, nil
+	}, func(ctx context.Context, since int64) ([]any, []int64, []string, error) {
+		f.SinceSeq = since
+		rows, err := s.Store.ListIncidents(ctx, tenant, f, persistence.Page{Limit: 500})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		out, seqs, ids := make([]any, len(rows)), make([]int64, len(rows)), make([]string, len(rows))
+		for i, in := range rows {
+			out[i], seqs[i], ids[i] = viewIncident(in), in.Seq, in.ID
+		}
+		return out, seqs, ids, nil
+	})
+}
+
+// isWatch reports a watch=true list request (400 for another value).
+func isWatch(c *Call) (bool, error) {
+	v := c.R.URL.Query().Get("watch")
+	if v == "" {
+		return false, nil
+	}
+	switch v {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, invalidField("watch", "true or false")
+}
