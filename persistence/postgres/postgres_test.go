@@ -62,3 +62,7 @@ func TestDecisionsContract(t *testing.T) {
 func TestApprovalsContract(t *testing.T) {
 	storetest.RunApprovals(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
 }
+
+func TestSOCContract(t *testing.T) {
+	storetest.RunSOC(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
+}

@@ -57,6 +57,10 @@ func TestApprovalsContract(t *testing.T) {
 	storetest.RunApprovals(t, func(t *testing.T) persistence.Store { return open(t, filepath.Join(t.TempDir(), "svc.db")) })
 }
 
+func TestSOCContract(t *testing.T) {
+	storetest.RunSOC(t, func(t *testing.T) persistence.Store { return open(t, filepath.Join(t.TempDir(), "svc.db")) })
+}
+
 // The lone node's cache in front of the store passes the same contract:
 // every write that changes an agent, a token or a binding is seen by the
 // very next read.
