@@ -51,6 +51,7 @@ func severityFilter(c *Call) (string, error) {
 }
 
 func (s *Server) registerSOC() {
+	s.registerIngest()
 	s.register(Route{Method: "GET", Path: "/alerts", Access: AccessViewer, Tag: "soc", Resp: []alertView{}, Paginated: true, Streams: true,
 		Query: []QueryParam{{Name: "severity", Type: "string", Description: "INFO, LOW, MEDIUM or HIGH (any case)"},
 			{Name: "agent_id", Type: "string", Description: "only this agent's alerts"}, watchParam},
