@@ -75,7 +75,7 @@ func runSOCLatency(b *testing.B, rate int, d time.Duration, subscribers int) {
 		s, c := feed.Subscribe(f.tenantID, 1<<16)
 		defer c()
 		go func() {
-			for range s.C { //nolint:revive // drain
+			for range s.C { // drain
 			}
 		}()
 	}
