@@ -74,6 +74,23 @@ func TestE2ECluster(t *testing.T) {
 		}
 	})
 
+	t.Run("the live feed and custom rules span the nodes", func(t *testing.T) {
+		conn, _, err := wsDial(t, b, admin, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.CloseNow() }()
+		col := collect(conn)
+		time.Sleep(200 * time.Millisecond)
+		// A rule created on b applies to the next event decided on a.
+		b.want(t, 200, "POST", "/v2/soc/rules", admin, map[string]any{"rule_key": "cluster_reads", "severity": "LOW",
+			"condition": map[string]any{"tool": "fs", "action": "read"}})
+		m := obj(t, a.want(t, 200, "POST", "/v2/authorize", tok, read(nil)))
+		id, _ := m["decision_id"].(string)
+		checkFor(t, 5*time.Second, "node a's alert on node b's feed", func() bool { return col.has("alert", "decision_id", id) })
+		waitAlert(t, b, admin, id, "cluster_reads")
+	})
+
 	t.Run("an agent made on one node authorizes on the other", func(t *testing.T) {
 		m := obj(t, b.want(t, 200, "POST", "/v2/authorize", tok, read(nil)))
 		if m["decision"] != "allow" || m["receipt_id"] == nil {
