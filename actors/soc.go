@@ -250,9 +250,11 @@ func (p *SOCPipeline) Receive(ctx actor.Context) {
 		}
 		p.drain()
 	case *actor.Restarting:
+		// The next incarnation starts empty: write what this one raised.
 		if p.ticker != nil {
 			p.ticker.Stop()
 		}
+		p.drain()
 	}
 }
 
