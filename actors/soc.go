@@ -352,7 +352,8 @@ func (p *SOCPipeline) detect(ctx actor.Context, ev *messages.AseEvent, rules []d
 		p.stats.mu.Unlock()
 		if severity == detect.SeverityHigh && p.opt.Notify != nil {
 			p.opt.Notify(messages.Notification{Kind: name, Severity: messages.NotifySeverityHigh, TenantID: ev.TenantID,
-				AgentID: ev.AgentID, At: now, Summary: summary, Detail: fmt.Sprintf("alert %s; rule %s; event %s", a.ID, key, ev.EventID)})
+				AgentID: ev.AgentID, At: now, Summary: summary, Detail: fmt.Sprintf("alert %s; rule %s; event %s", a.ID, key, ev.EventID),
+				RecordType: messages.FeedAlert, RecordID: a.ID, RuleKey: key})
 		}
 	}
 	for _, r := range detect.Evaluate(rules, de) {
@@ -403,7 +404,8 @@ func (p *SOCPipeline) opened(m correlated) {
 		}
 		if ci.Severity == detect.SeverityHigh && p.opt.Notify != nil {
 			p.opt.Notify(messages.Notification{Kind: ci.Kind, Severity: messages.NotifySeverityHigh, TenantID: m.tenantID,
-				AgentID: m.agentID, At: now, Summary: ci.Summary, Detail: fmt.Sprintf("incident %s from %d events", in.ID, len(ci.SourceEventIDs))})
+				AgentID: m.agentID, At: now, Summary: ci.Summary, Detail: fmt.Sprintf("incident %s from %d events", in.ID, len(ci.SourceEventIDs)),
+				RecordType: messages.FeedIncident, RecordID: in.ID})
 		}
 	}
 }

@@ -84,6 +84,12 @@ func newMetrics(s *Server) *metrics {
 		gauge("svc_notifier_breaker_open", "1 while the outbound chat notifier's circuit breaker is open or half-open.", func() float64 {
 			return boolean(s.Notifier != nil && s.Notifier.State() != "closed")
 		}),
+		counter("svc_webhook_deliveries_sent_total", "Webhook export deliveries answered 2xx (within their attempts).",
+			exporter(s, func(h *actors.ExporterHandle) uint64 { return h.Sent.Load() })),
+		counter("svc_webhook_deliveries_failed_total", "Webhook export deliveries that failed on every attempt.",
+			exporter(s, func(h *actors.ExporterHandle) uint64 { return h.Failed.Load() })),
+		counter("svc_webhook_deliveries_dropped_total", "Webhook export deliveries not attempted (too many in flight, or subscriptions unreadable).",
+			exporter(s, func(h *actors.ExporterHandle) uint64 { return h.Dropped.Load() })),
 		gauge("svc_soc_mttd_seconds", "Rolling cumulative mean time from a SOC event to the alert it raised.", soc(s, (*actors.SOCStats).MTTD)),
 		gauge("svc_soc_mttr_seconds", "Rolling cumulative mean time from an incident's opening to its closing.", soc(s, (*actors.SOCStats).MTTR)),
 		counter("svc_soc_events_processed_total", "SOC events evaluated by the detection pipeline.",
@@ -149,6 +155,16 @@ func notifier(s *Server, get func(*actors.NotifierStats) uint64) func() float64 
 			return 0
 		}
 		return float64(get(s.Notifier))
+	}
+}
+
+// exporter reads one of the webhook exporter's counters (0 without one).
+func exporter(s *Server, get func(*actors.ExporterHandle) uint64) func() float64 {
+	return func() float64 {
+		if s.Exporter == nil {
+			return 0
+		}
+		return float64(get(s.Exporter))
 	}
 }
 

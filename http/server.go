@@ -41,6 +41,9 @@ type Deps struct {
 	Notifier         *actors.NotifierStats
 	ApprovalsDeleted *atomic.Uint64
 	Policy           *policy.Engine
+	// Exporter is the webhook exporter's counters and subscription cache
+	// (invalidated after every subscription change); nil without one.
+	Exporter *actors.ExporterHandle
 	// Receipts signs and verifies receipts; nil public key when unsigned.
 	ReceiptKey ed25519.PublicKey
 	KeyID      string
@@ -86,6 +89,7 @@ func New(d Deps) *Server {
 	s.registerApprovals()
 	s.registerSOC()
 	s.registerSOCRules()
+	s.registerWebhooks()
 	s.registerStreams()
 	s.registerOpenAPI()
 	s.registerDocs()

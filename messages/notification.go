@@ -35,4 +35,10 @@ type Notification struct {
 	Summary string
 	// Detail is the one-line detail shown quoted under the summary.
 	Detail string
+	// RecordType ("alert" or "incident"), RecordID and RuleKey (alerts)
+	// name the record behind a SOC notification, for the webhook export;
+	// the chat message does not show them.
+	RecordType string
+	RecordID   string
+	RuleKey    string
 }

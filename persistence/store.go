@@ -203,6 +203,7 @@ type Store interface {
 	RiskStore
 	ApprovalStore
 	SOCStore
+	WebhookStore
 
 	// Backend names the implementation: "sqlite" or "postgres".
 	Backend() string

@@ -230,6 +230,8 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	defer stopFeed()
 	go feed.Run(feedCtx)
 	var notifierPID atomic.Pointer[actor.PID]
+	exports := &actors.ExporterHandle{}
+	var exporterPID atomic.Pointer[actor.PID]
 	approvals := actors.NewApprovals(system, store, bus, actors.ApprovalOptions{TTL: cfg.ApprovalTTL}, log.Named("approvals"))
 
 	sup, err := actors.StartSupervisor(system, registry, log.Named("supervisor"), []actors.ChildSpec{
@@ -246,9 +248,18 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		{Name: "chat_notifier", Producer: actors.NewNotifier(actors.NotifierOptions{Post: webhookPost(cfg.WebhookURL, cfg.AllowPrivateTargets), Secret: cfg.WebhookSecret,
 			FailureThreshold: cfg.WebhookFailureThreshold, Cooldown: cfg.WebhookCooldown}, notifyStats, log.Named("notify")),
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
+		{Name: "webhook_exporter", Producer: actors.NewExporter(store, exports, actors.ExporterOptions{
+			Post: httpapi.WebhookExportPoster(cfg.AllowPrivateTargets), Version: version}, log.Named("export")),
+			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "soc_pipeline", Producer: actors.NewSOCPipeline(store, socStats, actors.SOCOptions{Feed: feed, Notify: func(n messages.Notification) {
+			// HIGH alerts and incidents go to the chat notifier (SPEC 6.4)
+			// and to the webhook exporter (SPEC 6.5), each its own copy.
 			if pid := notifierPID.Load(); pid != nil {
 				system.Root.Send(pid, &n)
+			}
+			if pid := exporterPID.Load(); pid != nil {
+				note := n
+				system.Root.Send(pid, &note)
 			}
 		}}, log.Named("soc")), MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "approval_cleanup", Producer: actors.NewApprovalCleaner(store, cfg.ApprovalCleanupInterval,
@@ -264,6 +275,10 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		notifierPID.Store(pid)
 		bus.Subscribe(pid) // deny and require_approval decisions (SPEC 6.4)
 	}
+	if pid, ok := sup.Child("webhook_exporter"); ok {
+		exporterPID.Store(pid)
+		bus.Subscribe(pid) // deny and require_approval decisions (SPEC 6.5)
+	}
 	socPID, _ := sup.Child("soc_pipeline")
 	bus.Subscribe(socPID)
 	heartbeat := func(h messages.Heartbeat) { system.Root.Send(heartbeatPID, &h) }
@@ -275,13 +290,17 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	if err != nil {
 		return err
 	}
-	// Rule changes, this node's and other nodes', reach the SOC pipeline.
+	// Rule changes, this node's and other nodes', reach the SOC pipeline;
+	// webhook subscription changes reach the exporter's cache.
 	authorizer.OnInvalidate(func(kind, tenantID, _ string) {
 		switch kind {
 		case "soc_rules":
 			system.Root.Send(socPID, actors.RulesInvalidated{TenantID: tenantID})
+		case "webhooks":
+			exports.Invalidate(tenantID)
 		case "*":
 			system.Root.Send(socPID, actors.RulesInvalidated{})
+			exports.InvalidateAll()
 		}
 	})
 	invCtx, stopInvalidations := context.WithCancel(context.Background())
@@ -291,7 +310,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	go func() { defer close(busDone); bus.Run(busStop) }()
 
 	api := httpapi.New(httpapi.Deps{Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: leader, Pool: pool, Events: bus,
-		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, SOC: actors.NewSOC(socStats, authorizer), SOCStats: socStats, Feed: feed, Notifier: notifyStats, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
+		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, SOC: actors.NewSOC(socStats, authorizer), SOCStats: socStats, Feed: feed, Notifier: notifyStats, Exporter: exports, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
 		Log: log, Version: version, NodeID: cfg.NodeID, Heartbeat: heartbeat})
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
@@ -333,11 +352,14 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		log.Warn("in-flight requests did not finish in time", "error", err)
 	}
 	_ = dsrv.Close()
+	// The requests are done: hand the queued SOC events to the pipeline
+	// (and the notifier and exporter) before they stop, so that every
+	// event is evaluated and its alerts written by their final flush.
+	close(busStop)
+	<-busDone
 	if err := sup.Stop(5 * time.Second); err != nil {
 		log.Warn("background tasks did not stop cleanly", "error", err)
 	}
-	close(busStop)
-	<-busDone
 	system.Shutdown()
 	log.Info("gateway stopped")
 	return runErr

@@ -66,3 +66,7 @@ func TestApprovalsContract(t *testing.T) {
 func TestSOCContract(t *testing.T) {
 	storetest.RunSOC(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
 }
+
+func TestWebhooksContract(t *testing.T) {
+	storetest.RunWebhooks(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
+}

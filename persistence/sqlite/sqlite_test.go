@@ -110,3 +110,7 @@ func TestCachedStoreLifetimeBoundsStaleness(t *testing.T) {
 		t.Fatalf("a write through the cache must invalidate at once: %v", err)
 	}
 }
+
+func TestWebhooksContract(t *testing.T) {
+	storetest.RunWebhooks(t, func(t *testing.T) persistence.Store { return open(t, filepath.Join(t.TempDir(), "svc.db")) })
+}

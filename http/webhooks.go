@@ -1,0 +1,315 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"svc/actors"
+	"svc/persistence"
+)
+
+// webhookCreate is POST /webhooks/subscriptions. Absent min_severity and
+// format default to info and json, absent enabled to true.
+type webhookCreate struct {
+	URL         *string `json:"url"`
+	MinSeverity *string `json:"min_severity"`
+	Format      *string `json:"format"`
+	Enabled     *bool   `json:"enabled"`
+}
+
+// webhookPatch is PATCH /webhooks/subscriptions/:subscription_id; absent
+// fields stay, null is 400.
+type webhookPatch struct {
+	URL         *string `json:"url"`
+	MinSeverity *string `json:"min_severity"`
+	Format      *string `json:"format"`
+	Enabled     *bool   `json:"enabled"`
+}
+
+// webhookView is a subscription as every read shows it: never the secret.
+type webhookView struct {
+	SubscriptionID      string     `json:"subscription_id"`
+	TenantID            string     `json:"tenant_id"`
+	URL                 string     `json:"url"`
+	MinSeverity         string     `json:"min_severity"`
+	Format              string     `json:"format"`
+	Enabled             bool       `json:"enabled"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	DeliveryStatus      string     `json:"delivery_status"`
+	CreatedAt           time.Time  `json:"created_at"`
+	UpdatedAt           time.Time  `json:"updated_at"`
+	LastDeliveryAt      *time.Time `json:"last_delivery_at"`
+}
+
+// webhookCreated is the creation answer, the only one with the secret.
+type webhookCreated struct {
+	webhookView
+	// DeliverySecret signs every delivery (X-Svc-Signature); shown once.
+	DeliverySecret string `json:"delivery_secret"`
+}
+
+// deliveryKeyPrefix starts every delivery secret (an HMAC key).
+const deliveryKeyPrefix = "svc_whsec_"
+
+// maxWebhookURL bounds a subscription URL's length.
+const maxWebhookURL = 2048
+
+func viewWebhook(w persistence.WebhookSubscription) webhookView {
+	return webhookView{SubscriptionID: w.ID, TenantID: w.TenantID, URL: w.URL, MinSeverity: w.MinSeverity, Format: w.Format,
+		Enabled: w.Enabled, ConsecutiveFailures: w.ConsecutiveFailures, DeliveryStatus: persistence.WebhookDeliveryStatus(w.ConsecutiveFailures),
+		CreatedAt: w.CreatedAt.UTC(), UpdatedAt: w.UpdatedAt.UTC(), LastDeliveryAt: utcPtr(w.LastDeliveryAt)}
+}
+
+const webhookPayloadDoc = " Deliveries (SPEC 6.5) go out for every deny decision (severity MEDIUM, CEF 5), every require_approval decision " +
+	"(LOW, CEF 3) and every HIGH alert or incident (HIGH, CEF 8); min_severity info receives all of them, high only the HIGH " +
+	"alerts and incidents. Each is one POST, up to 3 attempts (backoff 200 ms, 400 ms; 5 s timeout each; a 2xx answer is " +
+	"success, redirects are not followed), signed in X-Svc-Signature: sha256=<hex HMAC-SHA256 of the body under the " +
+	"delivery_secret>, with X-Svc-Delivery-ID (the same on every attempt) and X-Svc-Subscription-ID. json (application/json): " +
+	`{"id","type" (decision, alert or incident),"kind" (deny or require_approval, the alert name or the incident kind),` +
+	`"severity","tenant_id","agent_id","summary","occurred_at","schema_version":1}. cef (text/plain): one line ` +
+	"CEF:0|svc|gateway|<version>|<rule key or kind>|<summary>|<0-10>|rt=<ms epoch> suser=<agent> cs1Label=tenant cs1=<tenant> " +
+	"externalId=<id> cat=<type>, header fields escaping \\ and |, extension values \\, = and line breaks. No payload carries a " +
+	"secret, token, tool parameter or approval id. Each delivery's final result sets last_delivery_at and " +
+	"consecutive_failures (0 on success): delivery_status is healthy at 0, degraded from 1 to 9, dead from 10, and a dead " +
+	"subscription gets nothing until it is PATCHed."
+
+func (s *Server) registerWebhooks() {
+	s.register(Route{Method: "POST", Path: "/webhooks/subscriptions", Access: AccessAdmin, Tag: "webhooks", Status: 201,
+		Body: &webhookCreate{}, Resp: webhookCreated{},
+		Summary: "Subscribe a URL to the webhook export: url (http or https; a literal address that outbound requests may not reach, " +
+			"link-local or metadata always and loopback or private unless SVC_ALLOW_PRIVATE_TARGETS=true, is 400 forbidden_target), " +
+			"min_severity (info or high; default info), format (json or cef; default json), enabled (default true). The answer " +
+			"carries delivery_secret, the HMAC key of the signatures, once." + webhookPayloadDoc,
+		Handle: func(c *Call) (any, error) {
+			b := bodyOf[webhookCreate](c)
+			if b.URL == nil {
+				return nil, invalidField("url", "is required")
+			}
+			target, err := s.webhookURL(*b.URL)
+			if err != nil {
+				return nil, err
+			}
+			sev, format := persistence.WebhookSeverityInfo, persistence.WebhookFormatJSON
+			if b.MinSeverity != nil {
+				if sev, err = webhookEnum("min_severity", *b.MinSeverity, persistence.WebhookSeverityInfo, persistence.WebhookSeverityHigh); err != nil {
+					return nil, err
+				}
+			}
+			if b.Format != nil {
+				if format, err = webhookEnum("format", *b.Format, persistence.WebhookFormatJSON, persistence.WebhookFormatCEF); err != nil {
+					return nil, err
+				}
+			}
+			enabled := b.Enabled == nil || *b.Enabled
+			secret, _ := newToken(deliveryKeyPrefix)
+			p, now := c.Principal, nowUTC()
+			w := persistence.WebhookSubscription{ID: uuid.NewString(), TenantID: p.TenantID, URL: target, MinSeverity: sev, Format: format,
+				Enabled: enabled, DeliverySecret: secret, CreatedAt: now, UpdatedAt: now}
+			created, err := s.Store.CreateWebhook(c.Ctx(), w, auditEvent(p, p.TenantID, "config_change", "webhook_subscription_created", "",
+				map[string]any{"subscription_id": w.ID, "url_host": urlHost(target), "min_severity": sev, "format": format, "enabled": enabled}))
+			if err != nil {
+				return nil, s.audited(err)
+			}
+			s.auditOK()
+			s.webhooksChanged(c.Ctx(), p.TenantID)
+			return webhookCreated{webhookView: viewWebhook(created), DeliverySecret: secret}, nil
+		}})
+	s.register(Route{Method: "GET", Path: "/webhooks/subscriptions", Access: AccessViewer, Tag: "webhooks", Resp: []webhookView{},
+		Paginated: true, Summary: "The tenant's webhook export subscriptions, newest first (never their secrets).",
+		Handle: func(c *Call) (any, error) {
+			pg, err := c.page()
+			if err != nil {
+				return nil, err
+			}
+			rows, err := s.Store.ListWebhooks(c.Ctx(), c.Principal.TenantID, pg)
+			if err != nil {
+				return nil, err
+			}
+			rows = paginate(c, pg, rows, func(w persistence.WebhookSubscription) int64 { return w.Seq })
+			return viewAll(rows, viewWebhook), nil
+		}})
+	s.register(Route{Method: "GET", Path: "/webhooks/subscriptions/:subscription_id", Access: AccessViewer, Tag: "webhooks",
+		Resp: webhookView{}, Errors: []int{404}, Summary: "One webhook export subscription (never its secret).",
+		Handle: func(c *Call) (any, error) {
+			w, err := s.Store.GetWebhook(c.Ctx(), c.Principal.TenantID, c.Param("subscription_id"))
+			if err != nil {
+				return nil, orNotFound(err, "webhook subscription")
+			}
+			return viewWebhook(w), nil
+		}})
+	s.register(Route{Method: "PATCH", Path: "/webhooks/subscriptions/:subscription_id", Access: AccessAdmin, Tag: "webhooks",
+		Body: &webhookPatch{}, Resp: webhookView{}, Errors: []int{404},
+		Summary: "Change any of url, min_severity, format and enabled (validated as at creation; null is 400). Every PATCH, an empty " +
+			"one ({}) too, resets consecutive_failures to 0 and delivery_status to healthy, which revives a dead subscription; " +
+			"results of deliveries started before it are not counted.",
+		Handle: func(c *Call) (any, error) {
+			b := bodyOf[webhookPatch](c)
+			for _, f := range []struct {
+				name string
+				null bool
+			}{{"url", b.URL == nil}, {"min_severity", b.MinSeverity == nil}, {"format", b.Format == nil}, {"enabled", b.Enabled == nil}} {
+				if f.null && c.HasField(f.name) {
+					return nil, invalidField(f.name, "may not be null")
+				}
+			}
+			var patch persistence.WebhookPatch
+			details := map[string]any{"subscription_id": c.Param("subscription_id")}
+			if b.URL != nil {
+				target, err := s.webhookURL(*b.URL)
+				if err != nil {
+					return nil, err
+				}
+				patch.URL, details["url_host"] = &target, urlHost(target)
+			}
+			if b.MinSeverity != nil {
+				sev, err := webhookEnum("min_severity", *b.MinSeverity, persistence.WebhookSeverityInfo, persistence.WebhookSeverityHigh)
+				if err != nil {
+					return nil, err
+				}
+				patch.MinSeverity, details["min_severity"] = &sev, sev
+			}
+			if b.Format != nil {
+				format, err := webhookEnum("format", *b.Format, persistence.WebhookFormatJSON, persistence.WebhookFormatCEF)
+				if err != nil {
+					return nil, err
+				}
+				patch.Format, details["format"] = &format, format
+			}
+			if b.Enabled != nil {
+				patch.Enabled, details["enabled"] = b.Enabled, *b.Enabled
+			}
+			p := c.Principal
+			w, err := s.Store.UpdateWebhook(c.Ctx(), p.TenantID, c.Param("subscription_id"), patch, nowUTC(),
+				auditEvent(p, p.TenantID, "config_change", "webhook_subscription_updated", "", details))
+			if err != nil {
+				return nil, s.audited(orNotFound(err, "webhook subscription"))
+			}
+			s.auditOK()
+			s.webhooksChanged(c.Ctx(), p.TenantID)
+			return viewWebhook(w), nil
+		}})
+	s.register(Route{Method: "DELETE", Path: "/webhooks/subscriptions/:subscription_id", Access: AccessAdmin, Tag: "webhooks",
+		Status: 204, Errors: []int{404}, Summary: "Delete a webhook export subscription; deliveries to it stop at once.",
+		Handle: func(c *Call) (any, error) {
+			p, id := c.Principal, c.Param("subscription_id")
+			err := s.Store.DeleteWebhook(c.Ctx(), p.TenantID, id, auditEvent(p, p.TenantID, "config_change", "webhook_subscription_deleted", "",
+				map[string]any{"subscription_id": id}))
+			if err != nil {
+				return nil, s.audited(orNotFound(err, "webhook subscription"))
+			}
+			s.auditOK()
+			s.webhooksChanged(c.Ctx(), p.TenantID)
+			return nil, nil
+		}})
+}
+
+// webhooksChanged drops the exporter's cached subscriptions of the tenant
+// on this node and tells the other nodes to do the same.
+func (s *Server) webhooksChanged(ctx context.Context, tenantID string) {
+	s.Exporter.Invalidate(tenantID)
+	if s.Authorizer != nil {
+		s.Authorizer.Broadcast(ctx, "webhooks", tenantID, "-")
+	}
+}
+
+// webhookEnum checks an enumerated field (any case) and returns it lower
+// case.
+func webhookEnum(field, v string, allowed ...string) (string, error) {
+	low := strings.ToLower(strings.TrimSpace(v))
+	for _, a := range allowed {
+		if low == a {
+			return a, nil
+		}
+	}
+	return "", invalidField(field, "must be %s", strings.Join(allowed, " or "))
+}
+
+// webhookURL validates a subscription URL: absolute http or https with a
+// host, at most 2048 bytes, no white space, and not a literal address that
+// outbound requests may not reach (CONTRACT §7). Names are checked again
+// where each delivery dials (OutboundClient), so DNS cannot redirect them.
+func (s *Server) webhookURL(raw string) (string, error) {
+	if strings.TrimSpace(raw) == "" {
+		return "", invalidField("url", "is required")
+	}
+	if len(raw) > maxWebhookURL {
+		return "", invalidField("url", "must be at most %d bytes", maxWebhookURL)
+	}
+	if strings.ContainsAny(raw, " \t\r\n") {
+		return "", invalidField("url", "must not contain white space")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Opaque != "" {
+		return "", invalidField("url", "must be an absolute http or https URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", invalidField("url", "scheme must be http or https, not %q", u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return "", invalidField("url", "must name a host")
+	}
+	if err := checkTargetHost(u.Hostname(), s.cfg.AllowPrivateTargets); err != nil {
+		e := invalidField("url", "%v", err)
+		e.Details["error"] = "forbidden_target"
+		return "", e
+	}
+	return raw, nil
+}
+
+// checkTargetHost applies CheckTarget to a host that is an IP literal, and
+// treats localhost names as loopback; other names are left to the dial-time
+// check.
+func checkTargetHost(host string, allowPrivate bool) error {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return CheckTarget(ip, allowPrivate)
+	}
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	if !allowPrivate && (h == "localhost" || strings.HasSuffix(h, ".localhost")) {
+		return fmt.Errorf("%w: %s is loopback (SVC_ALLOW_PRIVATE_TARGETS is false)", ErrForbiddenTarget, host)
+	}
+	return nil
+}
+
+// urlHost is the host of a validated URL, for audit details (the rest of a
+// URL may carry a receiver's credentials).
+func urlHost(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Host
+	}
+	return ""
+}
+
+// WebhookExportPoster is the webhook exporter's transport
+// (actors.ExportPost): one POST per call to the subscription's URL, through
+// OutboundClient (redirects not followed; every connection's address
+// checked where it is dialled: never link-local or metadata, loopback and
+// private only when allowPrivate), reading at most 64 KiB of the answer.
+// Its errors never carry the URL.
+func WebhookExportPoster(allowPrivate bool) actors.ExportPost {
+	client := OutboundClient(allowPrivate)
+	return func(ctx context.Context, target string, body []byte, header map[string]string) (int, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+		if err != nil {
+			return 0, scrubURL(err)
+		}
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, scrubURL(err)
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		_ = resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+}
