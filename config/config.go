@@ -130,6 +130,7 @@ type Config struct {
 	ReceiptSeed       []byte // the decoded 32-byte Ed25519 seed; nil when ReceiptSigningKey is empty
 
 	EventBufferSize int    // SVC_EVENT_BUFFER_SIZE
+	SOCPipeline     bool   // SVC_SOC_PIPELINE; false runs no detection, correlation or live feed
 	LogLevel        string // SVC_LOG_LEVEL, lower case: trace, debug, info, warn or error
 	LogFormat       string // SVC_LOG_FORMAT, lower case: text or json
 	NodeID          string // SVC_NODE_ID, default hostname-pid
@@ -220,6 +221,7 @@ func Settings() []Setting {
 		{"SVC_POLICY_FILE", unset, "Rego file or directory replacing the built-in policies"},
 		{"SVC_RECEIPT_SIGNING_KEY", unset, "standard base64 of a 32-byte Ed25519 seed signing receipts"},
 		{"SVC_EVENT_BUFFER_SIZE", "4096", "bounded security event channel"},
+		{"SVC_SOC_PIPELINE", "true", "false: no detection, correlation, alerts, incidents or live feed (notifications and export of decisions still run)"},
 		{"SVC_LOG_LEVEL", "info", "trace, debug, info, warn or error"},
 		{"SVC_LOG_FORMAT", "text", "text or json"},
 		{"SVC_NODE_ID", "hostname-pid", "this node's name in leadership and metrics"},
@@ -351,6 +353,7 @@ func validate(env environment) (*Config, []error) {
 	c.ReceiptSigningKey, c.ReceiptSeed = v.receiptKey("SVC_RECEIPT_SIGNING_KEY")
 
 	c.EventBufferSize = v.count("SVC_EVENT_BUFFER_SIZE", 1)
+	c.SOCPipeline = v.boolean("SVC_SOC_PIPELINE")
 	c.LogLevel = v.choice("SVC_LOG_LEVEL", "trace", "debug", "info", "warn", "error")
 	c.LogFormat = v.choice("SVC_LOG_FORMAT", "text", "json")
 	c.NodeID = v.nodeID("SVC_NODE_ID")

@@ -383,3 +383,23 @@ func TestE2EIngest(t *testing.T) {
 	_, viewer := s.opToken(t, admin, "ingest-viewer", "viewer")
 	s.want(t, 403, "POST", "/v2/ingest", viewer, map[string]any{"source": "modelvendor_trace", "payload": map[string]any{}})
 }
+
+// TestE2ESOCPipelineOff: with SVC_SOC_PIPELINE=false nothing is detected
+// and authorize is unchanged.
+func TestE2ESOCPipelineOff(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "sqlite", map[string]string{"SVC_SOC_PIPELINE": "false"})
+	_, admin := s.tenant(t, "soc-off-"+uniq())
+	_, tok := s.agent(t, admin, "quiet", nil)
+	azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "")
+	time.Sleep(500 * time.Millisecond) // alerts, if any were raised, are flushed every 100 ms
+	if l := socAlerts(t, s, admin, ""); len(l) != 0 {
+		t.Errorf("alerts with the pipeline off: %v", l)
+	}
+	if n := metricValue(t, s, "svc_soc_events_processed_total"); n != 0 {
+		t.Errorf("svc_soc_events_processed_total = %v with the pipeline off", n)
+	}
+	if r := obj(t, s.want(t, 200, "GET", "/readyz", "", nil)); r["status"] == nil {
+		t.Errorf("readyz %v", r)
+	}
+}

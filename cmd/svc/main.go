@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -234,7 +235,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	var exporterPID atomic.Pointer[actor.PID]
 	approvals := actors.NewApprovals(system, store, bus, actors.ApprovalOptions{TTL: cfg.ApprovalTTL}, log.Named("approvals"))
 
-	sup, err := actors.StartSupervisor(system, registry, log.Named("supervisor"), []actors.ChildSpec{
+	children := []actors.ChildSpec{
 		{Name: "heartbeat_flusher", Producer: actors.NewHeartbeatBuffer(store, cfg.HeartbeatFlushInterval, log.Named("heartbeat")),
 			MaxRestarts: 5, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "leader_lease", Producer: actors.NewLeaderLease(store, cfg.NodeID, cfg.LeaderElectionInterval, cfg.LeaderLease, leader, log.Named("leader")),
@@ -265,7 +266,11 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		{Name: "approval_cleanup", Producer: actors.NewApprovalCleaner(store, cfg.ApprovalCleanupInterval,
 			time.Duration(cfg.ApprovalRetentionDays)*24*time.Hour, leader.IsLeader, &approvalsDeleted, log.Named("approvals")),
 			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
-	})
+	}
+	if !cfg.SOCPipeline {
+		children = slices.DeleteFunc(children, func(c actors.ChildSpec) bool { return c.Name == "soc_pipeline" })
+	}
+	sup, err := actors.StartSupervisor(system, registry, log.Named("supervisor"), children)
 	if err != nil {
 		return err
 	}
@@ -279,8 +284,10 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		exporterPID.Store(pid)
 		bus.Subscribe(pid) // deny and require_approval decisions (SPEC 6.5)
 	}
-	socPID, _ := sup.Child("soc_pipeline")
-	bus.Subscribe(socPID)
+	socPID, socOn := sup.Child("soc_pipeline") // SVC_SOC_PIPELINE
+	if socOn {
+		bus.Subscribe(socPID)
+	}
 	heartbeat := func(h messages.Heartbeat) { system.Root.Send(heartbeatPID, &h) }
 	authorizer, err := actors.NewAuthorizer(system, store, shared, engine, writerPID, bus, heartbeat, actors.AuthorizerOptions{
 		RateCapacity: cfg.RateLimitCapacity, RateRefill: cfg.RateLimitRefillRate, QuotaLimit: cfg.QuotaLimit, QuotaWindow: cfg.QuotaWindow,
@@ -295,11 +302,15 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	authorizer.OnInvalidate(func(kind, tenantID, _ string) {
 		switch kind {
 		case "soc_rules":
-			system.Root.Send(socPID, actors.RulesInvalidated{TenantID: tenantID})
+			if socOn {
+				system.Root.Send(socPID, actors.RulesInvalidated{TenantID: tenantID})
+			}
 		case "webhooks":
 			exports.Invalidate(tenantID)
 		case "*":
-			system.Root.Send(socPID, actors.RulesInvalidated{})
+			if socOn {
+				system.Root.Send(socPID, actors.RulesInvalidated{})
+			}
 			exports.InvalidateAll()
 		}
 	})
