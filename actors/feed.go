@@ -1,8 +1,10 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,13 +79,20 @@ func (f *Feed) remove(s *FeedSub) {
 }
 
 // Publish queues an item for every node's subscribers of its tenant. It
-// never blocks: when the queue is full the item is counted as failed.
+// never blocks: when the queue is full the item is counted as failed. On
+// the shared channel an item is its tenant id, a newline, and the frame
+// subscribers receive, encoded once: {"type":...,"data":...}.
 func (f *Feed) Publish(item messages.FeedItem) {
-	raw, err := json.Marshal(item)
-	if err != nil {
+	frame, err := json.Marshal(struct {
+		Type string `json:"type"`
+		Data any    `json:"data"`
+	}{item.Type, item.Data})
+	if err != nil || strings.Contains(item.TenantID, "\n") {
 		f.failed.Add(1)
 		return
 	}
+	raw := make([]byte, 0, len(item.TenantID)+1+len(frame))
+	raw = append(append(append(raw, item.TenantID...), '\n'), frame...)
 	select {
 	case f.out <- raw:
 		f.published.Add(1)
@@ -132,31 +141,21 @@ func (f *Feed) Run(ctx context.Context) {
 
 // deliver hands one published item to the local subscribers of its tenant.
 func (f *Feed) deliver(raw []byte) {
-	var head struct {
-		TenantID string          `json:"tenant_id"`
-		Type     string          `json:"type"`
-		Data     json.RawMessage `json:"data"`
-	}
-	if json.Unmarshal(raw, &head) != nil || head.TenantID == "" {
-		return
-	}
-	frame, err := json.Marshal(struct {
-		Type string          `json:"type"`
-		Data json.RawMessage `json:"data"`
-	}{head.Type, head.Data})
-	if err != nil {
+	tenant, frame, ok := bytes.Cut(raw, []byte{'\n'})
+	if !ok || len(tenant) == 0 {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for s := range f.subs[head.TenantID] {
+	set := f.subs[string(tenant)]
+	for s := range set {
 		select {
 		case s.C <- frame:
 			f.delivered.Add(1)
 		default:
 			// Behind: cut it off rather than wait or drop silently.
 			f.cut.Add(1)
-			delete(f.subs[head.TenantID], s)
+			delete(set, s)
 			s.closed = true
 			close(s.C)
 		}

@@ -436,6 +436,18 @@ func (p *SOCPipeline) flushIncidents(ctx actor.Context) {
 	go func() {
 		c, cancel := ioContext(10 * time.Second)
 		defer cancel()
+		// One transaction for the batch; when an id exists already (an
+		// earlier try committed without our knowing), one by one, skipping
+		// the ones that exist.
+		err := p.store.OpenIncidents(c, batch)
+		if !errors.Is(err, persistence.ErrConflict) {
+			if err != nil {
+				root.Send(self, incidentsFlushed{incidents: batch, err: err})
+				return
+			}
+			root.Send(self, incidentsFlushed{})
+			return
+		}
 		var failed []persistence.Incident
 		var errs []error
 		for _, in := range batch {

@@ -41,8 +41,9 @@ const (
 	FeedIncident = "incident"
 )
 
-// FeedItem is one frame of the live feed: {"type":...,"data":...}. It
-// crosses nodes as JSON with its tenant beside it.
+// FeedItem is one item of the live feed: subscribers receive
+// {"type":...,"data":...}; between nodes it travels as its tenant id, a
+// newline and that frame (actors.Feed).
 type FeedItem struct {
 	TenantID string `json:"tenant_id"`
 	Type     string `json:"type"`

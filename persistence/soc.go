@@ -95,6 +95,9 @@ type SOCStore interface {
 	AppendAlerts(ctx context.Context, alerts []Alert) error
 	ListAlerts(ctx context.Context, tenantID string, f AlertFilter, p Page) ([]Alert, error)
 	OpenIncident(ctx context.Context, inc Incident) error
+	// OpenIncidents writes incidents (of any tenants) in one transaction;
+	// ErrConflict when one of the ids exists already (nothing is written).
+	OpenIncidents(ctx context.Context, incs []Incident) error
 	GetIncident(ctx context.Context, tenantID, id string) (Incident, error)
 	ListIncidents(ctx context.Context, tenantID string, f IncidentFilter, p Page) ([]Incident, error)
 	// CloseIncident closes an open incident: ErrNotFound, or

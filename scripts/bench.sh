@@ -23,7 +23,8 @@
 #   BENCH_CONCURRENCY [1,8,32,64] closed-loop phases
 #   BENCH_AGENTS [50]            agents registered (svc) / named (OPA)
 #   BENCH_MIX [read=60,mutate=20,deny=10,redact=10]
-#   BENCH_TARGETS [sqlite,postgres,opa]  which runs to do
+#   BENCH_TARGETS [sqlite,postgres,opa,soc]  which runs to do (soc: the SOC
+#                                pipeline's overhead on authorize, on vs SVC_SOC_PIPELINE=false)
 #   BENCH_GO [1]                 0 skips the Go benchmarks
 #   BENCH_GO_PKGS [./rules/policy/ ./canonical/ ./receipt/ ./actors/]
 #   BENCHFLAGS []                extra go test flags, e.g. -benchtime=2s -count=3
@@ -74,7 +75,7 @@ WARMUP=${BENCH_WARMUP:-2s}
 CONCURRENCY=${BENCH_CONCURRENCY:-1,8,32,64}
 AGENTS=${BENCH_AGENTS:-50}
 MIX=${BENCH_MIX:-read=60,mutate=20,deny=10,redact=10}
-TARGETS=${BENCH_TARGETS:-sqlite,postgres,opa}
+TARGETS=${BENCH_TARGETS:-sqlite,postgres,opa,soc}
 OUT=${BENCH_OUT:-$BIN/bench}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -209,6 +210,37 @@ run_postgres() {
 	run_svc postgres "$url" "${dbpid[@]}"
 }
 
+# run_soc: authorize at full speed (closed loop, concurrency 32) with the SOC
+# pipeline on and three live-feed subscribers attached, against the same
+# run with the pipeline off (SVC_SOC_PIPELINE=false); two alternating pairs,
+# since identical runs on this machine differ by more than the 5% target.
+run_soc() {
+	local pair rc=0 saved=${BENCH_SVC_ENV:-}
+	for pair in 1 2; do
+		BENCH_SVC_ENV="$saved" run_svc "soc-on-$pair" "sqlite://$WORK/soc-on-$pair.db" -concurrency 32 -half-load=false -ws-subscribers 3 || rc=1
+		BENCH_SVC_ENV="$saved SVC_SOC_PIPELINE=false" run_svc "soc-off-$pair" "sqlite://$WORK/soc-off-$pair.db" -concurrency 32 -half-load=false || rc=1
+	done
+	BENCH_SVC_ENV=$saved
+	[[ $rc == 0 ]] || return 1
+	python3 - "$OUT" <<'PY' | tee "$OUT/soc.txt"
+import json, sys
+out = sys.argv[1]
+def phase(label):
+    with open(f"{out}/{label}.json") as f:
+        r = json.load(f)
+    return r["phases"][0]
+print("\n== SOC pipeline overhead on authorize (sqlite, closed loop c=32; on: pipeline + 3 feed subscribers)")
+print(f"{'pair':>4} {'on req/s':>9} {'off req/s':>9} {'on p99 ms':>10} {'off p99 ms':>11} {'p99 on/off':>11}")
+ratios = []
+for pair in (1, 2):
+    on, off = phase(f"soc-on-{pair}"), phase(f"soc-off-{pair}")
+    ratio = on["p99_ms"] / off["p99_ms"] if off["p99_ms"] else float("nan")
+    ratios.append(ratio)
+    print(f"{pair:>4} {on['throughput']:>9.0f} {off['throughput']:>9.0f} {on['p99_ms']:>10.3f} {off['p99_ms']:>11.3f} {ratio:>11.3f}")
+print(f"target: p99 on/off <= 1.05; mean of the pairs {sum(ratios)/len(ratios):.3f}")
+PY
+}
+
 run_opa() {
 	local port
 	port=$(free_port) || {
@@ -237,7 +269,7 @@ files=()
 IFS=, read -r -a targets <<<"$TARGETS"
 for t in "${targets[@]}"; do
 	case $t in
-	sqlite | postgres | opa) ;;
+	sqlite | postgres | opa | soc) ;;
 	*)
 		log "unknown target $t in BENCH_TARGETS"
 		failures+=("$t")
@@ -245,7 +277,7 @@ for t in "${targets[@]}"; do
 		;;
 	esac
 	if "run_$t"; then
-		files+=("$OUT/$t.json")
+		[[ $t == soc ]] || files+=("$OUT/$t.json")
 	else
 		log "$t: FAILED"
 		failures+=("$t")

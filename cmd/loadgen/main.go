@@ -76,6 +76,7 @@ type options struct {
 	quiet         bool
 	client        string
 	selfProfile   string
+	subscribers   int
 }
 
 func main() {
@@ -112,6 +113,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
 	fs.StringVar(&o.selfProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
 	fs.StringVar(&o.client, "client", "raw", "raw: a minimal HTTP/1.1 keep-alive client that costs the shared CPU little; std: net/http")
+	fs.IntVar(&o.subscribers, "ws-subscribers", 0, "svc: live-feed WebSocket subscribers (GET /v2/ws/events) kept reading during the run")
 	fs.StringVar(&summary, "summary", "", "summary mode: comma list of JSON result files to compare")
 	fs.StringVar(&baseline, "baseline", "opa", "summary: label of the baseline run")
 	fs.StringVar(&targets, "targets", "sqlite=1.0,postgres=0.7", "summary: label=minimum throughput ratio to the baseline")

@@ -171,6 +171,17 @@ func runLoad(ctx context.Context, o options, stdout, stderr io.Writer) (*Report,
 		return nil, err
 	}
 	r := &runner{o: o, client: client, w: w, logf: logf}
+	if o.subscribers > 0 && o.target == "svc" {
+		subs, err := startFeedSubscribers(ctx, o.url, w.opToken, o.subscribers)
+		if err != nil {
+			return nil, fmt.Errorf("feed subscribers: %w", err)
+		}
+		defer func() {
+			subs.stop()
+			logf("%d feed subscribers received %d frames; %d were disconnected by the server", o.subscribers, subs.frames.Load(), subs.ended.Load())
+		}()
+		logf("%d live-feed subscribers attached", o.subscribers)
+	}
 	if o.client == "raw" {
 		t, err := newRawTarget(w.endpoint, o.timeout)
 		if err != nil {

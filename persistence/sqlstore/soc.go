@@ -155,6 +155,22 @@ func (s *Store) OpenIncident(ctx context.Context, in persistence.Incident) error
 	})
 }
 
+// OpenIncidents implements persistence.SOCStore.
+func (s *Store) OpenIncidents(ctx context.Context, incs []persistence.Incident) error {
+	if len(incs) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(incs))
+	for i, in := range incs {
+		rows[i] = []any{in.ID, in.TenantID, in.Kind, in.Severity, persistence.IncidentOpen, in.AgentID, in.Summary,
+			jsonText(in.SourceEventIDs), in.OpenedAt}
+	}
+	return s.DB.Tx(ctx, func(q Querier) error {
+		return q.Batch(ctx, multiInsert(`INSERT INTO incidents (id, tenant_id, kind, severity, status, agent_id, summary,
+			source_event_ids, opened_at)`, 9, rows))
+	})
+}
+
 // GetIncident implements persistence.SOCStore.
 func (s *Store) GetIncident(ctx context.Context, tenantID, id string) (persistence.Incident, error) {
 	return scanIncident(s.DB.Reader().QueryRow(ctx, `SELECT `+incidentCols+` FROM incidents WHERE tenant_id = $1 AND id = $2`, tenantID, id))
