@@ -27,7 +27,10 @@ func startFeedSubscribers(ctx context.Context, base, token string, n int) (*feed
 	for range n {
 		h := http.Header{}
 		h.Set("Authorization", "Bearer "+token)
-		conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h})
+		conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h})
+		if resp != nil && resp.Body != nil {
+			_ = resp.Body.Close() // the handshake's response; the socket lives on in conn
+		}
 		if err != nil {
 			f.stop()
 			return nil, err
