@@ -183,6 +183,12 @@ type correlatorStopped struct {
 	pid *actor.PID
 }
 
+// flushEvery is how often buffered alerts and incidents are written (one
+// transaction each). On SQLite every transaction takes the one writer from
+// the decisions' group commit, so fewer, larger ones leave authorize more
+// of it; alerts reach the live feed at once either way.
+const flushEvery = 500 * time.Millisecond
+
 // NewSOCPipeline returns the producer of the pipeline actor.
 func NewSOCPipeline(store persistence.SOCStore, stats *SOCStats, o SOCOptions, log hclog.Logger) actor.Producer {
 	if o.CorrelatorIdle <= 0 {
@@ -204,7 +210,7 @@ func (p *SOCPipeline) Receive(ctx actor.Context) {
 		p.defaults = detect.Defaults()
 		p.baselines, _ = lru.New[string, *detect.Baseline](p.opt.MaxBaselines)
 		p.corr = map[string]*actor.PID{}
-		p.ticker = startTicker(ctx, 100*time.Millisecond)
+		p.ticker = startTicker(ctx, flushEvery)
 	case *messages.AseEvent:
 		p.stats.Events.Add(1)
 		if p.opt.Feed != nil {
@@ -372,7 +378,7 @@ func (p *SOCPipeline) detect(ctx actor.Context, ev *messages.AseEvent, rules []d
 		ctx.Send(p.correlator(ctx, ev.TenantID, ev.AgentID), correlate.Observation{EventID: ev.EventID, Kind: ev.Kind,
 			Decision: ev.Decision, Tool: ev.Tool, Action: ev.Action, At: ev.OccurredAt})
 	}
-	if len(p.alerts) >= 100 {
+	if len(p.alerts) >= 1000 {
 		p.flushAlerts(ctx)
 	}
 }

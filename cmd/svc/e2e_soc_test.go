@@ -49,7 +49,8 @@ func waitAlert(t testing.TB, s *server, tok, decisionID, name string) map[string
 }
 
 // settle waits until the pipeline has processed every event published so
-// far (its processed counter stops moving for 300 ms).
+// far and written their alerts: its processed counter stops moving for
+// 800 ms, longer than the pipeline's 500 ms flush interval.
 func settle(t testing.TB, s *server) {
 	t.Helper()
 	last, stable := -1.0, 0
@@ -60,7 +61,7 @@ func settle(t testing.TB, s *server) {
 		} else {
 			last, stable = n, 0
 		}
-		return stable >= 3
+		return stable >= 8
 	})
 }
 
@@ -392,7 +393,7 @@ func TestE2ESOCPipelineOff(t *testing.T) {
 	_, admin := s.tenant(t, "soc-off-"+uniq())
 	_, tok := s.agent(t, admin, "quiet", nil)
 	azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "")
-	time.Sleep(500 * time.Millisecond) // alerts, if any were raised, are flushed every 100 ms
+	time.Sleep(time.Second) // alerts, if any were raised, are flushed every 500 ms
 	if l := socAlerts(t, s, admin, ""); len(l) != 0 {
 		t.Errorf("alerts with the pipeline off: %v", l)
 	}

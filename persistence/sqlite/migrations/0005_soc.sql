@@ -27,7 +27,6 @@ CREATE TABLE alerts (
     created_at      TEXT NOT NULL
 );
 CREATE INDEX alerts_tenant ON alerts (tenant_id, seq);
-CREATE INDEX alerts_id ON alerts (tenant_id, id);
 
 CREATE TABLE incidents (
     seq              INTEGER PRIMARY KEY AUTOINCREMENT,
