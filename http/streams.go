@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -193,6 +192,27 @@ func (s *Server) websocketFeed(c *Call) streamOut {
 		sub, cancel := s.Feed.Subscribe(tenant, feedBuffer)
 		defer cancel()
 		ctx := conn.CloseRead(r.Context()) // ends when the client closes
+		// One watchdog instead of a deadline per frame (a timer and a
+		// context callback for each write): a write still blocked after
+		// feedWriteWait closes the socket.
+		var writing atomic.Int64 // start of the write in progress (unix ns), 0 between writes
+		go func() {
+			t := time.NewTicker(feedWriteWait / 5)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if st := writing.Load(); st != 0 && time.Since(time.Unix(0, st)) > feedWriteWait {
+						s.streams.wsCut.Add(1)
+						_ = conn.CloseNow()
+						return
+					}
+				}
+			}
+		}()
+		wctx := context.WithoutCancel(ctx) // no per-write timeout: the watchdog's job
 		for {
 			select {
 			case <-ctx.Done():
@@ -203,13 +223,10 @@ func (s *Server) websocketFeed(c *Call) streamOut {
 					_ = conn.Close(websocket.StatusPolicyViolation, "subscriber fell behind")
 					return
 				}
-				wctx, wcancel := context.WithTimeout(ctx, feedWriteWait)
+				writing.Store(time.Now().UnixNano())
 				err := conn.Write(wctx, websocket.MessageText, frame)
-				wcancel()
+				writing.Store(0)
 				if err != nil {
-					if errors.Is(err, context.DeadlineExceeded) {
-						s.streams.wsCut.Add(1)
-					}
 					return
 				}
 			}
