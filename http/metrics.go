@@ -98,6 +98,7 @@ func newMetrics(s *Server) *metrics {
 		counter("svc_soc_incidents_total", "Incidents opened.", soc(s, func(st *actors.SOCStats) float64 { return float64(st.Incidents.Load()) })),
 		counter("svc_soc_durations_skipped_total", "Durations left out of the MTTD and MTTR means (negative or unparseable).",
 			soc(s, func(st *actors.SOCStats) float64 { return float64(st.Skipped()) })),
+		gauge("svc_streams_open", "Open watch (SSE) and WebSocket streams.", func() float64 { return float64(s.streams.open.Load()) }),
 		counter("svc_stream_subscribers_cut_total", "Live-feed and watch subscribers disconnected for falling behind.", func() float64 {
 			n := s.streams.sseCut.Load() + s.streams.wsCut.Load()
 			if s.Feed != nil {

@@ -255,6 +255,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		return e.Status()
 	}
 	streaming := rt.Streams && (rt.Path == "/ws/events" || r.URL.Query().Get("watch") == "true")
+	if streaming {
+		// Streams hold no request slot, but their number is bounded by
+		// the same setting, SVC_MAX_CONCURRENT_REQUESTS.
+		if n := s.streams.open.Add(1); n > int64(s.cfg.MaxConcurrentRequests) {
+			s.streams.open.Add(-1)
+			s.metrics.shed.Inc()
+			e := apiErr("ServiceUnavailable", "too_many_streams", "too many open streams; retry later")
+			e.RetryAfter = 1
+			return fail(e)
+		}
+		defer s.streams.open.Add(-1)
+	}
 	if !rt.Unversioned && !streaming { // a stream is not request work: it never holds a slot
 		select {
 		case s.slots <- struct{}{}:

@@ -32,9 +32,11 @@ const (
 	ticketKeyPrefix = "ticket:"
 )
 
-// streamStats counts stream subscribers cut off for falling behind.
+// streamStats counts open streams and the subscribers cut off for falling
+// behind.
 type streamStats struct {
 	sseCut, wsCut atomic.Uint64
+	open          atomic.Int64
 }
 
 type ticketView struct {

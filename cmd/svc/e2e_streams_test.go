@@ -232,3 +232,34 @@ func TestE2EStreams(t *testing.T) {
 			metricValue(t, s, "svc_stream_subscribers_cut_total"))
 	})
 }
+
+// TestE2EStreamCap: streams hold no request slot, but at most
+// SVC_MAX_CONCURRENT_REQUESTS are open at once; one more is 503.
+func TestE2EStreamCap(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "sqlite", map[string]string{"SVC_MAX_CONCURRENT_REQUESTS": "2"})
+	_, admin := s.tenant(t, "streams-cap-"+uniq())
+	var conns []*websocket.Conn
+	for range 2 {
+		c, _, err := wsDial(t, s, admin, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	checkFor(t, 5*time.Second, "two open streams", func() bool { return metricValue(t, s, "svc_streams_open") == 2 })
+	if _, resp, err := wsDial(t, s, admin, ""); err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a third stream: %v %v, want 503", err, resp)
+	}
+	// Ordinary requests are not affected by open streams.
+	s.want(t, 200, "GET", "/v2/alerts", admin, nil)
+	_ = conns[0].CloseNow()
+	checkFor(t, 5*time.Second, "a stream slot to free", func() bool {
+		c, _, err := wsDial(t, s, admin, "")
+		if err == nil {
+			_ = c.CloseNow()
+		}
+		return err == nil
+	})
+	_ = conns[1].CloseNow()
+}
