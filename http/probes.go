@@ -90,7 +90,7 @@ func (s *Server) registerProbes() {
 	s.register(Route{Method: "GET", Path: "/startupz", Unversioned: true, Tag: "operations", Resp: simpleStatus{}, Errors: []int{503},
 		Summary: "Startup: 200 once migrations ran and the supervision tree started.",
 		Handle: func(*Call) (any, error) {
-			if !s.ready {
+			if !s.ready.Load() {
 				return withStatus{http.StatusServiceUnavailable, simpleStatus{"starting"}}, nil
 			}
 			return simpleStatus{"started"}, nil

@@ -67,7 +67,7 @@ type Server struct {
 	slots   chan struct{}
 	metrics *metrics
 	started time.Time
-	ready   bool
+	ready   atomic.Bool
 	sse     *sse.Server
 	streams streamStats
 }
@@ -98,7 +98,7 @@ func New(d Deps) *Server {
 }
 
 // MarkStarted flips /startupz to 200 once start-up has completed.
-func (s *Server) MarkStarted() { s.ready = true }
+func (s *Server) MarkStarted() { s.ready.Store(true) }
 
 // componentAuditWriter is the registry entry that reports whether audit
 // writes are succeeding (/readyz audit_writer).
