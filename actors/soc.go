@@ -28,33 +28,42 @@ type SOCStats struct {
 	Incidents atomic.Uint64 // incidents opened
 
 	mu         sync.Mutex
-	mttdSum    float64
-	mttdN      uint64
-	mttrSum    float64
-	mttrN      uint64
-	skippedAvg uint64
+	mttd, mttr mean
+	skipped    uint64
 }
 
-// observe adds one duration to a rolling cumulative average, skipping
-// negative or non-finite ones (clock skew between nodes, bad timestamps).
-func (s *SOCStats) observe(sum *float64, n *uint64, d time.Duration) {
+// mean is a rolling cumulative average of durations, in seconds.
+type mean struct {
+	sum float64
+	n   uint64
+}
+
+func (m mean) value() float64 {
+	if m.n == 0 {
+		return 0
+	}
+	return m.sum / float64(m.n)
+}
+
+// observe adds one duration to m, skipping negative or non-finite ones
+// (clock skew between nodes, bad timestamps), which it counts.
+func (s *SOCStats) observe(m *mean, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	v := d.Seconds()
 	if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		s.skippedAvg++
+		s.skipped++
 		return
 	}
-	*sum += v
-	*n++
+	m.sum += v
+	m.n++
 }
 
 // MTTD is the mean time, in seconds, from an event to the alert it raised.
 func (s *SOCStats) MTTD() float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mttdN == 0 {
-		return 0
-	}
-	return s.mttdSum / float64(s.mttdN)
+	return s.mttd.value()
 }
 
 // MTTR is the mean time, in seconds, from an incident's opening to its
@@ -62,17 +71,14 @@ func (s *SOCStats) MTTD() float64 {
 func (s *SOCStats) MTTR() float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mttrN == 0 {
-		return 0
-	}
-	return s.mttrSum / float64(s.mttrN)
+	return s.mttr.value()
 }
 
 // Skipped counts durations left out of the averages.
 func (s *SOCStats) Skipped() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.skippedAvg
+	return s.skipped
 }
 
 // SOC is the front of the security-operations pipeline (SPEC 6): the HTTP
@@ -99,9 +105,7 @@ func (s *SOC) IncidentClosed(in persistence.Incident) {
 	if in.ClosedAt == nil {
 		return
 	}
-	s.stats.mu.Lock()
-	defer s.stats.mu.Unlock()
-	s.stats.observe(&s.stats.mttrSum, &s.stats.mttrN, in.ClosedAt.Sub(in.OpenedAt))
+	s.stats.observe(&s.stats.mttr, in.ClosedAt.Sub(in.OpenedAt))
 }
 
 // SOCOptions configure the pipeline.
@@ -312,15 +316,23 @@ func customRules(rs []persistence.CustomRule, log hclog.Logger) []detect.Rule {
 		if !r.Enabled {
 			continue
 		}
-		cond, err := detect.ParseConditionJSON(r.Condition)
+		rule, err := CustomRule(r)
 		if err != nil {
 			log.Warn("stored custom rule does not parse; skipped", "tenant_id", r.TenantID, "rule_key", r.Key, "error", err)
 			continue
 		}
-		out = append(out, detect.Rule{Key: r.Key, AlertName: r.AlertName, Severity: r.Severity, Source: detect.SourceCustom,
-			Enabled: true, Condition: cond})
+		out = append(out, rule)
 	}
 	return out
+}
+
+// CustomRule is the detection rule of a stored custom rule.
+func CustomRule(r persistence.CustomRule) (detect.Rule, error) {
+	cond, err := detect.ParseConditionJSON(r.Condition)
+	if err != nil {
+		return detect.Rule{}, err
+	}
+	return detect.NewCustomRule(r.Key, r.AlertName, r.Severity, r.Enabled, cond)
 }
 
 // DetectEvent converts a SOC event into the detection input.
@@ -353,9 +365,7 @@ func (p *SOCPipeline) detect(ctx actor.Context, ev *messages.AseEvent, rules []d
 		if p.opt.Feed != nil {
 			p.opt.Feed.Publish(messages.FeedItem{TenantID: a.TenantID, Type: messages.FeedAlert, Data: AlertRecord(a)})
 		}
-		p.stats.mu.Lock()
-		p.stats.observe(&p.stats.mttdSum, &p.stats.mttdN, now.Sub(ev.OccurredAt))
-		p.stats.mu.Unlock()
+		p.stats.observe(&p.stats.mttd, now.Sub(ev.OccurredAt))
 		if severity == detect.SeverityHigh && p.opt.Notify != nil {
 			p.opt.Notify(messages.Notification{Kind: name, Severity: messages.NotifySeverityHigh, TenantID: ev.TenantID,
 				AgentID: ev.AgentID, At: now, Summary: summary, Detail: fmt.Sprintf("alert %s; rule %s; event %s", a.ID, key, ev.EventID),

@@ -57,11 +57,12 @@ type Route struct {
 	// counts failed attempts before it looks a token up); Access then only
 	// documents who may call.
 	SelfAuth bool
-	// Streams routes serve a live stream: GET /ws/events always, the list
-	// routes with watch=true. A stream holds no concurrency slot, has no
-	// request timeout, and may authenticate with a one-time ?ticket=
-	// (POST /v1/stream-tickets) instead of the Authorization header.
-	Streams bool
+	// Stream marks a route that serves a live stream: always (StreamAlways,
+	// GET /ws/events) or when asked with watch=true (StreamOnWatch, the
+	// alert and incident lists). A stream holds no concurrency slot, has no
+	// request timeout, and may authenticate with a one-time ?ticket= (POST
+	// /v1/stream-tickets) instead of the Authorization header.
+	Stream StreamMode
 	// AcceptYAML routes also take their body as YAML (Content-Type
 	// application/yaml), decoded into the same type as JSON would be.
 	AcceptYAML bool
@@ -69,6 +70,16 @@ type Route struct {
 	// handler returns as []byte.
 	RawBody string
 }
+
+// StreamMode says when a route streams (Route.Stream).
+type StreamMode int
+
+// Stream modes.
+const (
+	StreamNever StreamMode = iota
+	StreamAlways
+	StreamOnWatch
+)
 
 // QueryParam documents one query parameter.
 type QueryParam struct {
@@ -254,7 +265,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		writeEnvelope(w, version, e)
 		return e.Status()
 	}
-	streaming := rt.Streams && (rt.Path == "/ws/events" || r.URL.Query().Get("watch") == "true")
+	streaming := rt.Stream == StreamAlways || (rt.Stream == StreamOnWatch && r.URL.Query().Get("watch") == "true")
 	if streaming {
 		// Streams hold no request slot, but their number is bounded by
 		// the same setting, SVC_MAX_CONCURRENT_REQUESTS.

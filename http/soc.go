@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"svc/rules/detect"
+
 	"svc/actors"
 	"svc/messages"
 
@@ -40,32 +42,31 @@ func viewIncident(in persistence.Incident) incidentView {
 	return actors.IncidentRecord(in)
 }
 
-// severityFilter accepts any case and answers 400 for an unknown severity.
-func severityFilter(c *Call) (string, error) {
-	v := strings.ToUpper(strings.TrimSpace(c.R.URL.Query().Get("severity")))
-	switch v {
-	case "", "INFO", "LOW", "MEDIUM", "HIGH":
-		return v, nil
+// socList reads what the alert and incident lists share: watch, the page
+// and the severity filter (any case; 400 for an unknown severity).
+func socList(c *Call) (watching bool, pg persistence.Page, severity string, err error) {
+	if watching, err = isWatch(c); err != nil {
+		return
 	}
-	return "", invalidField("severity", "one of INFO, LOW, MEDIUM, HIGH")
+	if pg, err = c.page(); err != nil {
+		return
+	}
+	if v := c.R.URL.Query().Get("severity"); v != "" {
+		if severity, err = detect.ParseSeverity(strings.TrimSpace(v)); err != nil {
+			err = invalidField("severity", "one of INFO, LOW, MEDIUM, HIGH")
+		}
+	}
+	return
 }
 
 func (s *Server) registerSOC() {
 	s.registerIngest()
-	s.register(Route{Method: "GET", Path: "/alerts", Access: AccessViewer, Tag: "soc", Resp: []alertView{}, Paginated: true, Streams: true,
+	s.register(Route{Method: "GET", Path: "/alerts", Access: AccessViewer, Tag: "soc", Resp: []alertView{}, Paginated: true, Stream: StreamOnWatch,
 		Query: []QueryParam{{Name: "severity", Type: "string", Description: "INFO, LOW, MEDIUM or HIGH (any case)"},
 			{Name: "agent_id", Type: "string", Description: "only this agent's alerts"}, watchParam},
 		Summary: "The tenant's alerts, newest first; with watch=true, a server-sent event stream of the alerts created after the request (see watch).",
 		Handle: func(c *Call) (any, error) {
-			watching, err := isWatch(c)
-			if err != nil {
-				return nil, err
-			}
-			pg, err := c.page()
-			if err != nil {
-				return nil, err
-			}
-			sev, err := severityFilter(c)
+			watching, pg, sev, err := socList(c)
 			if err != nil {
 				return nil, err
 			}
@@ -80,22 +81,14 @@ func (s *Server) registerSOC() {
 			rows = paginate(c, pg, rows, func(a persistence.Alert) int64 { return a.Seq })
 			return viewAll(rows, viewAlert), nil
 		}})
-	s.register(Route{Method: "GET", Path: "/incidents", Access: AccessViewer, Tag: "soc", Resp: []incidentView{}, Paginated: true, Streams: true,
+	s.register(Route{Method: "GET", Path: "/incidents", Access: AccessViewer, Tag: "soc", Resp: []incidentView{}, Paginated: true, Stream: StreamOnWatch,
 		Query: []QueryParam{{Name: "status", Type: "string", Description: "open or closed"},
 			{Name: "severity", Type: "string", Description: "INFO, LOW, MEDIUM or HIGH (any case)"},
 			{Name: "agent_id", Type: "string", Description: "only this agent's incidents"},
 			{Name: "kind", Type: "string", Description: "deny_storm, runaway, repeated_approval or trust_escalation"}, watchParam},
 		Summary: "The tenant's incidents, newest first; with watch=true, a server-sent event stream of the incidents opened after the request (see watch).",
 		Handle: func(c *Call) (any, error) {
-			watching, err := isWatch(c)
-			if err != nil {
-				return nil, err
-			}
-			pg, err := c.page()
-			if err != nil {
-				return nil, err
-			}
-			sev, err := severityFilter(c)
+			watching, pg, sev, err := socList(c)
 			if err != nil {
 				return nil, err
 			}

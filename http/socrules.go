@@ -214,11 +214,8 @@ func (s *Server) findRule(c *Call, key string) (detect.Rule, bool) {
 		if r.Key != key || !r.Enabled {
 			continue
 		}
-		cond, err := detect.ParseConditionJSON(r.Condition)
-		if err != nil {
-			return detect.Rule{}, false
-		}
-		return detect.Rule{Key: r.Key, AlertName: r.AlertName, Severity: r.Severity, Source: detect.SourceCustom, Enabled: true, Condition: cond}, true
+		rule, err := actors.CustomRule(r)
+		return rule, err == nil
 	}
 	return detect.Rule{}, false
 }

@@ -75,7 +75,7 @@ func (s *Server) registerStreams() {
 			}
 			return ticketView{Ticket: ticket, ExpiresIn: int(ticketLifetime.Seconds())}, nil
 		}})
-	s.register(Route{Method: "GET", Path: "/ws/events", Access: AccessViewer, Streams: true, Tag: "streams", Resp: messages.FeedItem{},
+	s.register(Route{Method: "GET", Path: "/ws/events", Access: AccessViewer, Stream: StreamAlways, Tag: "streams", Resp: messages.FeedItem{},
 		Summary: "The live SOC feed over WebSocket: one JSON text frame per item, {\"type\":\"event\"|\"alert\"|\"incident\",\"data\":{...}}, " +
 			"from every node. A client that falls 256 frames behind, or does not take a frame within 5 s, is disconnected (close " +
 			"status 1008) so that it never slows the pipeline or other subscribers.",
@@ -117,14 +117,14 @@ func (s *Server) redeemTicket(r *http.Request) (Principal, error) {
 // oldest first, with the route's filters) and sends each as an SSE event
 // named kind with its id, plus a keep-alive comment every 15 s. A client
 // that falls behind is disconnected.
-func (s *Server) watch(c *Call, kind string, newest func(ctx context.Context) (int64, error),
-	list func(ctx context.Context, since int64) ([]any, []int64, []string, error)) (any, error) {
-	since, err := newest(c.Ctx())
+func (s *Server) watch(c *Call, kind string, list func(ctx context.Context, since int64, limit int) ([]watchRow, error)) (any, error) {
+	newest, err := list(c.Ctx(), 0, 1) // since 0: the newest row first
 	if err != nil {
 		return nil, err
 	}
-	if since == 0 {
-		since = -1 // no rows yet: every row is new
+	since := int64(-1) // no rows yet: every row is new
+	if len(newest) > 0 {
+		since = newest[0].seq
 	}
 	return streamOut(func(w http.ResponseWriter, r *http.Request) {
 		id := uuid.NewString()
@@ -154,22 +154,22 @@ func (s *Server) watch(c *Call, kind string, newest func(ctx context.Context) (i
 					}
 				case <-poll.C:
 					qctx, qcancel := context.WithTimeout(ctx, watchPoll)
-					rows, seqs, ids, err := list(qctx, since)
+					rows, err := list(qctx, since, 500)
 					qcancel()
 					if err != nil {
 						s.log.Warn("watch poll failed; retrying", "kind", kind, "error", err)
 						continue
 					}
-					for i, row := range rows {
-						data, err := json.Marshal(row)
+					for _, row := range rows {
+						data, err := json.Marshal(row.view)
 						if err != nil {
 							continue
 						}
-						if !s.sse.TryPublish(id, &sse.Event{ID: []byte(ids[i]), Event: []byte(kind), Data: data}) {
+						if !s.sse.TryPublish(id, &sse.Event{ID: []byte(row.id), Event: []byte(kind), Data: data}) {
 							cut()
 							return
 						}
-						since = seqs[i]
+						since = row.seq
 					}
 				}
 			}
@@ -236,48 +236,31 @@ func (s *Server) websocketFeed(c *Call) streamOut {
 	}
 }
 
-// watchAlerts and watchIncidents plug the list filters into watch.
+// watchRow is one row of a watch stream.
+type watchRow struct {
+	seq  int64
+	id   string
+	view any
+}
+
+// watchAlerts and watchIncidents plug the list filters into watch; a list
+// with SinceSeq 0 reads the newest rows first, otherwise the rows after
+// SinceSeq oldest first (persistence.AlertFilter).
 func (s *Server) watchAlerts(c *Call, f persistence.AlertFilter) (any, error) {
 	tenant := c.Principal.TenantID
-	return s.watch(c, messages.FeedAlert, func(ctx context.Context) (int64, error) {
-		rows, err := s.Store.ListAlerts(ctx, tenant, persistence.AlertFilter{}, persistence.Page{Limit: 1})
-		if err != nil || len(rows) == 0 {
-			return 0, err
-		}
-		return rows[0].Seq, nil
-	}, func(ctx context.Context, since int64) ([]any, []int64, []string, error) {
+	return s.watch(c, messages.FeedAlert, func(ctx context.Context, since int64, limit int) ([]watchRow, error) {
 		f.SinceSeq = since
-		rows, err := s.Store.ListAlerts(ctx, tenant, f, persistence.Page{Limit: 500})
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		out, seqs, ids := make([]any, len(rows)), make([]int64, len(rows)), make([]string, len(rows))
-		for i, a := range rows {
-			out[i], seqs[i], ids[i] = viewAlert(a), a.Seq, a.ID
-		}
-		return out, seqs, ids, nil
+		rows, err := s.Store.ListAlerts(ctx, tenant, f, persistence.Page{Limit: limit})
+		return viewAll(rows, func(a persistence.Alert) watchRow { return watchRow{a.Seq, a.ID, viewAlert(a)} }), err
 	})
 }
 
 func (s *Server) watchIncidents(c *Call, f persistence.IncidentFilter) (any, error) {
 	tenant := c.Principal.TenantID
-	return s.watch(c, messages.FeedIncident, func(ctx context.Context) (int64, error) {
-		rows, err := s.Store.ListIncidents(ctx, tenant, persistence.IncidentFilter{}, persistence.Page{Limit: 1})
-		if err != nil || len(rows) == 0 {
-			return 0, err
-		}
-		return rows[0].Seq, nil
-	}, func(ctx context.Context, since int64) ([]any, []int64, []string, error) {
+	return s.watch(c, messages.FeedIncident, func(ctx context.Context, since int64, limit int) ([]watchRow, error) {
 		f.SinceSeq = since
-		rows, err := s.Store.ListIncidents(ctx, tenant, f, persistence.Page{Limit: 500})
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		out, seqs, ids := make([]any, len(rows)), make([]int64, len(rows)), make([]string, len(rows))
-		for i, in := range rows {
-			out[i], seqs[i], ids[i] = viewIncident(in), in.Seq, in.ID
-		}
-		return out, seqs, ids, nil
+		rows, err := s.Store.ListIncidents(ctx, tenant, f, persistence.Page{Limit: limit})
+		return viewAll(rows, func(in persistence.Incident) watchRow { return watchRow{in.Seq, in.ID, viewIncident(in)} }), err
 	})
 }
 
