@@ -207,11 +207,17 @@ func (s *Server) registerApprovals() {
 
 // approvalError maps the approval actors' errors to the API's.
 func approvalError(err error, conflict string) error {
+	return stateError(err, "approval", "approval_conflict", conflict)
+}
+
+// stateError maps a conditional transition's errors: ErrNotFound to the 404
+// for what, ErrStateConflict to a 409 with code and message.
+func stateError(err error, what, code, conflict string) error {
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
-		return notFound("approval")
+		return notFound(what)
 	case errors.Is(err, persistence.ErrStateConflict):
-		return apiErr("Conflict", "approval_conflict", "%s", conflict)
+		return apiErr("Conflict", code, "%s", conflict)
 	}
 	return err
 }

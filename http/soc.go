@@ -131,7 +131,7 @@ func (s *Server) registerSOC() {
 				TenantID: c.Principal.TenantID, EventType: "admin_action", Action: "incident_closed", Actor: c.Principal.Actor(),
 				CreatedAt: now, Details: details})
 			if err != nil {
-				return nil, approvalError(orNotFound(err, "incident"), "the incident is already closed")
+				return nil, stateError(err, "incident", "incident_closed", "the incident is already closed")
 			}
 			if s.SOC != nil {
 				s.SOC.IncidentClosed(in)

@@ -281,7 +281,9 @@ func TestE2ESOC(t *testing.T) {
 			if closed["status"] != "closed" || closed["close_reason"] != "investigated" || closed["closed_at"] == nil {
 				t.Fatalf("closed %v", closed)
 			}
-			s.want(t, 409, "POST", "/v2/incidents/"+id+"/close", admin, nil)
+			if e := envelope(t, s.want(t, 409, "POST", "/v2/incidents/"+id+"/close", admin, nil), 409, "v2", "Conflict"); detail(e, "error") != "incident_closed" {
+				t.Errorf("closing a closed incident: %v", e)
+			}
 			if l := list("status=closed"); len(l) != 1 {
 				t.Errorf("closed filter: %v", l)
 			}
