@@ -325,6 +325,16 @@ func TestE2EApprovals(t *testing.T) {
 					t.Errorf("value %q: %d %s, want 400", bad, resp.StatusCode, raw)
 				}
 			}
+			big, err := http.NewRequest("POST", s.base+"/v1/callbacks/chat", strings.NewReader("payload="+strings.Repeat("x", 2<<20)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			big.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			if r, err := s.client.Do(big); err != nil || r.StatusCode != 400 {
+				t.Errorf("an oversized callback body: %v %v, want 400", r, err)
+			} else {
+				_ = r.Body.Close()
+			}
 			resp, raw = chatRequest(t, s, chatSecret, time.Now(), value, "escalate", user, false)
 			if resp.StatusCode != 400 {
 				t.Errorf("unknown action_id: %d %s", resp.StatusCode, raw)
