@@ -159,7 +159,7 @@ func (a *Approvals) pid(tenantID, id string) *actor.PID {
 		return pid.(*actor.PID) //nolint:errcheck // only *actor.PID is stored
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &ApprovalActor{front: a, key: key, tenantID: tenantID, id: id} },
-		actor.WithGuardian(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
+		actor.WithDispatcher(dispatcher), actor.WithGuardian(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
 	pid, err := a.system.Root.SpawnNamed(props, approvalActorPrefix+key)
 	if err != nil && !errors.Is(err, actor.ErrNameExists) {
 		a.log.Error("spawn approval actor", "approval", key, "error", err)

@@ -429,6 +429,7 @@ func (a *Authorizer) agentPID(tenantID, agentID string) *actor.PID {
 		return pid.(*actor.PID) //nolint:errcheck // only *actor.PID is stored
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return &AgentActor{auth: a, key: key} },
+		actor.WithDispatcher(dispatcher),
 		actor.WithGuardian(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
 	pid, err := a.system.Root.SpawnNamed(props, "agent/"+key)
 	if err != nil && !errors.Is(err, actor.ErrNameExists) {

@@ -402,7 +402,7 @@ func (p *SOCPipeline) correlator(ctx actor.Context, tenantID, agentID string) *a
 	parent, idle := ctx.Self(), p.opt.CorrelatorIdle
 	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &Correlator{tenantID: tenantID, agentID: agentID, key: key, parent: parent, idle: idle}
-	}))
+	}, actor.WithDispatcher(dispatcher)))
 	p.corr[key] = pid
 	return pid
 }

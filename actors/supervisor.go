@@ -74,7 +74,7 @@ func StartSupervisor(system *actor.ActorSystem, registry *Registry, log hclog.Lo
 			return
 		}
 		for _, sp := range specs {
-			pid, err := ctx.SpawnNamed(actor.PropsFromProducer(sp.Producer,
+			pid, err := ctx.SpawnNamed(actor.PropsFromProducer(sp.Producer, actor.WithDispatcher(dispatcher),
 				actor.WithReceiverMiddleware(s.childMiddleware(sp.Name))), sp.Name)
 			if err != nil {
 				started <- fmt.Errorf("actors: spawn %s: %w", sp.Name, err)

@@ -206,12 +206,13 @@ func (w *GroupWriter) startBatch(ctx actor.Context) {
 	flight := make(chan struct{})
 	w.flight = flight
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	go func() {
+	// On a reused goroutine: SQLite's call depth regrows a fresh stack.
+	dispatcher.Schedule(func() {
 		done := batchDone{batch: batch, errs: w.commit(batch)}
 		w.flightDone = done
 		close(flight)
 		root.Send(self, done)
-	}()
+	})
 }
 
 func (w *GroupWriter) reply(ctx actor.Context, d batchDone) {
