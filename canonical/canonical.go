@@ -96,3 +96,41 @@ func ActionBytes(tc ToolCall) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// AppendString appends s as RFC 8785 serializes a string (ECMAScript's
+// JSON.stringify): '"' and '\' escaped, the control characters below U+0020
+// as \b \t \n \f \r or \u00xx, everything else as is. s must be valid UTF-8
+// (the caller checks; RFC 8785 has no form for invalid text). It lets a
+// caller with a fixed, all-string record write its canonical form directly
+// instead of encoding and re-parsing it.
+func AppendString(b []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\b':
+			b = append(b, '\\', 'b')
+		case '\t':
+			b = append(b, '\\', 't')
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\f':
+			b = append(b, '\\', 'f')
+		case '\r':
+			b = append(b, '\\', 'r')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

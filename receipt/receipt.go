@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -92,12 +93,36 @@ func Hash(r Receipt) (string, error) {
 	if h.Seq > maxSeq || h.Seq < -maxSeq {
 		return "", fmt.Errorf("receipt: seq %d is out of range", h.Seq)
 	}
-	b, err := canonical.Marshal(h)
-	if err != nil {
-		return "", fmt.Errorf("receipt: hash: %w", err)
-	}
-	sum := sha256.Sum256(b)
+	sum := sha256.Sum256(h.canonical(make([]byte, 0, 512)))
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// canonical appends the RFC 8785 form of h, written directly: its members
+// in code-unit order (all names are ASCII), strings per
+// canonical.AppendString, seq as a decimal integer (|seq| <= 2^53, which
+// ECMAScript prints without exponent or fraction). It is what
+// canonical.Marshal(h) returns, a test holds them equal, at a fifth of the
+// cost: receipts are hashed on the decision path.
+func (h hashed) canonical(b []byte) []byte {
+	b = append(b, `{"action_hash":`...)
+	b = canonical.AppendString(b, h.ActionHash)
+	b = append(b, `,"created_at":`...)
+	b = canonical.AppendString(b, h.CreatedAt)
+	b = append(b, `,"decision":`...)
+	b = canonical.AppendString(b, h.Decision)
+	b = append(b, `,"decision_id":`...)
+	b = canonical.AppendString(b, h.DecisionID)
+	b = append(b, `,"key_id":`...)
+	b = canonical.AppendString(b, h.KeyID)
+	b = append(b, `,"prev_receipt_hash":`...)
+	b = canonical.AppendString(b, h.PrevReceiptHash)
+	b = append(b, `,"receipt_id":`...)
+	b = canonical.AppendString(b, h.ReceiptID)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, h.Seq, 10)
+	b = append(b, `,"tenant_id":`...)
+	b = canonical.AppendString(b, h.TenantID)
+	return append(b, '}')
 }
 
 // KeyID returns the key_id of an Ed25519 public key: the first 16 hex
