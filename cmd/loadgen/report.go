@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -41,6 +43,14 @@ func printReport(w io.Writer, rep *Report) {
 	}
 	_ = tw.Flush()
 	for _, ph := range rep.Phases {
+		if len(ph.ByClass) > 0 {
+			_, _ = fmt.Fprintf(w, "  %s by class:", phaseName(ph))
+			for _, k := range slices.Sorted(maps.Keys(ph.ByClass)) {
+				c := ph.ByClass[k]
+				_, _ = fmt.Fprintf(w, " %s %d req p50 %.3f p99 %.3f p99.9 %.3f ms;", k, c.Requests, c.P50Ms, c.P99Ms, c.P999Ms)
+			}
+			_, _ = fmt.Fprintln(w)
+		}
 		for _, k := range sortedKeys(ph.ErrorsBy) {
 			_, _ = fmt.Fprintf(w, "  %s: errors %q: %d\n", phaseName(ph), k, ph.ErrorsBy[k])
 		}

@@ -77,6 +77,17 @@ type Phase struct {
 	// process tree, with -db-pid (Postgres: the postmaster).
 	DBCPUPerReqUs float64 `json:"db_cpu_per_req_us,omitempty"`
 	DBCores       float64 `json:"db_cores,omitempty"`
+	// ByClass splits the latencies by call class (read, mutate, ...): which
+	// calls make the tail.
+	ByClass map[string]ClassLatency `json:"by_class,omitempty"`
+}
+
+// ClassLatency is one class's share of a phase.
+type ClassLatency struct {
+	Requests int     `json:"requests"`
+	P50Ms    float64 `json:"p50_ms"`
+	P99Ms    float64 `json:"p99_ms"`
+	P999Ms   float64 `json:"p999_ms"`
 }
 
 // sample is the outcome of one request.
@@ -94,6 +105,7 @@ type sample struct {
 type collector struct {
 	mu       sync.Mutex
 	lats     []int64
+	byClass  map[int][]int64
 	errs     map[string]int
 	mism     map[string]int
 	example  string
@@ -101,7 +113,7 @@ type collector struct {
 }
 
 func newCollector() *collector {
-	return &collector{errs: map[string]int{}, mism: map[string]int{}}
+	return &collector{byClass: map[int][]int64{}, errs: map[string]int{}, mism: map[string]int{}}
 }
 
 func (c *collector) add(s sample) {
@@ -111,6 +123,7 @@ func (c *collector) add(s sample) {
 		return
 	}
 	c.lats = append(c.lats, int64(s.lat))
+	c.byClass[s.class] = append(c.byClass[s.class], int64(s.lat))
 	if s.mismatch {
 		c.mism[classes[s.class].name]++
 		if c.example == "" {
@@ -122,6 +135,9 @@ func (c *collector) add(s sample) {
 func (c *collector) merge(o *collector) {
 	c.requests += o.requests
 	c.lats = append(c.lats, o.lats...)
+	for k, v := range o.byClass {
+		c.byClass[k] = append(c.byClass[k], v...)
+	}
 	for k, v := range o.errs {
 		c.errs[k] += v
 	}
@@ -475,6 +491,14 @@ func finish(c *collector, window time.Duration) Phase {
 		ph.MeanMs = ms(sum / int64(n))
 		ph.P50Ms, ph.P90Ms, ph.P99Ms, ph.P999Ms = ms(pct(c.lats, 0.50)), ms(pct(c.lats, 0.90)), ms(pct(c.lats, 0.99)), ms(pct(c.lats, 0.999))
 		ph.MaxMs = ms(c.lats[n-1])
+	}
+	for k, lats := range c.byClass {
+		if ph.ByClass == nil {
+			ph.ByClass = map[string]ClassLatency{}
+		}
+		slices.Sort(lats)
+		ph.ByClass[classes[k].name] = ClassLatency{Requests: len(lats), P50Ms: ms(pct(lats, 0.50)),
+			P99Ms: ms(pct(lats, 0.99)), P999Ms: ms(pct(lats, 0.999))}
 	}
 	return ph
 }
