@@ -186,9 +186,14 @@ func (s *Server) watch(c *Call, kind string, list func(ctx context.Context, sinc
 func (s *Server) websocketFeed(c *Call) streamOut {
 	tenant := c.Principal.TenantID
 	return func(w http.ResponseWriter, r *http.Request) {
-		conn, err := websocket.Accept(w, r, nil)
+		cw := &corkingWriter{ResponseWriter: w}
+		conn, err := websocket.Accept(cw, r, nil)
 		if err != nil {
 			return // Accept has answered the handshake error
+		}
+		if cw.conn == nil { // Accept hijacks through cw; nothing else can happen
+			_ = conn.CloseNow()
+			return
 		}
 		defer func() { _ = conn.CloseNow() }()
 		sub, cancel := s.Feed.Subscribe(tenant, feedBuffer)
@@ -226,14 +231,47 @@ func (s *Server) websocketFeed(c *Call) streamOut {
 					return
 				}
 				writing.Store(time.Now().UnixNano())
-				err := conn.Write(wctx, websocket.MessageText, frame)
+				cut, err := writeBurst(wctx, conn, cw.conn, frame, sub.C)
 				writing.Store(0)
+				if cut {
+					_ = conn.Close(websocket.StatusPolicyViolation, "subscriber fell behind")
+					return
+				}
 				if err != nil {
 					return
 				}
 			}
 		}
 	}
+}
+
+// feedBurst bounds the frames written in one corked burst.
+const feedBurst = 64
+
+// writeBurst writes frame and then whatever frames are already queued (up
+// to feedBurst), each its own WebSocket message as CONTRACT §11 says, with
+// the connection corked so that the burst leaves in one write. cut reports
+// that the feed closed the subscription during the burst.
+func writeBurst(ctx context.Context, conn *websocket.Conn, cork *corkConn, frame []byte, queue <-chan []byte) (cut bool, err error) {
+	cork.Cork()
+	err = conn.Write(ctx, websocket.MessageText, frame)
+burst:
+	for n := 1; err == nil && n < feedBurst; n++ {
+		select {
+		case next, ok := <-queue:
+			if !ok {
+				cut = true
+				break burst
+			}
+			err = conn.Write(ctx, websocket.MessageText, next)
+		default:
+			break burst
+		}
+	}
+	if uerr := cork.Uncork(); err == nil {
+		err = uerr
+	}
+	return cut, err
 }
 
 // watchRow is one row of a watch stream.
