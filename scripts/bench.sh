@@ -23,7 +23,7 @@
 #   BENCH_CONCURRENCY [1,8,32,64] closed-loop phases
 #   BENCH_AGENTS [50]            agents registered (svc) / named (OPA)
 #   BENCH_MIX [read=60,mutate=20,deny=10,redact=10]
-#   BENCH_SOC_PAIRS [3]          soc: on/off pairs
+#   BENCH_SOC_PAIRS [5]          soc: on/off pairs
 #   BENCH_TARGETS [sqlite,postgres,opa,soc]  which runs to do (soc: the SOC
 #                                pipeline's overhead on authorize, on vs SVC_SOC_PIPELINE=false)
 #   BENCH_GO [1]                 0 skips the Go benchmarks
@@ -213,18 +213,18 @@ run_postgres() {
 
 # run_soc: authorize at full speed (closed loop, concurrency 32) with the SOC
 # pipeline on and three live-feed subscribers attached, against the same
-# run with the pipeline off (SVC_SOC_PIPELINE=false), in BENCH_SOC_PAIRS [3]
+# run with the pipeline off (SVC_SOC_PIPELINE=false), in BENCH_SOC_PAIRS [5]
 # alternating pairs: identical runs on this machine differ by more than the
 # 5% target, so the median ratio is reported beside every pair.
 run_soc() {
 	local pair rc=0 saved=${BENCH_SVC_ENV:-}
-	for pair in $(seq 1 "${BENCH_SOC_PAIRS:-3}"); do
+	for pair in $(seq 1 "${BENCH_SOC_PAIRS:-5}"); do
 		BENCH_SVC_ENV="$saved" run_svc "soc-on-$pair" "sqlite://$WORK/soc-on-$pair.db" -concurrency 32 -half-load=false -ws-subscribers 3 || rc=1
 		BENCH_SVC_ENV="$saved SVC_SOC_PIPELINE=false" run_svc "soc-off-$pair" "sqlite://$WORK/soc-off-$pair.db" -concurrency 32 -half-load=false || rc=1
 	done
 	BENCH_SVC_ENV=$saved
 	[[ $rc == 0 ]] || return 1
-	python3 - "$OUT" "${BENCH_SOC_PAIRS:-3}" <<'PY' | tee "$OUT/soc.txt"
+	python3 - "$OUT" "${BENCH_SOC_PAIRS:-5}" <<'PY' | tee "$OUT/soc.txt"
 import json, sys
 out = sys.argv[1]
 def phase(label):
@@ -233,15 +233,20 @@ def phase(label):
     return r["phases"][0]
 print("\n== SOC pipeline overhead on authorize (sqlite, closed loop c=32; on: pipeline + 3 feed subscribers)")
 print(f"{'pair':>4} {'on req/s':>9} {'off req/s':>9} {'on p99 ms':>10} {'off p99 ms':>11} {'p99 on/off':>11}")
-ratios = []
+import statistics
+ratios, runs = [], {"on": [], "off": []}
 for pair in range(1, int(sys.argv[2]) + 1):
     on, off = phase(f"soc-on-{pair}"), phase(f"soc-off-{pair}")
+    runs["on"].append(on)
+    runs["off"].append(off)
     ratio = on["p99_ms"] / off["p99_ms"] if off["p99_ms"] else float("nan")
     ratios.append(ratio)
     print(f"{pair:>4} {on['throughput']:>9.0f} {off['throughput']:>9.0f} {on['p99_ms']:>10.3f} {off['p99_ms']:>11.3f} {ratio:>11.3f}")
-ratios.sort()
-median = ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
-print(f"target: p99 on/off <= 1.05; median of the pairs {median:.3f}, mean {sum(ratios)/len(ratios):.3f}")
+med = lambda side, key: statistics.median(p.get(key) or 0 for p in runs[side])
+print(f"medians: p99 {med('on', 'p99_ms'):.3f} / {med('off', 'p99_ms'):.3f} ms, "
+      f"throughput {med('on', 'throughput'):.0f} / {med('off', 'throughput'):.0f} req/s, "
+      f"server CPU {med('on', 'server_cpu_per_req_us'):.0f} / {med('off', 'server_cpu_per_req_us'):.0f} µs per request (on / off)")
+print(f"target: p99 on/off <= 1.05; median of the pairs {statistics.median(ratios):.3f}, mean {statistics.mean(ratios):.3f}")
 PY
 }
 
