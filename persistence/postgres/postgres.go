@@ -94,7 +94,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		}
 	}
 	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "postgres", AuditSearch: auditSearch,
-		DecisionSearch: decisionSearch, ForUpdate: " FOR UPDATE"}}
+		DecisionSearch: decisionSearch}}
 	if err := s.Ping(ctx); err != nil {
 		s.close()
 		return nil, err
@@ -200,52 +200,19 @@ func (d *dbAdapter) Tx(ctx context.Context, fn func(sqlstore.Querier) error) err
 		return mapErr(err)
 	}
 	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return mapErr(err)
+	tx := &pipeTx{conn: conn.Conn()}
+	err = fn(tx)
+	if err == nil {
+		err = tx.commit(ctx)
 	}
-	if err := fn(txQuerier{tx}); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+	if err != nil {
+		if rerr := tx.rollback(context.WithoutCancel(ctx)); rerr != nil {
+			// The connection's state is unknown: do not return it to the pool.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
 		return err
 	}
-	return mapErr(tx.Commit(ctx))
-}
-
-type txQuerier struct{ tx pgx.Tx }
-
-func (q txQuerier) Batch(ctx context.Context, stmts []sqlstore.Stmt) error {
-	if len(stmts) == 0 {
-		return nil
-	}
-	b := &pgx.Batch{}
-	for _, st := range stmts {
-		b.Queue(st.SQL, st.Args...)
-	}
-	br := q.tx.SendBatch(ctx, b)
-	for range stmts {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return mapErr(err)
-		}
-	}
-	return mapErr(br.Close())
-}
-
-func (q txQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	tag, err := q.tx.Exec(ctx, query, args...)
-	return tag.RowsAffected(), mapErr(err)
-}
-
-func (q txQuerier) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	rows, err := q.tx.Query(ctx, query, args...)
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	return pgRows{rows, nil}, nil
-}
-
-func (q txQuerier) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
-	return pgRow{q.tx.QueryRow(ctx, query, args...), nil}
+	return nil
 }
 
 // poolQuerier acquires a connection within the acquire timeout for each

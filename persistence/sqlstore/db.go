@@ -67,10 +67,6 @@ type Dialect struct {
 	AuditSearch func(terms []string, n int) (cond string, arg any)
 	// DecisionSearch is the same for decisions (alias d).
 	DecisionSearch func(terms []string, n int) (cond string, arg any)
-	// ForUpdate is appended to a SELECT that must lock its row for the rest
-	// of the transaction (" FOR UPDATE" on Postgres; SQLite's single writer
-	// needs none).
-	ForUpdate string
 }
 
 // Time is a scan target that accepts the backends' timestamp forms: a

@@ -157,12 +157,12 @@ func (s *Store) CommitDecisions(ctx context.Context, writes []persistence.Decisi
 		}
 		stmts := make([]Stmt, 0, len(writes)*3+len(tenants))
 		for _, t := range tenants {
-			if _, err := q.Exec(ctx, `INSERT INTO receipt_heads (tenant_id, seq, hash) VALUES ($1, 0, '')
-				ON CONFLICT (tenant_id) DO NOTHING`, t); err != nil {
-				return err
-			}
+			// Creates the head at the chain's start, or locks the existing
+			// one (an upsert's update takes the row lock, as FOR UPDATE
+			// would), and reads it: one statement, one round trip.
 			var head persistence.ChainHead
-			if err := q.QueryRow(ctx, `SELECT seq, hash FROM receipt_heads WHERE tenant_id = $1`+s.Dialect.ForUpdate, t).
+			if err := q.QueryRow(ctx, `INSERT INTO receipt_heads (tenant_id, seq, hash) VALUES ($1, 0, '')
+				ON CONFLICT (tenant_id) DO UPDATE SET seq = receipt_heads.seq RETURNING seq, hash`, t).
 				Scan(&head.Seq, &head.Hash); err != nil {
 				return err
 			}
