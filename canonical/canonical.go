@@ -85,16 +85,24 @@ func ActionBytes(tc ToolCall) ([]byte, error) {
 	if params == nil {
 		params = map[string]any{}
 	}
-	b, err := Marshal(ToolCall{
-		Tool:       NormalizeIdentifier(tc.Tool),
-		Action:     NormalizeIdentifier(tc.Action),
-		Resource:   tc.Resource,
-		Parameters: params,
-	})
+	// The members in RFC 8785 order, written directly (see appendJCS).
+	b := make([]byte, 0, 512)
+	b = append(b, `{"action":`...)
+	b = AppendString(b, coerceUTF8(NormalizeIdentifier(tc.Action)))
+	b = append(b, `,"parameters":`...)
+	b, err := appendJCS(b, params, 0)
 	if err != nil {
 		return nil, err
 	}
-	return b, nil
+	b = append(b, `,"resource":`...)
+	if tc.Resource == nil {
+		b = append(b, "null"...)
+	} else {
+		b = AppendString(b, coerceUTF8(*tc.Resource))
+	}
+	b = append(b, `,"tool":`...)
+	b = AppendString(b, coerceUTF8(NormalizeIdentifier(tc.Tool)))
+	return append(b, '}'), nil
 }
 
 // AppendString appends s as RFC 8785 serializes a string (ECMAScript's
