@@ -159,8 +159,13 @@ func (s *Store) PoolStats() persistence.PoolStats {
 	out := persistence.PoolStats{Active: st.InUse, Idle: st.Idle, Max: s.maxConn, Size: st.OpenConnections}
 	if s.reader != s.writer {
 		w := s.writer.Stats()
-		out.Active += w.InUse
-		out.Idle += w.Idle
+		active, idle := w.InUse, w.Idle
+		if s.w != nil { // the held write connection is busy while a transaction holds it
+			busy := len(s.w.lock)
+			active, idle = busy, w.OpenConnections-busy
+		}
+		out.Active += active
+		out.Idle += idle
 		out.Size += w.OpenConnections
 		out.Max++
 	}

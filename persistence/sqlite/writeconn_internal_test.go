@@ -76,6 +76,9 @@ func TestWriteConn(t *testing.T) {
 		})
 	}()
 	<-held
+	if st := s.PoolStats(); st.Active != 1 {
+		t.Fatalf("pool stats while a transaction holds the writer: %+v, want 1 active", st)
+	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	err = s.DB.Tx(short, func(sqlstore.Querier) error { return nil })
 	cancel()
@@ -85,6 +88,9 @@ func TestWriteConn(t *testing.T) {
 	}
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping after the holder finished: %v", err)
+	}
+	if st := s.PoolStats(); st.Active != 0 || st.Max != 6 {
+		t.Fatalf("pool stats at rest: %+v, want 0 active of 6 (5 readers and the writer)", st)
 	}
 
 	if err := s.Close(); err != nil {
