@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"sync/atomic"
 	"syscall"
@@ -186,6 +187,7 @@ func bootstrap(ctx context.Context, cfg *config.Config, store persistence.Store,
 
 func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout io.Writer) error {
 	ctx := context.Background()
+	setGCPercent(cfg, log)
 	if err := bootstrap(ctx, cfg, store, log, stdout); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
@@ -447,4 +449,18 @@ func webhookPost(target string, allowPrivate bool) actors.Post {
 		return nil
 	}
 	return httpapi.WebhookPoster(target, allowPrivate)
+}
+
+// setGCPercent applies SVC_GC_PERCENT unless the operator set GOGC, which
+// the Go runtime has applied already. At the default 400 the collector took
+// 4% of a loaded gateway's CPU instead of 17% (Postgres) or 1.5% instead of
+// 7% (SQLite), for a resident size of about 155 MB instead of 92 MB under
+// load; GOMEMLIMIT, honoured by the runtime, caps the heap if memory is
+// scarce.
+func setGCPercent(cfg *config.Config, log hclog.Logger) {
+	if os.Getenv("GOGC") != "" {
+		log.Info("GOGC is set; SVC_GC_PERCENT is not applied", "GOGC", os.Getenv("GOGC"))
+		return
+	}
+	debug.SetGCPercent(cfg.GCPercent)
 }
