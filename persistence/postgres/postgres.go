@@ -230,12 +230,7 @@ func (q poolQuerier) conn(ctx context.Context) (*pgxpool.Conn, error) {
 }
 
 func (q poolQuerier) Batch(ctx context.Context, stmts []sqlstore.Stmt) error {
-	for _, st := range stmts {
-		if _, err := q.Exec(ctx, st.SQL, st.Args...); err != nil {
-			return err
-		}
-	}
-	return nil
+	return sqlstore.ExecEach(ctx, stmts, q.Exec)
 }
 
 func (q poolQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {

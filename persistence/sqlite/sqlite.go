@@ -235,12 +235,7 @@ type execer interface {
 type querier struct{ db execer }
 
 func (q querier) Batch(ctx context.Context, stmts []sqlstore.Stmt) error {
-	for _, st := range stmts {
-		if _, err := q.Exec(ctx, st.SQL, st.Args...); err != nil {
-			return err
-		}
-	}
-	return nil
+	return sqlstore.ExecEach(ctx, stmts, q.Exec)
 }
 
 // rewritten caches sqlstore.RewriteDollar's results by query text (the
@@ -395,7 +390,7 @@ func (w *writeConn) tx(ctx context.Context, fn func(sqlstore.Querier) error) err
 	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return mapErr(err)
 	}
-	err := fn(connQuerier{w})
+	err := fn(connQuerier{querier{w.conn}, w})
 	if err == nil {
 		_, err = w.conn.ExecContext(ctx, "COMMIT")
 		err = mapErr(err)
@@ -428,16 +423,16 @@ func (w *writeConn) stmt(ctx context.Context, text string) (*sql.Stmt, error) {
 }
 
 // connQuerier runs a transaction's statements on the write connection,
-// prepared. It is used only inside writeConn.tx, which holds the lock.
-type connQuerier struct{ w *writeConn }
+// prepared; the plain querier over the same connection runs queries and
+// any text beyond the statement cache. It is used only inside
+// writeConn.tx, which holds the lock.
+type connQuerier struct {
+	querier
+	w *writeConn
+}
 
 func (q connQuerier) Batch(ctx context.Context, stmts []sqlstore.Stmt) error {
-	for _, st := range stmts {
-		if _, err := q.Exec(ctx, st.SQL, st.Args...); err != nil {
-			return err
-		}
-	}
-	return nil
+	return sqlstore.ExecEach(ctx, stmts, q.Exec)
 }
 
 func (q connQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
@@ -446,26 +441,15 @@ func (q connQuerier) Exec(ctx context.Context, query string, args ...any) (int64
 	if err != nil {
 		return 0, err
 	}
-	var res sql.Result
-	if st != nil {
-		res, err = st.ExecContext(ctx, bound...)
-	} else {
-		res, err = q.w.conn.ExecContext(ctx, text, bound...)
+	if st == nil {
+		return q.querier.Exec(ctx, query, args...)
 	}
+	res, err := st.ExecContext(ctx, bound...)
 	if err != nil {
 		return 0, mapErr(err)
 	}
 	n, err := res.RowsAffected()
 	return n, mapErr(err)
-}
-
-func (q connQuerier) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	text, bound := rewrite(query, args)
-	rows, err := q.w.conn.QueryContext(ctx, text, bound...)
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	return sqlRows{rows}, nil
 }
 
 func (q connQuerier) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
@@ -474,10 +458,10 @@ func (q connQuerier) QueryRow(ctx context.Context, query string, args ...any) sq
 	if err != nil {
 		return errRow{err}
 	}
-	if st != nil {
-		return sqlRow{st.QueryRowContext(ctx, bound...)}
+	if st == nil {
+		return q.querier.QueryRow(ctx, query, args...)
 	}
-	return sqlRow{q.w.conn.QueryRowContext(ctx, text, bound...)}
+	return sqlRow{st.QueryRowContext(ctx, bound...)}
 }
 
 type errRow struct{ err error }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -40,6 +41,29 @@ func TestWriteConn(t *testing.T) {
 	}
 	if got := len(s.w.stmts) - before; got != 1 {
 		t.Fatalf("20 transactions of one statement text prepared %d statements, want 1", got)
+	}
+
+	// Past maxPrepared texts, statements still run, unprepared.
+	for i := len(s.w.stmts); i < maxPrepared; i++ {
+		if _, err := s.w.stmt(ctx, fmt.Sprintf("SELECT %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DB.Tx(ctx, func(q sqlstore.Querier) error {
+		if _, err := q.Exec(ctx, `INSERT INTO wc (id, v) VALUES ($1, $2) -- a new text`, 50, "z"); err != nil {
+			return err
+		}
+		var v string
+		if err := q.QueryRow(ctx, `SELECT v FROM wc WHERE id = $1 -- another`, 50).Scan(&v); err != nil || v != "z" {
+			return fmt.Errorf("read back %q: %w", v, err)
+		}
+		_, err := q.Exec(ctx, `DELETE FROM wc WHERE id = $1`, 50)
+		return err
+	}); err != nil {
+		t.Fatalf("statements beyond the cache: %v", err)
+	}
+	if len(s.w.stmts) != maxPrepared {
+		t.Fatalf("%d statements cached, want the cap %d", len(s.w.stmts), maxPrepared)
 	}
 
 	// A failing transaction leaves nothing and the connection usable.

@@ -39,6 +39,17 @@ type Stmt struct {
 	Args []any
 }
 
+// ExecEach runs stmts one after the other with exec, stopping at the first
+// error: Querier.Batch for a backend without a batch protocol.
+func ExecEach(ctx context.Context, stmts []Stmt, exec func(ctx context.Context, query string, args ...any) (int64, error)) error {
+	for _, st := range stmts {
+		if _, err := exec(ctx, st.SQL, st.Args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Querier runs statements, inside or outside a transaction. Errors are
 // already mapped to persistence's sentinels.
 type Querier interface {
