@@ -40,7 +40,7 @@ func TestReusingDispatcherReusesAndRetires(t *testing.T) {
 	if got := d.Started(); got > 25 {
 		t.Fatalf("50 sequential runs started %d goroutines; they should mostly reuse one", got)
 	}
-	waitFor(t, func() bool { return d.Live() == 0 })
+	checkFor(t, 10*time.Second, "the idle goroutine to exit", func() bool { return d.Live() == 0 })
 	d.Schedule(func() { done <- struct{}{} })
 	<-done
 	if d.Live() != 1 {
@@ -83,16 +83,5 @@ func TestReusingDispatcherRunsActors(t *testing.T) {
 		if got[i] != i {
 			t.Fatalf("message %d arrived as %d", i, got[i])
 		}
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10 s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"svc/canonical"
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
@@ -94,15 +95,14 @@ func (f *Feed) Publish(item messages.FeedItem) {
 	} else {
 		data, err = json.Marshal(item.Data)
 	}
-	typ, terr := json.Marshal(item.Type)
-	if err != nil || terr != nil || strings.Contains(item.TenantID, "\n") {
+	if err != nil || strings.Contains(item.TenantID, "\n") {
 		f.failed.Add(1)
 		return
 	}
-	raw := make([]byte, 0, len(item.TenantID)+len(typ)+len(data)+20)
+	raw := make([]byte, 0, len(item.TenantID)+len(item.Type)+len(data)+24)
 	raw = append(append(raw, item.TenantID...), '\n')
-	raw = append(append(append(raw, `{"type":`...), typ...), `,"data":`...)
-	raw = append(append(raw, data...), '}')
+	raw = canonical.AppendString(append(raw, `{"type":`...), item.Type)
+	raw = append(append(append(raw, `,"data":`...), data...), '}')
 	select {
 	case f.out <- raw:
 		f.published.Add(1)

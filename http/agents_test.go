@@ -1,29 +1,12 @@
 package httpapi
 
 import (
-	"context"
-	"encoding/json"
-	"net/http/httptest"
-	"strings"
 	"testing"
 )
 
 func TestPatchAgentRejectsNullForNonNullableFields(t *testing.T) {
 	s := newTestServer(t)
-	_, tok, err := NewTenant(context.Background(), s.Store, "acme", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	call := func(method, path, body string) (int, map[string]any) {
-		req := httptest.NewRequest(method, path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, req)
-		var m map[string]any
-		_ = json.Unmarshal(rec.Body.Bytes(), &m)
-		return rec.Code, m
-	}
+	call := tenantCaller(t, s)
 	code, agent := call("POST", "/v2/agents", `{"name":"bot","allowed_environments":["prod"]}`)
 	if code != 201 {
 		t.Fatalf("create = %d %v", code, agent)

@@ -74,7 +74,7 @@ func (w *corkingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if n := brw.Writer.Buffered(); n > 0 { // nothing is expected here; keep order if there is
+	if brw.Writer.Buffered() > 0 { // nothing is expected here; keep order if there is
 		if err := brw.Flush(); err != nil {
 			_ = nc.Close()
 			return nil, nil, err

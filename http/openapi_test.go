@@ -41,6 +41,27 @@ func newTestServer(t *testing.T) *Server {
 		Heartbeat: func(messages.Heartbeat) {}, Version: "test"})
 }
 
+// tenantCaller creates a tenant on s and returns a function that calls s
+// as its admin operator with a JSON body, answering the status and the
+// decoded JSON answer.
+func tenantCaller(t *testing.T, s *Server) func(method, path, body string) (int, map[string]any) {
+	t.Helper()
+	_, tok, err := NewTenant(context.Background(), s.Store, "acme", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(method, path, body string) (int, map[string]any) {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		var m map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &m)
+		return rec.Code, m
+	}
+}
+
 func TestOpenAPIDocumentIsValidAndComplete(t *testing.T) {
 	s := newTestServer(t)
 	for _, path := range []string{"/v1/openapi.json", "/v2/openapi.json"} {

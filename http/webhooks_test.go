@@ -1,10 +1,7 @@
 package httpapi
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
-	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -47,20 +44,7 @@ func TestWebhookTargetHost(t *testing.T) {
 
 func TestWebhookSubscriptionValidation(t *testing.T) {
 	s := newTestServer(t) // SVC_ALLOW_PRIVATE_TARGETS unset
-	_, tok, err := NewTenant(context.Background(), s.Store, "acme", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	call := func(method, path, body string) (int, map[string]any) {
-		req := httptest.NewRequest(method, path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, req)
-		var m map[string]any
-		_ = json.Unmarshal(rec.Body.Bytes(), &m)
-		return rec.Code, m
-	}
+	call := tenantCaller(t, s)
 	code, created := call("POST", "/v2/webhooks/subscriptions", `{"url":"https://siem.example.com/in"}`)
 	secret, _ := created["delivery_secret"].(string)
 	id, _ := created["subscription_id"].(string)
