@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -89,6 +90,7 @@ type GroupWriter struct {
 	heads     map[string]persistence.ChainHead
 	earlyLost func()
 	pending   *EarlyPending
+	observe   func(int, time.Duration, bool)
 
 	// received numbers the CommitDecisions in arrival order; done is the
 	// number of them whose batch has ended; barriers wait for a number.
@@ -127,6 +129,10 @@ type WriterOptions struct {
 	EarlyLost func()
 	// Pending, when set, counts early-answered writes not yet committed.
 	Pending *EarlyPending
+	// Observe, when set, is told of every group commit: how many decisions
+	// it carried, how long it took (retries included) and whether any of
+	// them failed.
+	Observe func(decisions int, took time.Duration, failed bool)
 }
 
 type barrierWait struct {
@@ -143,7 +149,7 @@ func NewGroupWriter(store persistence.Store, seal persistence.Sealer, health Wri
 		return &GroupWriter{store: store, audit: store, seal: seal, health: health, log: log, maxBatch: o.MaxBatch,
 			auditSize: max(o.AuditBatchSize, 1), auditEvery: o.AuditBatchFlush,
 			earlySeal: o.EarlySeal, seal1: seal, heads: map[string]persistence.ChainHead{}, earlyLost: o.EarlyLost,
-			pending: o.Pending}
+			pending: o.Pending, observe: o.Observe}
 	}
 }
 
@@ -208,7 +214,11 @@ func (w *GroupWriter) startBatch(ctx actor.Context) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	// On a reused goroutine: SQLite's call depth regrows a fresh stack.
 	dispatcher.Schedule(func() {
+		start := time.Now()
 		done := batchDone{batch: batch, errs: w.commit(batch)}
+		if w.observe != nil {
+			w.observe(len(batch), time.Since(start), slices.ContainsFunc(done.errs, func(e error) bool { return e != nil }))
+		}
 		w.flightDone = done
 		close(flight)
 		root.Send(self, done)

@@ -47,6 +47,8 @@ type Deps struct {
 	// Receipts signs and verifies receipts; nil public key when unsigned.
 	ReceiptKey ed25519.PublicKey
 	KeyID      string
+	// WriterMetrics, when set, are the group writer's commit histograms.
+	WriterMetrics *WriterMetrics
 	// Resealed counts early-sealed receipts resealed after a failed write.
 	Resealed *atomic.Uint64
 	// Heartbeat hands a heartbeat to the buffering actor (never blocks).

@@ -178,6 +178,8 @@ run_svc() {
 	local rc=0
 	PROFILE_URL="http://127.0.0.1:$dport/debug/pprof/profile" \
 		run_loadgen "$label" svc "http://127.0.0.1:$port" -admin-token "$admin" "$@" || rc=$?
+	# The server's own view (the writer's commit histograms among it).
+	curl -fsS --max-time 5 -o "$OUT/$label.metrics" "http://127.0.0.1:$port/metrics" 2>/dev/null || true
 	stop_server
 	if [[ -s $OUT/$label.svc.log ]]; then
 		log "$label: svc log (errors only; full log in $OUT/$label.svc.log):"

@@ -237,6 +237,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	var exporterPID atomic.Pointer[actor.PID]
 	approvals := actors.NewApprovals(system, store, bus, actors.ApprovalOptions{TTL: cfg.ApprovalTTL}, log.Named("approvals"))
 
+	writerMetrics := httpapi.NewWriterMetrics()
 	children := []actors.ChildSpec{
 		{Name: "heartbeat_flusher", Producer: actors.NewHeartbeatBuffer(store, cfg.HeartbeatFlushInterval, log.Named("heartbeat")),
 			MaxRestarts: 5, Within: time.Minute, Backoff: 100 * time.Millisecond},
@@ -244,7 +245,8 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 			MaxRestarts: 5, Within: time.Minute, Backoff: time.Second},
 		{Name: "group_writer", Producer: actors.NewGroupWriter(store, actors.NewSealer(signer, onReseal), writerHealth,
 			actors.WriterOptions{AuditBatchSize: cfg.AuditBatchSize, AuditBatchFlush: cfg.AuditBatchFlush,
-				EarlySeal: !cfg.Cluster, EarlyLost: func() { earlyLost.Add(1) }, Pending: earlyPending}, log.Named("writer")),
+				EarlySeal: !cfg.Cluster, EarlyLost: func() { earlyLost.Add(1) }, Pending: earlyPending,
+				Observe: writerMetrics.Observe}, log.Named("writer")),
 			MaxRestarts: 10, Within: time.Minute},
 		{Name: "pool_sampler", Producer: actors.NewPoolSampler(store, cfg.PoolHealthSampleInterval, pool, log.Named("pool")),
 			MaxRestarts: 5, Within: time.Minute, Backoff: time.Second},
@@ -323,7 +325,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	go func() { defer close(busDone); bus.Run(busStop) }()
 
 	api := httpapi.New(httpapi.Deps{Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: leader, Pool: pool, Events: bus,
-		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, SOC: actors.NewSOC(socStats, authorizer), SOCStats: socStats, Feed: feed, Notifier: notifyStats, Exporter: exports, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
+		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, SOC: actors.NewSOC(socStats, authorizer), SOCStats: socStats, Feed: feed, Notifier: notifyStats, Exporter: exports, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, WriterMetrics: writerMetrics, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
 		Log: log, Version: version, NodeID: cfg.NodeID, Heartbeat: heartbeat})
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr)

@@ -87,7 +87,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if s.acquire <= 0 {
 		s.acquire = 5 * time.Second
 	}
-	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "sqlite", AuditSearch: auditSearch, DecisionSearch: decisionSearch}}
+	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "sqlite", AuditSearch: auditSearch, DecisionSearch: decisionSearch,
+		IndexSearch: indexSearch, SearchBacklog: searchBacklog}}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -130,6 +131,79 @@ func auditSearch(terms []string, n int) (string, any) {
 func decisionSearch(terms []string, n int) (string, any) {
 	_, arg := auditSearch(terms, n)
 	return fmt.Sprintf(`d.seq IN (SELECT rowid FROM decisions_fts WHERE decisions_fts MATCH $%d)`, n), arg
+}
+
+// searchIndexes are the FTS5 indexes kept in bulk (migration 0007): each
+// indexes its table's rows with seq above search_progress.upto.
+var searchIndexes = []struct{ table, insert string }{
+	{"decisions", `INSERT INTO decisions_fts (rowid, tool, action, resource, decision, reason, matched_policy_ids, agent_id, run_id)
+		SELECT seq, tool, action, resource, decision, reason, matched_policy_ids, agent_id, run_id FROM decisions WHERE seq > $1 AND seq <= $2`},
+	{"audit_events", `INSERT INTO audit_events_fts (rowid, event_type, action, actor, agent_id, details)
+		SELECT seq, event_type, action, actor, agent_id, details FROM audit_events WHERE seq > $1 AND seq <= $2`},
+}
+
+// searchChunk bounds the rows one indexSearch call adds per index, so
+// that the commit that carries it stays short.
+const searchChunk = 2048
+
+// searchProgress reads, per index, the last row indexed and the last row
+// written.
+const searchProgress = `SELECT upto, (SELECT COALESCE(max(seq), 0) FROM decisions) FROM search_progress WHERE name = 'decisions'
+	UNION ALL SELECT upto, (SELECT COALESCE(max(seq), 0) FROM audit_events) FROM search_progress WHERE name = 'audit_events'`
+
+func readProgress(ctx context.Context, q sqlstore.Querier) (upto, last [2]int64, err error) {
+	rows, err := q.Query(ctx, searchProgress)
+	if err != nil {
+		return upto, last, err
+	}
+	defer rows.Close()
+	i := 0
+	for ; rows.Next() && i < len(upto); i++ {
+		if err := rows.Scan(&upto[i], &last[i]); err != nil {
+			return upto, last, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return upto, last, err
+	}
+	if i != len(upto) {
+		return upto, last, errors.New("persistence: sqlite search_progress is incomplete")
+	}
+	return upto, last, nil
+}
+
+// indexSearch implements sqlstore.Dialect.IndexSearch: when at least atLeast
+// rows of either table wait, it indexes up to searchChunk rows of each
+// table that has any waiting, within q.
+func indexSearch(ctx context.Context, q sqlstore.Querier, atLeast int64) (bool, error) {
+	upto, last, err := readProgress(ctx, q)
+	if err != nil {
+		return false, err
+	}
+	if last[0]-upto[0] < atLeast && last[1]-upto[1] < atLeast {
+		return false, nil
+	}
+	more := false
+	for i, ix := range searchIndexes {
+		if last[i] <= upto[i] {
+			continue
+		}
+		to := min(last[i], upto[i]+searchChunk)
+		more = more || to < last[i]
+		if _, err := q.Exec(ctx, ix.insert, upto[i], to); err != nil {
+			return false, err
+		}
+		if _, err := q.Exec(ctx, `UPDATE search_progress SET upto = $1 WHERE name = $2`, to, ix.table); err != nil {
+			return false, err
+		}
+	}
+	return more, nil
+}
+
+// searchBacklog implements sqlstore.Dialect.SearchBacklog.
+func searchBacklog(ctx context.Context, q sqlstore.Querier) (int64, error) {
+	upto, last, err := readProgress(ctx, q)
+	return max(last[0]-upto[0], 0) + max(last[1]-upto[1], 0), err
 }
 
 // Backend implements persistence.Store.

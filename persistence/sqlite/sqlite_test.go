@@ -2,7 +2,9 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -113,4 +115,88 @@ func TestCachedStoreLifetimeBoundsStaleness(t *testing.T) {
 
 func TestWebhooksContract(t *testing.T) {
 	storetest.RunWebhooks(t, func(t *testing.T) persistence.Store { return open(t, filepath.Join(t.TempDir(), "svc.db")) })
+}
+
+// TestSearchIndexIntegrity: the full-text indexes are maintained in bulk
+// (migration 0007); deleting a tenant whose newest rows are not indexed yet
+// must leave both FTS5 indexes consistent with their tables (FTS5's own
+// integrity-check compares them), and rows written afterwards are indexed.
+func TestSearchIndexIntegrity(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "svc.db")
+	s := open(t, path)
+	ctx := context.Background()
+	tenant := func(name string) (string, string) {
+		now := time.Now().UTC()
+		tn := persistence.Tenant{ID: uuid.NewString(), Name: name, CreatedAt: now}
+		if err := s.CreateTenant(ctx, tn, persistence.OperatorToken{ID: uuid.NewString(), TenantID: tn.ID, Name: "admin", Role: "admin", CreatedAt: now}, []byte(name)); err != nil {
+			t.Fatal(err)
+		}
+		ag := persistence.Agent{ID: uuid.NewString(), TenantID: tn.ID, Name: "ag", Status: "active", RiskTier: "low", CreatedAt: now, UpdatedAt: now}
+		if err := s.CreateAgent(ctx, ag, []byte("tok-"+name)); err != nil {
+			t.Fatal(err)
+		}
+		return tn.ID, ag.ID
+	}
+	commit := func(tenantID, agentID string, n int) {
+		ws := make([]persistence.DecisionWrite, n)
+		for i := range ws {
+			now := time.Now().UTC()
+			d := persistence.Decision{ID: uuid.NewString(), TenantID: tenantID, AgentID: agentID, Tool: "crm", Action: "read",
+				ActionHash: "ab", Decision: "allow", Reason: "fine", MatchedPolicyIDs: []string{"p"}, RedactedFields: []string{},
+				TrustLevel: "unknown", RootTrustLevel: "unknown", ToolCall: []byte(`{}`), CreatedAt: now}
+			ws[i] = persistence.DecisionWrite{Decision: d,
+				Audit: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: tenantID, EventType: "authorize_decision", Action: "allow",
+					AgentID: agentID, DecisionID: d.ID, CreatedAt: now, Details: map[string]any{"tool": "crm"}}},
+				Receipt: &persistence.Receipt{ID: uuid.NewString(), TenantID: tenantID, DecisionID: d.ID, ActionHash: "ab", Decision: "allow", CreatedAt: now}}
+		}
+		seal := func(_ string, h persistence.ChainHead, rs []*persistence.Receipt) error {
+			for _, r := range rs {
+				h.Seq++
+				r.Seq, r.PrevHash, r.Hash = h.Seq, h.Hash, fmt.Sprintf("%064x", h.Seq)
+				h.Hash = r.Hash
+			}
+			return nil
+		}
+		if err := s.CommitDecisions(ctx, ws, seal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, agA := tenant("a")
+	b, agB := tenant("b")
+	commit(a, agA, 300) // indexed in its own commit (past the batch threshold)
+	commit(b, agB, 5)   // not indexed yet
+	commit(a, agA, 3)   // not indexed yet
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var indexed, last int64
+	if err := raw.QueryRow(`SELECT upto, (SELECT max(seq) FROM decisions) FROM search_progress WHERE name = 'decisions'`).Scan(&indexed, &last); err != nil {
+		t.Fatal(err)
+	}
+	if indexed != 300 || last != 308 {
+		t.Fatalf("search_progress: indexed up to %d of %d decisions, want 300 of 308", indexed, last)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, fts := range []string{"decisions_fts", "audit_events_fts"} {
+			stmt := `INSERT INTO ` + fts + ` (` + fts + `, rank) VALUES ('integrity-check', 1)` //nolint:gosec // fixed table names
+			if _, err := raw.Exec(stmt); err != nil {
+				t.Fatalf("%s: %s integrity-check: %v", when, fts, err)
+			}
+		}
+	}
+	if err := s.DeleteTenant(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.ListDecisions(ctx, a, "crm", persistence.Page{Limit: 500})
+	if err != nil || len(ds) != 303 {
+		t.Fatalf("search after deleting b: %d decisions, %v; want 303", len(ds), err)
+	}
+	check("after the deletion and a search's catch-up")
+	if err := s.DeleteTenant(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	check("after deleting every indexed row")
 }

@@ -78,6 +78,45 @@ type Dialect struct {
 	AuditSearch func(terms []string, n int) (cond string, arg any)
 	// DecisionSearch is the same for decisions (alias d).
 	DecisionSearch func(terms []string, n int) (cond string, arg any)
+	// IndexSearch, when set, maintains the full-text indexes in bulk
+	// instead of row by row (SQLite): within q it indexes the rows written
+	// since the last call, a bounded number of them, when at least atLeast
+	// wait, and reports whether rows still wait. CommitDecisions calls it
+	// in every group commit with SearchBatch; a search first calls it with
+	// 1 until nothing waits. Postgres indexes each row as it is written.
+	IndexSearch func(ctx context.Context, q Querier, atLeast int64) (more bool, err error)
+	// SearchBacklog reports, with a read, how many rows wait for
+	// IndexSearch (a search skips its write transaction when none do).
+	SearchBacklog func(ctx context.Context, q Querier) (int64, error)
+}
+
+// SearchBatch is the backlog at which a group commit brings the full-text
+// indexes up to date (Dialect.IndexSearch): large enough that a commit of a
+// few decisions does not pay for a new index segment, small enough that the
+// commit that does pays a few milliseconds at most.
+const SearchBatch = 256
+
+// catchUpSearch brings the full-text indexes up to date before a search, so
+// that a search sees every committed row.
+func (s *Store) catchUpSearch(ctx context.Context) error {
+	d := s.Dialect
+	if d.IndexSearch == nil {
+		return nil
+	}
+	for {
+		n, err := d.SearchBacklog(ctx, s.DB.Reader())
+		if err != nil || n == 0 {
+			return err
+		}
+		more := false
+		if err := s.DB.Tx(ctx, func(q Querier) error {
+			var err error
+			more, err = d.IndexSearch(ctx, q, 1)
+			return err
+		}); err != nil || !more {
+			return err
+		}
+	}
 }
 
 // Time is a scan target that accepts the backends' timestamp forms: a

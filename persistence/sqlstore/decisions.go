@@ -223,7 +223,14 @@ func (s *Store) CommitDecisions(ctx context.Context, writes []persistence.Decisi
 		stmts = append(stmts, multiInsert(auditInsertHead, 9, audits)...)
 		stmts = append(stmts, multiInsert(receiptInsertHead, 11, receipts)...)
 		stmts = append(stmts, multiInsert(approvalInsertHead, 9, approvals)...)
-		return q.Batch(ctx, stmts)
+		if err := q.Batch(ctx, stmts); err != nil {
+			return err
+		}
+		if s.Dialect.IndexSearch != nil {
+			_, err := s.Dialect.IndexSearch(ctx, q, SearchBatch)
+			return err
+		}
+		return nil
 	})
 }
 
@@ -243,6 +250,9 @@ func (s *Store) ListDecisions(ctx context.Context, tenantID, query string, p per
 	q := `SELECT ` + decisionCols + decisionFrom + ` WHERE d.tenant_id = $1`
 	args := []any{tenantID}
 	if terms := persistence.SanitizeQuery(query); len(terms) > 0 {
+		if err := s.catchUpSearch(ctx); err != nil {
+			return nil, err
+		}
 		cond, arg := s.Dialect.DecisionSearch(terms, len(args)+1)
 		args = append(args, arg)
 		q += ` AND ` + cond

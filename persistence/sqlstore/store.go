@@ -478,6 +478,9 @@ func (s *Store) ListAudit(ctx context.Context, tenantID string, f persistence.Au
 		q += fmt.Sprintf(` AND event_type = $%d`, len(args))
 	}
 	if terms := persistence.SanitizeQuery(f.Query); len(terms) > 0 {
+		if err := s.catchUpSearch(ctx); err != nil {
+			return nil, err
+		}
 		cond, arg := s.Dialect.AuditSearch(terms, len(args)+1)
 		args = append(args, arg)
 		q += ` AND ` + cond

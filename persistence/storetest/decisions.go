@@ -47,6 +47,7 @@ func RunDecisions(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"commit, read back, search and stats", testCommitAndRead},
 		{"concurrent committers never fork a chain", testChainNoFork},
 		{"a failed batch writes nothing", testBatchAtomic},
+		{"search sees every committed row, in small and large batches and after a deletion", testSearchBacklog},
 		{"policies bump the tenant version", testPolicies},
 		{"skills and risk settings", testSkillsRisk},
 	}
@@ -244,5 +245,70 @@ func testSkillsRisk(t *testing.T, s persistence.Store) {
 	}
 	if moved, _ := s.EscalateTier(ctx(t), a.ID, ag.ID, "low", "medium"); moved {
 		t.Fatal("a stale escalation moved the tier again")
+	}
+}
+
+// testSearchBacklog: whatever the backend's full-text indexing does in bulk
+// (SQLite indexes in batches inside the group commits), a search finds every
+// committed decision and audit event: a few (below any batch threshold),
+// many in one commit (above it), standalone audit events, and what remains
+// after another tenant with rows not yet indexed is deleted.
+func testSearchBacklog(t *testing.T, s persistence.Store) {
+	a, _ := mustTenant(t, s, "a")
+	b, _ := mustTenant(t, s, "b")
+	agA := mustAgent(t, s, a.ID, "ag")
+	agB := mustAgent(t, s, b.ID, "ag")
+	commit := func(tenantID, agentID, reason string, n int) {
+		t.Helper()
+		ws := make([]persistence.DecisionWrite, n)
+		for i := range ws {
+			ws[i] = decisionWrite(tenantID, agentID, "deny", nil)
+			ws[i].Decision.Reason = reason
+			ws[i].Audit[0].Details = map[string]any{"reason": reason}
+		}
+		if err := s.CommitDecisions(ctx(t), ws, testSeal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(tenantID, q string) (decisions, audits int) {
+		t.Helper()
+		ds, err := s.ListDecisions(ctx(t), tenantID, q, persistence.Page{Limit: 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		es, err := s.ListAudit(ctx(t), tenantID, persistence.AuditFilter{Query: q}, persistence.Page{Limit: 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ds), len(es)
+	}
+	commit(a.ID, agA.ID, "fewrows", 3)
+	if d, e := count(a.ID, "fewrows"); d != 3 || e != 3 {
+		t.Fatalf("3 committed: search found %d decisions, %d audit events", d, e)
+	}
+	commit(b.ID, agB.ID, "tenantb", 2) // b's rows wait in the backlog (SQLite)
+	commit(a.ID, agA.ID, "manyrows", 300)
+	for range 4 {
+		commit(a.ID, agA.ID, "smallbatch", 1)
+	}
+	if err := s.AppendAudit(ctx(t), []persistence.AuditEvent{audit(a.ID, "agent_created", "standalonerow")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteTenant(ctx(t), b.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		q                string
+		decisions, audit int
+	}{{"manyrows", 300, 300}, {"smallbatch", 4, 4}, {"fewrows", 3, 3}, {"standalone", 0, 1}, {"tenantb", 0, 0}} {
+		if d, e := count(a.ID, c.q); d != c.decisions || e != c.audit {
+			t.Errorf("q=%s: %d decisions and %d audit events, want %d and %d", c.q, d, e, c.decisions, c.audit)
+		}
+	}
+	// Rows written after the deletion are found too (the indexes were not
+	// left behind by it).
+	commit(a.ID, agA.ID, "afterdelete", 2)
+	if d, e := count(a.ID, "afterdelete"); d != 2 || e != 2 {
+		t.Fatalf("after the deletion: search found %d decisions, %d audit events", d, e)
 	}
 }
