@@ -45,6 +45,7 @@ type Store struct {
 	maxConn int
 	acquire time.Duration
 	w       *writeConn // nil for an in-memory database
+	ckpt    *checkpointer
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -100,6 +101,21 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 			return nil, fmt.Errorf("persistence: sqlite writer connection: %w", err)
 		}
 		s.w = &writeConn{lock: make(chan struct{}, 1), conn: conn, stmts: map[string]*sql.Stmt{}}
+		// Checkpoints run on a connection of their own (checkpoint.go);
+		// the writer's automatic checkpoint is only the backstop.
+		cdb, err := sql.Open("sqlite", "file:"+(&url.URL{Path: o.Path}).EscapedPath()+"?"+pragmas)
+		if err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("persistence: sqlite open: %w", err)
+		}
+		cdb.SetMaxOpenConns(1)
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", backstopPages)); err != nil {
+			_ = cdb.Close()
+			_ = s.Close()
+			return nil, fmt.Errorf("persistence: sqlite wal_autocheckpoint: %w", mapErr(err))
+		}
+		s.ckpt = startCheckpointer(cdb, checkpointInterval, checkpointRewindAt)
+		s.w.ckpt = s.ckpt
 	}
 	return s, nil
 }
@@ -147,29 +163,13 @@ var searchIndexes = []struct{ table, insert string }{
 const searchChunk = 2048
 
 // searchProgress reads, per index, the last row indexed and the last row
-// written.
-const searchProgress = `SELECT upto, (SELECT COALESCE(max(seq), 0) FROM decisions) FROM search_progress WHERE name = 'decisions'
-	UNION ALL SELECT upto, (SELECT COALESCE(max(seq), 0) FROM audit_events) FROM search_progress WHERE name = 'audit_events'`
+// written (one row, so that the writer runs it prepared).
+const searchProgress = `SELECT (SELECT upto FROM search_progress WHERE name = 'decisions'), (SELECT COALESCE(max(seq), 0) FROM decisions),
+	(SELECT upto FROM search_progress WHERE name = 'audit_events'), (SELECT COALESCE(max(seq), 0) FROM audit_events)`
 
 func readProgress(ctx context.Context, q sqlstore.Querier) (upto, last [2]int64, err error) {
-	rows, err := q.Query(ctx, searchProgress)
-	if err != nil {
-		return upto, last, err
-	}
-	defer rows.Close()
-	i := 0
-	for ; rows.Next() && i < len(upto); i++ {
-		if err := rows.Scan(&upto[i], &last[i]); err != nil {
-			return upto, last, err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return upto, last, err
-	}
-	if i != len(upto) {
-		return upto, last, errors.New("persistence: sqlite search_progress is incomplete")
-	}
-	return upto, last, nil
+	err = q.QueryRow(ctx, searchProgress).Scan(&upto[0], &last[0], &upto[1], &last[1])
+	return upto, last, err
 }
 
 // indexSearch implements sqlstore.Dialect.IndexSearch: when at least atLeast
@@ -262,6 +262,9 @@ func (s *Store) SampleAcquire(ctx context.Context) (time.Duration, error) {
 // Close implements persistence.Store.
 func (s *Store) Close() error {
 	var err error
+	if s.ckpt != nil {
+		err = s.ckpt.close()
+	}
 	if s.w != nil {
 		s.w.lock <- struct{}{} // after the transaction in progress
 		if !s.w.closed {
@@ -437,6 +440,7 @@ type writeConn struct {
 	conn   *sql.Conn
 	stmts  map[string]*sql.Stmt // positional SQL text → statement prepared on conn
 	closed bool
+	ckpt   *checkpointer
 }
 
 // maxPrepared bounds the prepared statements kept (texts beyond it run
@@ -461,6 +465,9 @@ func (w *writeConn) tx(ctx context.Context, fn func(sqlstore.Querier) error) err
 		return err
 	}
 	defer w.release()
+	if w.ckpt != nil {
+		w.ckpt.rewind(ctx, w.conn)
+	}
 	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return mapErr(err)
 	}

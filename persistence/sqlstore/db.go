@@ -93,8 +93,10 @@ type Dialect struct {
 // SearchBatch is the backlog at which a group commit brings the full-text
 // indexes up to date (Dialect.IndexSearch): large enough that a commit of a
 // few decisions does not pay for a new index segment, small enough that the
-// commit that does pays a few milliseconds at most.
-const SearchBatch = 256
+// commit that does stays short (at 2,250 decisions/s on SQLite, such a
+// commit took 1.8 ms at the median and 5–7 ms at p90 with 64, against 6.5
+// and 20 ms with 256).
+const SearchBatch = 64
 
 // catchUpSearch brings the full-text indexes up to date before a search, so
 // that a search sees every committed row.

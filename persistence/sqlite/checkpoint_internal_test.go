@@ -1,0 +1,74 @@
+package sqlite
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"svc/persistence/sqlstore"
+)
+
+// The checkpointer copies the log into the database in the background and
+// has the writer rewind it once it is long: under a steady stream of small
+// write transactions the log file stays near the rewind length instead of
+// growing to the backstop, every row stays readable, and the database
+// passes SQLite's integrity check. The writer's automatic checkpoint is the
+// backstop.
+func TestCheckpointerBoundsTheLog(t *testing.T) {
+	saved := checkpointRewindAt
+	checkpointRewindAt = 256
+	t.Cleanup(func() { checkpointRewindAt = saved })
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "c.db")
+	s, err := Open(ctx, Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var auto int
+	if err := s.w.conn.QueryRowContext(ctx, "PRAGMA wal_autocheckpoint").Scan(&auto); err != nil || auto != backstopPages {
+		t.Fatalf("writer's wal_autocheckpoint %d (%v), want the backstop %d", auto, err, backstopPages)
+	}
+	if err := s.DB.Tx(ctx, func(q sqlstore.Querier) error {
+		_, err := q.Exec(ctx, `CREATE TABLE ck (id INTEGER PRIMARY KEY, v TEXT NOT NULL)`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// About 12,000 frames in all: 48 times the rewind length.
+	const txs = 3000
+	pad := strings.Repeat("x", 3000) // about one page per row
+	for i := range txs {
+		if err := s.DB.Tx(ctx, func(q sqlstore.Querier) error {
+			_, err := q.Exec(ctx, `INSERT INTO ck (id, v) VALUES ($1, $2)`, i, pad)
+			if err == nil {
+				_, err = q.Exec(ctx, `INSERT INTO ck (id, v) VALUES ($1, $2)`, txs+i, pad)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const frame = 4096 + 24
+	if limit := int64(backstopPages/2) * frame; st.Size() > limit {
+		t.Errorf("log file %d bytes (%d frames) after %d transactions; want under %d frames", st.Size(), st.Size()/frame, txs, backstopPages/2)
+	}
+	if s.ckpt.rounds.Load() == 0 || s.ckpt.rewinds.Load() == 0 {
+		t.Errorf("checkpointer: %d rounds, %d rewinds; want both", s.ckpt.rounds.Load(), s.ckpt.rewinds.Load())
+	}
+	var n int
+	var check string
+	if err := s.DB.Reader().QueryRow(ctx, `SELECT count(*) FROM ck`).Scan(&n); err != nil || n != 2*txs {
+		t.Fatalf("rows %d (%v), want %d", n, err, 2*txs)
+	}
+	if err := s.DB.Reader().QueryRow(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Fatalf("integrity_check %q (%v)", check, err)
+	}
+	t.Logf("log file %d frames; %d rounds, %d rewinds", st.Size()/frame, s.ckpt.rounds.Load(), s.ckpt.rewinds.Load())
+}
