@@ -57,11 +57,11 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	memory := o.Path == ":memory:"
 	pragmas := "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_pragma=temp_store(MEMORY)"
-	var writerDSN, readerDSN string
+	var base, writerDSN, readerDSN string
 	if memory {
 		writerDSN = "file::memory:?" + pragmas + "&_txlock=immediate"
 	} else {
-		base := "file:" + (&url.URL{Path: o.Path}).EscapedPath() + "?" + pragmas + "&_pragma=journal_mode(WAL)"
+		base = "file:" + (&url.URL{Path: o.Path}).EscapedPath() + "?" + pragmas + "&_pragma=journal_mode(WAL)"
 		writerDSN = base + "&_txlock=immediate"
 		readerDSN = base + "&_pragma=query_only(1)"
 	}
@@ -103,17 +103,16 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		s.w = &writeConn{lock: make(chan struct{}, 1), conn: conn, stmts: map[string]*sql.Stmt{}}
 		// Checkpoints run on a connection of their own (checkpoint.go);
 		// the writer's automatic checkpoint is only the backstop.
-		cdb, err := sql.Open("sqlite", "file:"+(&url.URL{Path: o.Path}).EscapedPath()+"?"+pragmas)
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", backstopPages)); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("persistence: sqlite wal_autocheckpoint: %w", mapErr(err))
+		}
+		cdb, err := sql.Open("sqlite", base)
 		if err != nil {
 			_ = s.Close()
 			return nil, fmt.Errorf("persistence: sqlite open: %w", err)
 		}
 		cdb.SetMaxOpenConns(1)
-		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", backstopPages)); err != nil {
-			_ = cdb.Close()
-			_ = s.Close()
-			return nil, fmt.Errorf("persistence: sqlite wal_autocheckpoint: %w", mapErr(err))
-		}
 		s.ckpt = startCheckpointer(cdb, checkpointInterval, checkpointRewindAt)
 		s.w.ckpt = s.ckpt
 	}
