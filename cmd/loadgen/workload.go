@@ -190,11 +190,17 @@ type workload struct {
 	opToken  string
 }
 
+// pick returns the n-th request: the agents take turns, and the classes
+// interleave in the schedule's order both across consecutive requests and
+// across each agent's own calls (agent k's r-th call takes schedule entry
+// k+r). An earlier version gave all agents the same class for a whole
+// round, so the server saw blocks of identical calls (50 mutations, then
+// 50 reads, ...), which no fleet sends.
 func (w *workload) pick(n int64) *request {
 	agents, seq := int64(w.agents), int64(len(w.seq))
-	round := n / agents
-	cls := w.seq[round%seq]
-	return &w.reqs[n%agents][cls][(round/seq)%variants]
+	agent, round := n%agents, n/agents
+	cls := w.seq[(agent+round)%seq]
+	return &w.reqs[agent][cls][(round/seq)%variants]
 }
 
 // agentInfo is what the OPA input names as the agent.
