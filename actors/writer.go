@@ -92,6 +92,15 @@ type GroupWriter struct {
 	pending   *EarlyPending
 	observe   func(int, time.Duration, bool)
 
+	// Early-answered writes wait up to earlyWait (or until earlyMax of
+	// them, a write whose caller waits, or a barrier) so that they share a
+	// transaction instead of each paying for one. urgent counts the queued
+	// writes whose caller waits; due runs while such a wait is on.
+	earlyWait time.Duration
+	earlyMax  int
+	urgent    int
+	due       *time.Timer
+
 	// received numbers the CommitDecisions in arrival order; done is the
 	// number of them whose batch has ended; barriers wait for a number.
 	received int64
@@ -129,6 +138,14 @@ type WriterOptions struct {
 	EarlyLost func()
 	// Pending, when set, counts early-answered writes not yet committed.
 	Pending *EarlyPending
+	// EarlyCommitWait, when positive, lets early-answered writes wait up to
+	// that long for a transaction to share (SVC_EARLY_COMMIT_WAIT_MS): they
+	// go at once with any write whose caller waits, with a barrier, or when
+	// EarlyCommitMax of them wait. No caller waits on them (their answers
+	// are out), so this timer is not on the authorize path; it bounds how
+	// many of them a crash can lose, which SPEC 4.2 rule 10 allows.
+	EarlyCommitWait time.Duration
+	EarlyCommitMax  int // default 64
 	// Observe, when set, is told of every group commit: how many decisions
 	// it carried, how long it took (retries included) and whether any of
 	// them failed.
@@ -145,11 +162,14 @@ func NewGroupWriter(store persistence.Store, seal persistence.Sealer, health Wri
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 512
 	}
+	if o.EarlyCommitMax <= 0 {
+		o.EarlyCommitMax = 64
+	}
 	return func() actor.Actor {
 		return &GroupWriter{store: store, audit: store, seal: seal, health: health, log: log, maxBatch: o.MaxBatch,
 			auditSize: max(o.AuditBatchSize, 1), auditEvery: o.AuditBatchFlush,
 			earlySeal: o.EarlySeal, seal1: seal, heads: map[string]persistence.ChainHead{}, earlyLost: o.EarlyLost,
-			pending: o.Pending, observe: o.Observe}
+			pending: o.Pending, observe: o.Observe, earlyWait: o.EarlyCommitWait, earlyMax: min(o.EarlyCommitMax, o.MaxBatch)}
 	}
 }
 
@@ -169,20 +189,25 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 		}
 		w.received++
 		w.queue = append(w.queue, m)
-		if !w.inFlight {
-			w.startBatch(ctx)
+		if !w.answered(m) {
+			w.urgent++
 		}
+		w.maybeStart(ctx)
 	case *Barrier:
 		w.barriers = append(w.barriers, barrierWait{after: w.received, replyTo: ctx.Sender()})
 		w.passBarriers(ctx)
+		w.maybeStart(ctx)
+	case earlyDue:
+		w.due = nil
+		if !w.inFlight && len(w.queue) > 0 {
+			w.startBatch(ctx)
+		}
 	case batchDone:
 		w.inFlight = false
 		w.reply(ctx, m)
 		w.done += int64(len(m.batch))
 		w.passBarriers(ctx)
-		if len(w.queue) > 0 {
-			w.startBatch(ctx)
-		}
+		w.maybeStart(ctx)
 	case *BufferAudit:
 		w.auditBuf = append(w.auditBuf, m.Events...)
 		if len(w.auditBuf) >= w.auditSize {
@@ -198,9 +223,45 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 		}
 	case *actor.Stopping:
 		w.ticker.Stop()
+		w.stopDue()
 		w.drain(ctx)
 	case *actor.Restarting:
 		w.ticker.Stop()
+		w.stopDue()
+	}
+}
+
+// earlyDue ends the wait of deferred early-answered writes.
+type earlyDue struct{}
+
+// answered reports whether m's caller has its answer already (an early
+// answer), so that its write may wait for company.
+func (w *GroupWriter) answered(m *CommitDecision) bool {
+	return w.earlySeal && m.Early
+}
+
+// maybeStart starts the next transaction unless only early-answered writes
+// wait and they may wait longer; then it starts their timer, which runs
+// from the first of them to wait (a transaction started meanwhile for other
+// reasons only makes the timer's round come early for the next ones).
+func (w *GroupWriter) maybeStart(ctx actor.Context) {
+	if w.inFlight || len(w.queue) == 0 {
+		return
+	}
+	if w.earlyWait <= 0 || w.urgent > 0 || len(w.queue) >= w.earlyMax || len(w.barriers) > 0 {
+		w.startBatch(ctx)
+		return
+	}
+	if w.due == nil {
+		self, root := ctx.Self(), ctx.ActorSystem().Root
+		w.due = time.AfterFunc(w.earlyWait, func() { root.Send(self, earlyDue{}) })
+	}
+}
+
+func (w *GroupWriter) stopDue() {
+	if w.due != nil {
+		w.due.Stop()
+		w.due = nil
 	}
 }
 
@@ -208,6 +269,11 @@ func (w *GroupWriter) startBatch(ctx actor.Context) {
 	n := min(len(w.queue), w.maxBatch)
 	batch := w.queue[:n:n]
 	w.queue = w.queue[n:]
+	for _, c := range batch {
+		if !w.answered(c) {
+			w.urgent--
+		}
+	}
 	w.inFlight = true
 	flight := make(chan struct{})
 	w.flight = flight

@@ -3,6 +3,8 @@ package actors
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,4 +175,99 @@ func TestGroupWriterEarlyAnswersAndReseals(t *testing.T) {
 	if resealed.Load() > 0 && rs[1].Hash == answers[2].ReceiptHash {
 		t.Fatalf("w3 was resealed onto another head but kept its hash")
 	}
+}
+
+// Early-answered writes wait (up to EarlyCommitWait) for a transaction to
+// share: a write whose caller waits, a barrier, EarlyCommitMax of them, the
+// timer, or the writer's stop takes them along. Their answers never wait.
+func TestGroupWriterEarlyWritesShareTransactions(t *testing.T) {
+	type fixture struct {
+		sys     *actor.ActorSystem
+		pid     *actor.PID
+		store   persistence.Store
+		tenant  string
+		commits func() []int
+	}
+	start := func(t *testing.T, wait time.Duration, most int) fixture {
+		var mu sync.Mutex
+		var sizes []int
+		sys, pid, store, tenant := writerFixture(t, WriterOptions{EarlySeal: true, EarlyCommitWait: wait, EarlyCommitMax: most,
+			Observe: func(n int, _ time.Duration, failed bool) {
+				if failed {
+					t.Errorf("a commit failed")
+				}
+				mu.Lock()
+				sizes = append(sizes, n)
+				mu.Unlock()
+			}})
+		return fixture{sys, pid, store, tenant, func() []int {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]int(nil), sizes...)
+		}}
+	}
+	// early sends n early writes and waits for their (early) answers.
+	early := func(t *testing.T, f fixture, n int) {
+		t.Helper()
+		for range n {
+			res, err := f.sys.Root.RequestFuture(f.pid, &CommitDecision{Write: write(f.tenant), Early: true}, 5*time.Second).Result()
+			if c, _ := res.(*Committed); err != nil || c == nil || !c.Early || c.Err != nil {
+				t.Fatalf("early answer = %+v, %v", res, err)
+			}
+		}
+	}
+	head := func(f fixture) int64 {
+		h, _ := f.store.ChainHead(context.Background(), f.tenant)
+		return h.Seq
+	}
+
+	t.Run("a write whose caller waits takes them along", func(t *testing.T) {
+		f := start(t, time.Hour, 64)
+		early(t, f, 3)
+		res, err := f.sys.Root.RequestFuture(f.pid, &CommitDecision{Write: write(f.tenant)}, 5*time.Second).Result()
+		if c, _ := res.(*Committed); err != nil || c == nil || c.Early || c.Err != nil {
+			t.Fatalf("answer after commit = %+v, %v", res, err)
+		}
+		if got := f.commits(); !slices.Equal(got, []int{4}) || head(f) != 4 {
+			t.Fatalf("commits %v, chain head %d; want one transaction of 4", got, head(f))
+		}
+	})
+	t.Run("a barrier takes them along", func(t *testing.T) {
+		f := start(t, time.Hour, 64)
+		early(t, f, 2)
+		if res, err := f.sys.Root.RequestFuture(f.pid, &Barrier{}, 5*time.Second).Result(); err != nil {
+			t.Fatalf("barrier: %v %v", res, err)
+		}
+		if got := f.commits(); !slices.Equal(got, []int{2}) || head(f) != 2 {
+			t.Fatalf("commits %v, chain head %d; want one transaction of 2", got, head(f))
+		}
+	})
+	t.Run("EarlyCommitMax of them go at once", func(t *testing.T) {
+		f := start(t, time.Hour, 5)
+		early(t, f, 5)
+		checkFor(t, 5*time.Second, "five early writes committed without a timer", func() bool { return head(f) == 5 })
+		if got := f.commits(); !slices.Equal(got, []int{5}) {
+			t.Fatalf("commits %v; want one transaction of 5", got)
+		}
+	})
+	t.Run("the timer commits them", func(t *testing.T) {
+		f := start(t, 20*time.Millisecond, 64)
+		early(t, f, 2)
+		checkFor(t, 5*time.Second, "early writes committed by the timer", func() bool { return head(f) == 2 })
+	})
+	t.Run("stopping commits them", func(t *testing.T) {
+		f := start(t, time.Hour, 64)
+		early(t, f, 2)
+		if err := f.sys.Root.PoisonFuture(f.pid).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if head(f) != 2 {
+			t.Fatalf("chain head %d after stop; want 2", head(f))
+		}
+	})
+	t.Run("without a wait each goes at once", func(t *testing.T) {
+		f := start(t, 0, 64)
+		early(t, f, 1)
+		checkFor(t, 5*time.Second, "an early write committed at once", func() bool { return head(f) == 1 })
+	})
 }

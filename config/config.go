@@ -97,6 +97,9 @@ type Config struct {
 
 	AuditBatchSize  int           // SVC_AUDIT_BATCH_SIZE
 	AuditBatchFlush time.Duration // SVC_AUDIT_BATCH_FLUSH_MS (milliseconds)
+	// EarlyCommitWait is SVC_EARLY_COMMIT_WAIT_MS (milliseconds; 0 commits
+	// each early-answered allow at once).
+	EarlyCommitWait time.Duration
 
 	LeaderElectionInterval   time.Duration // SVC_LEADER_ELECTION_INTERVAL_SECS
 	LeaderLease              time.Duration // SVC_LEADER_LEASE_SECS, longer than LeaderElectionInterval
@@ -197,6 +200,7 @@ func Settings() []Setting {
 		{"SVC_MAX_CONCURRENT_REQUESTS", "1000", "concurrent requests; excess requests get 503"},
 		{"SVC_AUDIT_BATCH_SIZE", "100", "early flush of buffered audit events"},
 		{"SVC_AUDIT_BATCH_FLUSH_MS", "500", "timer flush of buffered audit events, milliseconds"},
+		{"SVC_EARLY_COMMIT_WAIT_MS", "20", "longest wait of a low-risk read allow that was answered before its commit (SPEC 4.2 rule 10) for a transaction to share, milliseconds; such writes go at once with any write whose caller waits, a read that needs them, or 64 of them; 0 commits each at once"},
 		{"SVC_LEADER_ELECTION_INTERVAL_SECS", "5", "leader lease renewal"},
 		{"SVC_LEADER_LEASE_SECS", "20", "leader lease length; must exceed the election interval"},
 		{"SVC_RECEIPT_INTEGRITY_INTERVAL_SECS", "3600", "full receipt chain check"},
@@ -324,6 +328,7 @@ func validate(env environment) (*Config, []error) {
 
 	c.AuditBatchSize = v.count("SVC_AUDIT_BATCH_SIZE", 1)
 	c.AuditBatchFlush = v.duration("SVC_AUDIT_BATCH_FLUSH_MS", time.Millisecond, 1)
+	c.EarlyCommitWait = v.duration("SVC_EARLY_COMMIT_WAIT_MS", time.Millisecond, 0)
 
 	c.LeaderElectionInterval = v.seconds("SVC_LEADER_ELECTION_INTERVAL_SECS", 1)
 	c.LeaderLease = v.seconds("SVC_LEADER_LEASE_SECS", 1)

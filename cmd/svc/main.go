@@ -246,7 +246,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		{Name: "group_writer", Producer: actors.NewGroupWriter(store, actors.NewSealer(signer, onReseal), writerHealth,
 			actors.WriterOptions{AuditBatchSize: cfg.AuditBatchSize, AuditBatchFlush: cfg.AuditBatchFlush,
 				EarlySeal: !cfg.Cluster, EarlyLost: func() { earlyLost.Add(1) }, Pending: earlyPending,
-				Observe: writerMetrics.Observe}, log.Named("writer")),
+				Observe: writerMetrics.Observe, EarlyCommitWait: cfg.EarlyCommitWait}, log.Named("writer")),
 			MaxRestarts: 10, Within: time.Minute},
 		{Name: "pool_sampler", Producer: actors.NewPoolSampler(store, cfg.PoolHealthSampleInterval, pool, log.Named("pool")),
 			MaxRestarts: 5, Within: time.Minute, Backoff: time.Second},
