@@ -24,8 +24,11 @@
 #   BENCH_AGENTS [50]            agents registered (svc) / named (OPA)
 #   BENCH_MIX [read=60,mutate=20,deny=10,redact=10]
 #   BENCH_SOC_PAIRS [5]          soc: on/off pairs
-#   BENCH_TARGETS [sqlite,postgres,opa,soc]  which runs to do (soc: the SOC
-#                                pipeline's overhead on authorize, on vs SVC_SOC_PIPELINE=false)
+#   BENCH_RATIO_ROUNDS [3]       ratio: rounds of back-to-back c=64 runs
+#   BENCH_TARGETS [sqlite,postgres,opa,ratio,soc]  which runs to do (ratio: the
+#                                throughput ratios to OPA from back-to-back runs;
+#                                soc: the SOC pipeline's overhead on authorize, on
+#                                vs SVC_SOC_PIPELINE=false)
 #   BENCH_GO [1]                 0 skips the Go benchmarks
 #   BENCH_GO_PKGS [./rules/policy/ ./canonical/ ./receipt/ ./actors/]
 #   BENCHFLAGS []                extra go test flags, e.g. -benchtime=2s -count=3
@@ -76,7 +79,7 @@ WARMUP=${BENCH_WARMUP:-2s}
 CONCURRENCY=${BENCH_CONCURRENCY:-1,8,32,64}
 AGENTS=${BENCH_AGENTS:-50}
 MIX=${BENCH_MIX:-read=60,mutate=20,deny=10,redact=10}
-TARGETS=${BENCH_TARGETS:-sqlite,postgres,opa,soc}
+TARGETS=${BENCH_TARGETS:-sqlite,postgres,opa,ratio,soc}
 OUT=${BENCH_OUT:-$BIN/bench}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -192,7 +195,10 @@ run_sqlite() {
 	run_svc sqlite "sqlite://$WORK/bench.db"
 }
 
+# run_postgres [LABEL [extra loadgen flags...]]
 run_postgres() {
+	local label=${1:-postgres}
+	shift || true
 	if [[ -z ${SVC_TEST_POSTGRES_URL:-} ]]; then
 		log "postgres: testenv did not provision Postgres (SVC_TEST_POSTGRES_URL unset)"
 		return 1
@@ -210,7 +216,7 @@ run_postgres() {
 	if [[ -n ${SVC_TEST_PG_DATA:-} && -r $SVC_TEST_PG_DATA/postmaster.pid ]]; then
 		dbpid=(-db-pid "$(head -n 1 "$SVC_TEST_PG_DATA/postmaster.pid")")
 	fi
-	run_svc postgres "$url" "${dbpid[@]}"
+	run_svc "$label" "$url" "${dbpid[@]}" "$@"
 }
 
 # run_soc: authorize at full speed (closed loop, concurrency 32) with the SOC
@@ -252,35 +258,78 @@ print(f"target: p99 on/off <= 1.05; median of the pairs {statistics.median(ratio
 PY
 }
 
+# run_opa [LABEL [extra loadgen flags...]]
 run_opa() {
-	local port
+	local label=${1:-opa} port
+	shift || true
 	port=$(free_port) || {
-		log "opa: no free port"
+		log "$label: no free port"
 		return 1
 	}
-	log "opa: starting $("$BIN/opa" version | sed -n 's/^Version: *//p') on 127.0.0.1:$port (rules/policy/base + bench/opa)"
-	"$BIN/opa" run --server --log-level error --addr "127.0.0.1:$port" rules/policy/base/ bench/opa/ >"$OUT/opa.server.log" 2>&1 &
+	log "$label: starting $("$BIN/opa" version | sed -n 's/^Version: *//p') on 127.0.0.1:$port (rules/policy/base + bench/opa)"
+	"$BIN/opa" run --server --log-level error --addr "127.0.0.1:$port" rules/policy/base/ bench/opa/ >"$OUT/$label.server.log" 2>&1 &
 	SERVER_PID=$!
 	if ! wait_http "http://127.0.0.1:$port/health" 60; then
-		log "opa: the server did not become healthy; its log:"
-		tail -n 30 "$OUT/opa.server.log" >&2 || true
+		log "$label: the server did not become healthy; its log:"
+		tail -n 30 "$OUT/$label.server.log" >&2 || true
 		stop_server
 		return 1
 	fi
 	local rc=0
-	PROFILE_URL="http://127.0.0.1:$port/debug/pprof/profile" run_loadgen opa opa "http://127.0.0.1:$port" || rc=$?
+	PROFILE_URL="http://127.0.0.1:$port/debug/pprof/profile" run_loadgen "$label" opa "http://127.0.0.1:$port" "$@" || rc=$?
 	stop_server
 	return "$rc"
 }
 
-rm -f "$OUT"/{sqlite,postgres,opa}.json
+# run_ratio: the throughput ratios to OPA from BENCH_RATIO_ROUNDS [3] rounds
+# of closed-loop runs at concurrency 64, back to back (svc on SQLite, OPA,
+# svc on Postgres when it is provisioned). This machine's speed drifts by
+# tens of percent over the minutes that the full runs above take, so their
+# single ratio can be off either way; the median of rounds a minute long is
+# the figure to quote.
+run_ratio() {
+	local round rc=0 pg=0
+	[[ -n ${SVC_TEST_POSTGRES_URL:-} ]] && pg=1
+	for round in $(seq 1 "${BENCH_RATIO_ROUNDS:-3}"); do
+		run_svc "ratio-sqlite-$round" "sqlite://$WORK/ratio-$round.db" -concurrency 64 -half-load=false || rc=1
+		run_opa "ratio-opa-$round" -concurrency 64 -half-load=false || rc=1
+		if [[ $pg == 1 ]]; then
+			run_postgres "ratio-postgres-$round" -concurrency 64 -half-load=false || rc=1
+		fi
+	done
+	[[ $rc == 0 ]] || return 1
+	python3 - "$OUT" "${BENCH_RATIO_ROUNDS:-3}" "$pg" <<'PY' | tee "$OUT/ratio.txt"
+import json, statistics, sys
+out, rounds, pg = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+def rate(label):
+    with open(f"{out}/{label}.json") as f:
+        return json.load(f)["phases"][0]["throughput"]
+print("\n== throughput ratio to OPA (closed loop c=64, back-to-back rounds)")
+print(f"{'round':>5} {'sqlite req/s':>12} {'opa req/s':>10} {'postgres req/s':>14} {'sqlite/opa':>10} {'postgres/opa':>12}")
+ratios = {"sqlite": [], "postgres": []}
+for r in range(1, rounds + 1):
+    s, o = rate(f"ratio-sqlite-{r}"), rate(f"ratio-opa-{r}")
+    p = rate(f"ratio-postgres-{r}") if pg else float("nan")
+    ratios["sqlite"].append(s / o)
+    if pg:
+        ratios["postgres"].append(p / o)
+    print(f"{r:>5} {s:>12.0f} {o:>10.0f} {p:>14.0f} {s / o:>10.3f} {p / o:>12.3f}")
+for name, target in (("sqlite", 1.0), ("postgres", 0.7)):
+    if ratios[name]:
+        med = statistics.median(ratios[name])
+        verdict = "PASS" if med >= target else "MISS"
+        print(f"  {name:<9} median ratio {med:.3f} (range {min(ratios[name]):.3f}-{max(ratios[name]):.3f}; target >= {target:.2f}x) {verdict}")
+PY
+}
+
+rm -f "$OUT"/{sqlite,postgres,opa}.json "$OUT"/ratio-*.json "$OUT"/ratio.txt
 start=$SECONDS
 log "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); phases: $CONCURRENCY x ($WARMUP + $DURATION), then half load"
 files=()
 IFS=, read -r -a targets <<<"$TARGETS"
 for t in "${targets[@]}"; do
 	case $t in
-	sqlite | postgres | opa | soc) ;;
+	sqlite | postgres | opa | ratio | soc) ;;
 	*)
 		log "unknown target $t in BENCH_TARGETS"
 		failures+=("$t")
@@ -288,7 +337,7 @@ for t in "${targets[@]}"; do
 		;;
 	esac
 	if "run_$t"; then
-		[[ $t == soc ]] || files+=("$OUT/$t.json")
+		[[ $t == soc || $t == ratio ]] || files+=("$OUT/$t.json")
 	else
 		log "$t: FAILED"
 		failures+=("$t")
@@ -309,6 +358,9 @@ if [[ ${#files[@]} -gt 0 ]]; then
 		echo "${files[*]}"
 	)
 	"$BIN/loadgen" -summary "$summary_files" -baseline opa -targets "${targets_flag%,}" | tee "$OUT/summary.txt" || failures+=(summary)
+fi
+if [[ -s $OUT/ratio.txt ]]; then
+	cat "$OUT/ratio.txt" # again, beside the summary: the ratios to quote
 fi
 log "load runs took $((SECONDS - start)) s; results in $OUT"
 
