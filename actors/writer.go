@@ -100,6 +100,7 @@ type GroupWriter struct {
 	earlyMax  int
 	urgent    int
 	due       *time.Timer
+	overdue   bool
 
 	// received numbers the CommitDecisions in arrival order; done is the
 	// number of them whose batch has ended; barriers wait for a number.
@@ -198,10 +199,9 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 		w.passBarriers(ctx)
 		w.maybeStart(ctx)
 	case earlyDue:
-		w.due = nil
-		if !w.inFlight && len(w.queue) > 0 {
-			w.startBatch(ctx)
-		}
+		// Overdue: start now, or as soon as the transaction in flight ends.
+		w.due, w.overdue = nil, len(w.queue) > 0
+		w.maybeStart(ctx)
 	case batchDone:
 		w.inFlight = false
 		w.reply(ctx, m)
@@ -243,12 +243,14 @@ func (w *GroupWriter) answered(m *CommitDecision) bool {
 // maybeStart starts the next transaction unless only early-answered writes
 // wait and they may wait longer; then it starts their timer, which runs
 // from the first of them to wait (a transaction started meanwhile for other
-// reasons only makes the timer's round come early for the next ones).
+// reasons only makes the timer's round come early for the next ones). A
+// timer that fires while a transaction is in flight starts the next one
+// when that ends, so no write waits much longer than the wait.
 func (w *GroupWriter) maybeStart(ctx actor.Context) {
 	if w.inFlight || len(w.queue) == 0 {
 		return
 	}
-	if w.earlyWait <= 0 || w.urgent > 0 || len(w.queue) >= w.earlyMax || len(w.barriers) > 0 {
+	if w.earlyWait <= 0 || w.urgent > 0 || w.overdue || len(w.queue) >= w.earlyMax || len(w.barriers) > 0 {
 		w.startBatch(ctx)
 		return
 	}
@@ -269,6 +271,7 @@ func (w *GroupWriter) startBatch(ctx actor.Context) {
 	n := min(len(w.queue), w.maxBatch)
 	batch := w.queue[:n:n]
 	w.queue = w.queue[n:]
+	w.overdue = false
 	for _, c := range batch {
 		if !w.answered(c) {
 			w.urgent--
