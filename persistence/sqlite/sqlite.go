@@ -270,7 +270,7 @@ func (s *Store) Close() error {
 			for _, st := range s.w.stmts {
 				_ = st.Close()
 			}
-			err = s.w.conn.Close()
+			err = errors.Join(err, s.w.conn.Close())
 			s.w.closed = true
 		}
 		s.w.release()
