@@ -25,6 +25,8 @@ type CommitDecision struct {
 	// by a writer with EarlySeal; a failure of its write afterwards is
 	// counted (WriterOptions.EarlyLost) and logged.
 	Early bool
+
+	sealedAs string // the receipt hash sealed on arrival (EarlySeal)
 }
 
 // Barrier asks the writer to answer (with *BarrierPassed) once every write
@@ -88,6 +90,14 @@ type GroupWriter struct {
 	earlySeal bool
 	seal1     persistence.Sealer
 	heads     map[string]persistence.ChainHead
+	// A tenant in resync had a write fail, or resealed in its transaction:
+	// the receipts sealed on arrival after it, still queued, no longer
+	// continue the stored chain (each would be resealed in turn, and its
+	// early answer's receipt_hash would not be the stored one). Until the
+	// transaction in flight ends, its new receipts are not sealed on
+	// arrival; then its head is read again and its queued receipts are
+	// sealed against it (resyncHeads).
+	resync    map[string]bool
 	earlyLost func()
 	pending   *EarlyPending
 	observe   func(int, time.Duration, bool)
@@ -170,6 +180,7 @@ func NewGroupWriter(store persistence.Store, seal persistence.Sealer, health Wri
 		return &GroupWriter{store: store, audit: store, seal: seal, health: health, log: log, maxBatch: o.MaxBatch,
 			auditSize: max(o.AuditBatchSize, 1), auditEvery: o.AuditBatchFlush,
 			earlySeal: o.EarlySeal, seal1: seal, heads: map[string]persistence.ChainHead{}, earlyLost: o.EarlyLost,
+			resync:  map[string]bool{},
 			pending: o.Pending, observe: o.Observe, earlyWait: o.EarlyCommitWait, earlyMax: min(o.EarlyCommitMax, o.MaxBatch)}
 	}
 }
@@ -206,6 +217,9 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 		w.inFlight = false
 		w.reply(ctx, m)
 		w.done += int64(len(m.batch))
+		if len(w.resync) > 0 {
+			w.resyncHeads()
+		}
 		w.passBarriers(ctx)
 		w.maybeStart(ctx)
 	case *BufferAudit:
@@ -299,18 +313,14 @@ func (w *GroupWriter) reply(ctx actor.Context, d batchDone) {
 		if c.Early && w.pending != nil {
 			w.pending.n.Add(-1)
 		}
+		w.settle(c, d.errs[i])
 		if d.errs[i] != nil && c.Early {
-			// Answered already: the write was best effort. Forget the heads
-			// so the next receipts continue the chain from the database.
-			delete(w.heads, c.Write.Decision.TenantID)
+			// Answered already: the write was best effort.
 			if w.earlyLost != nil {
 				w.earlyLost()
 			}
 			w.log.Warn("early-answered decision not recorded (best effort)", "decision_id", c.Write.Decision.ID, "error", d.errs[i])
 			continue
-		}
-		if d.errs[i] != nil {
-			delete(w.heads, c.Write.Decision.TenantID)
 		}
 		if c.ReplyTo != nil {
 			hash := ""
@@ -319,6 +329,52 @@ func (w *GroupWriter) reply(ctx actor.Context, d batchDone) {
 			}
 			ctx.Send(c.ReplyTo, &Committed{DecisionID: c.Write.Decision.ID, ReceiptHash: hash, Err: d.errs[i]})
 		}
+	}
+}
+
+// settle puts c's tenant in resync when c's write failed or its receipt,
+// sealed on arrival, was resealed in its transaction.
+func (w *GroupWriter) settle(c *CommitDecision, err error) {
+	r := c.Write.Receipt
+	if !w.earlySeal || r == nil {
+		return
+	}
+	if err != nil || c.sealedAs != "" && r.Hash != c.sealedAs {
+		w.resync[r.TenantID] = true
+	}
+}
+
+// resyncHeads ends the resyncs once no transaction is in flight: each such
+// tenant's head is read from the database, and its queued receipts are
+// sealed against it in order (they were sealed on a chain that is not the
+// stored one, or not at all). A tenant whose head cannot be read stays in
+// resync until the next transaction ends.
+func (w *GroupWriter) resyncHeads() {
+	for t := range w.resync {
+		c, cancel := ioContext(5 * time.Second)
+		head, err := w.store.ChainHead(c, t)
+		cancel()
+		if err != nil {
+			continue
+		}
+		var queued []*CommitDecision
+		var rs []*persistence.Receipt
+		for _, q := range w.queue {
+			if r := q.Write.Receipt; r != nil && r.TenantID == t {
+				queued, rs = append(queued, q), append(rs, r)
+			}
+		}
+		if len(rs) > 0 {
+			if err := w.seal1(t, head, rs); err != nil {
+				continue
+			}
+			for _, q := range queued {
+				q.sealedAs = q.Write.Receipt.Hash
+			}
+			head = persistence.ChainHead{Seq: rs[len(rs)-1].Seq, Hash: rs[len(rs)-1].Hash}
+		}
+		w.heads[t] = head
+		delete(w.resync, t)
 	}
 }
 
@@ -346,6 +402,10 @@ func (w *GroupWriter) presealAndMaybeAnswer(ctx actor.Context, m *CommitDecision
 	if r == nil {
 		return
 	}
+	if w.resync[r.TenantID] {
+		m.Early = false // sealed in its transaction, answered after it
+		return
+	}
 	head, ok := w.heads[r.TenantID]
 	if !ok {
 		c, cancel := ioContext(5 * time.Second)
@@ -362,6 +422,7 @@ func (w *GroupWriter) presealAndMaybeAnswer(ctx actor.Context, m *CommitDecision
 		return
 	}
 	w.heads[r.TenantID] = persistence.ChainHead{Seq: r.Seq, Hash: r.Hash}
+	m.sealedAs = r.Hash
 	if m.Early && m.ReplyTo != nil {
 		if w.pending != nil {
 			w.pending.n.Add(1)

@@ -245,7 +245,10 @@ func TestGroupWriterEarlyWritesShareTransactions(t *testing.T) {
 	t.Run("EarlyCommitMax of them go at once", func(t *testing.T) {
 		f := start(t, time.Hour, 5)
 		early(t, f, 5)
-		checkFor(t, 5*time.Second, "five early writes committed without a timer", func() bool { return head(f) == 5 })
+		// Observe hears of a commit just after it is stored: wait for both.
+		checkFor(t, 5*time.Second, "five early writes committed without a timer", func() bool {
+			return head(f) == 5 && len(f.commits()) > 0
+		})
 		if got := f.commits(); !slices.Equal(got, []int{5}) {
 			t.Fatalf("commits %v; want one transaction of 5", got)
 		}
@@ -270,4 +273,111 @@ func TestGroupWriterEarlyWritesShareTransactions(t *testing.T) {
 		early(t, f, 1)
 		checkFor(t, 5*time.Second, "an early write committed at once", func() bool { return head(f) == 1 })
 	})
+}
+
+// gatedStore holds chosen group commits (by call number) until their gate
+// is closed, and reports each call as it enters.
+type gatedStore struct {
+	persistence.Store
+	calls   atomic.Int32
+	entered chan int
+	gates   map[int]chan struct{}
+}
+
+func (g *gatedStore) CommitDecisions(ctx context.Context, ws []persistence.DecisionWrite, seal persistence.Sealer) error {
+	n := int(g.calls.Add(1))
+	g.entered <- n
+	if gate := g.gates[n]; gate != nil {
+		<-gate
+	}
+	return g.Store.CommitDecisions(ctx, ws, seal)
+}
+
+// After a failed write, the receipts sealed on arrival on top of it are
+// sealed again against the stored head before their transaction, and the
+// receipts that arrive meanwhile continue them: an early answer given after
+// that is the stored receipt (without the resync it would be sealed on the
+// stored head, which the queued writes then take, and be resealed).
+func TestGroupWriterResyncsTheChainAfterAFailedWrite(t *testing.T) {
+	store, err := sqlite.Open(context.Background(), sqlite.Options{Path: t.TempDir() + "/svc.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = store.Close() }()
+	now := time.Now().UTC()
+	tn := persistence.Tenant{ID: uuid.NewString(), Name: "t", CreatedAt: now}
+	if err := store.CreateTenant(context.Background(), tn, persistence.OperatorToken{ID: uuid.NewString(), TenantID: tn.ID,
+		Name: "a", Role: "admin", CreatedAt: now}, []byte("h")); err != nil {
+		t.Fatal(err)
+	}
+	gate1, gate3 := make(chan struct{}), make(chan struct{})
+	g := &gatedStore{Store: store, entered: make(chan int, 16), gates: map[int]chan struct{}{2: gate1, 3: gate3}}
+	var resealed atomic.Int64
+	sys := NewSystem(hclog.NewNullLogger())
+	pid := sys.Root.Spawn(actor.PropsFromProducer(NewGroupWriter(g, NewSealer(nil, func(n int) { resealed.Add(int64(n)) }), nil,
+		WriterOptions{EarlySeal: true}, hclog.NewNullLogger())))
+	defer func() { _ = sys.Root.PoisonFuture(pid).Wait() }()
+	entered := func(want int) {
+		t.Helper()
+		select {
+		case n := <-g.entered:
+			if n != want {
+				t.Fatalf("group commit %d entered, want %d", n, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("group commit %d did not start", want)
+		}
+	}
+	answer := func(f *actor.Future) *Committed {
+		t.Helper()
+		res, err := f.Result()
+		c, _ := res.(*Committed)
+		if err != nil || c == nil {
+			t.Fatalf("answer = %+v, %v", res, err)
+		}
+		return c
+	}
+	send := func(w persistence.DecisionWrite, early bool) *actor.Future {
+		return sys.Root.RequestFuture(pid, &CommitDecision{Write: w, Early: early}, 5*time.Second)
+	}
+
+	req := "dup"
+	w0, w1 := write(tn.ID), write(tn.ID)
+	w0.Decision.RequestID, w1.Decision.RequestID = &req, &req // w1 fails
+	if c := answer(send(w0, false)); c.Err != nil {
+		t.Fatal(c.Err)
+	}
+	entered(1)
+	f1 := send(w1, false)
+	entered(2) // w1's transaction, held
+	w2, w3, w4 := write(tn.ID), write(tn.ID), write(tn.ID)
+	a2, a3 := send(w2, true), send(w3, true) // sealed on top of w1, queued
+	answer(a2)
+	answer(a3)
+	close(gate1)
+	if c := answer(f1); c.Err == nil {
+		t.Fatal("a duplicate request_id committed")
+	}
+	entered(3) // w2 and w3, held
+	a4 := answer(send(w4, true))
+	close(gate3)
+	checkFor(t, 5*time.Second, "w4 committed", func() bool {
+		_, err := store.GetDecision(context.Background(), tn.ID, w4.Decision.ID)
+		return err == nil
+	})
+	rs, _ := store.ReceiptRange(context.Background(), tn.ID, 1, 0, 10)
+	if len(rs) != 4 || rs[1].ID != w2.Receipt.ID || rs[2].ID != w3.Receipt.ID || rs[3].ID != w4.Receipt.ID {
+		t.Fatalf("stored chain = %+v", rs)
+	}
+	for i := 1; i < len(rs); i++ {
+		if rs[i].Seq != int64(i+1) || rs[i].PrevHash != rs[i-1].Hash {
+			t.Fatalf("chain broken at %d: %+v", i, rs[i])
+		}
+	}
+	if !a4.Early || a4.ReceiptHash != rs[3].Hash {
+		t.Fatalf("w4 answered %+v, stored as %s", a4, rs[3].Hash)
+	}
+	if n := resealed.Load(); n != 2 {
+		t.Fatalf("resealed %d receipts, want 2 (w2 and w3, sealed on the failed w1)", n)
+	}
 }

@@ -17,4 +17,8 @@ var (
 	ErrBusy = errors.New("persistence: database busy")
 	// ErrUnavailable: the database could not be reached.
 	ErrUnavailable = errors.New("persistence: database unavailable")
+	// ErrHeadMoved: a group commit whose receipts were sealed ahead of time
+	// found its tenant's chain head elsewhere than where they continue it
+	// (a transaction before it failed); it is resealed and written again.
+	ErrHeadMoved = errors.New("persistence: receipt chain head moved")
 )

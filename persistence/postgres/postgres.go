@@ -94,7 +94,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		}
 	}
 	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "postgres", AuditSearch: auditSearch,
-		DecisionSearch: decisionSearch}}
+		DecisionSearch: decisionSearch, AdvanceHead: `SELECT svc_advance_receipt_head($1, $2, $3, $4, $5)`}}
 	if err := s.Ping(ctx); err != nil {
 		s.close()
 		return nil, err
@@ -348,6 +348,8 @@ func mapErr(err error) error {
 			return fmt.Errorf("%w: %w", persistence.ErrConflict, err)
 		case "40001", "40P01", "55P03":
 			return fmt.Errorf("%w: %w", persistence.ErrBusy, err)
+		case "SVC01": // raised by svc_advance_receipt_head (migration 0009)
+			return fmt.Errorf("%w: %w", persistence.ErrHeadMoved, err)
 		case "57P01", "57P02", "57P03", "53300":
 			return fmt.Errorf("%w: %w", persistence.ErrUnavailable, err)
 		}

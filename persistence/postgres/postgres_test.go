@@ -59,6 +59,10 @@ func TestDecisionsContract(t *testing.T) {
 	storetest.RunDecisions(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
 }
 
+func TestSealedAheadContract(t *testing.T) {
+	storetest.RunSealedAhead(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) }, true)
+}
+
 func TestApprovalsContract(t *testing.T) {
 	storetest.RunApprovals(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
 }

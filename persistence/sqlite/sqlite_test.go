@@ -55,6 +55,10 @@ func TestDecisionsContract(t *testing.T) {
 	})
 }
 
+func TestSealedAheadContract(t *testing.T) {
+	storetest.RunSealedAhead(t, func(t *testing.T) persistence.Store { return open(t, filepath.Join(t.TempDir(), "svc.db")) }, false)
+}
+
 func TestApprovalsContract(t *testing.T) {
 	storetest.RunApprovals(t, func(t *testing.T) persistence.Store { return open(t, filepath.Join(t.TempDir(), "svc.db")) })
 }

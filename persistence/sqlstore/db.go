@@ -88,6 +88,12 @@ type Dialect struct {
 	// SearchBacklog reports, with a read, how many rows wait for
 	// IndexSearch (a search skips its write transaction when none do).
 	SearchBacklog func(ctx context.Context, q Querier) (int64, error)
+	// AdvanceHead, when set (Postgres), is a statement taking (tenant,
+	// from_seq, from_hash, to_seq, to_hash) that moves a chain head from
+	// one link to another and fails with persistence.ErrHeadMoved when the
+	// head is not at from. CommitDecisions then writes receipts sealed
+	// ahead of time without reading and locking their heads first.
+	AdvanceHead string
 }
 
 // SearchBatch is the backlog at which a group commit brings the full-text

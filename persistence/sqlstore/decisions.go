@@ -3,8 +3,11 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,21 +161,70 @@ const receiptInsertHead = `INSERT INTO receipts (id, tenant_id, seq, decision_id
 
 // CommitDecisions implements persistence.DecisionStore. Each tenant's chain
 // head is created when missing, read (locked on Postgres), advanced by the
-// sealer and written back within the one transaction.
+// sealer and written back within the one transaction. Heads are locked in
+// tenant order, so that two nodes' transactions never wait on each other's
+// heads in a cycle.
+//
+// With Dialect.AdvanceHead (Postgres), receipts that arrive sealed already,
+// as runs that continue themselves (a lone node seals on arrival), are not
+// read and locked first: the rows and a conditional advance of each head
+// go with COMMIT, in one round trip instead of two. When a head is not
+// where the seal expected it (a write before failed, or another node
+// wrote), the transaction rolls back and is written again with the heads
+// locked first and the receipts resealed; the chain never forks.
 func (s *Store) CommitDecisions(ctx context.Context, writes []persistence.DecisionWrite, seal persistence.Sealer) error {
 	if len(writes) == 0 {
 		return nil
 	}
-	var tenants []string
 	chains := map[string][]*persistence.Receipt{}
 	for i := range writes {
 		if r := writes[i].Receipt; r != nil {
-			if _, ok := chains[r.TenantID]; !ok {
-				tenants = append(tenants, r.TenantID)
-			}
 			chains[r.TenantID] = append(chains[r.TenantID], r)
 		}
 	}
+	tenants := slices.Sorted(maps.Keys(chains))
+	if s.Dialect.AdvanceHead != "" && len(tenants) > 0 && allSealed(chains) {
+		err := s.commitDecisions(ctx, writes, tenants, chains, nil, true)
+		if !errors.Is(err, persistence.ErrHeadMoved) && !errors.Is(err, persistence.ErrConflict) {
+			if err == nil {
+				s.headLast.Add(1)
+			}
+			return err
+		}
+		// ErrConflict too: a receipt sealed against a stale head can
+		// collide with a stored one (tenant_id, seq).
+		s.headMoved.Add(1)
+	}
+	return s.commitDecisions(ctx, writes, tenants, chains, seal, false)
+}
+
+// HeadAdvances reports how many group commits were written with their
+// chain heads advanced conditionally (Dialect.AdvanceHead), and how many
+// such attempts failed (a head moved, or a receipt's seq taken) and were
+// written again with the heads locked first.
+func (s *Store) HeadAdvances() (advanced, moved int64) {
+	return s.headLast.Load(), s.headMoved.Load()
+}
+
+// allSealed reports whether every tenant's receipts are sealed, each run
+// continuing itself link by link.
+func allSealed(chains map[string][]*persistence.Receipt) bool {
+	for _, rs := range chains {
+		for i, r := range rs {
+			if r.Hash == "" || r.Seq < 1 || i > 0 && (r.Seq != rs[i-1].Seq+1 || r.PrevHash != rs[i-1].Hash) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// commitDecisions writes one group commit. Each head is locked (created
+// when missing) first and the receipts sealed against it; or, sealed, the
+// receipts are sealed already and Dialect.AdvanceHead moves each head after
+// the rows.
+func (s *Store) commitDecisions(ctx context.Context, writes []persistence.DecisionWrite, tenants []string,
+	chains map[string][]*persistence.Receipt, seal persistence.Sealer, sealed bool) error {
 	return s.DB.Tx(ctx, func(q Querier) error {
 		// Presented approvals first: one that can no longer be used fails
 		// the transaction before anything is sealed.
@@ -184,23 +236,25 @@ func (s *Store) CommitDecisions(ctx context.Context, writes []persistence.Decisi
 			}
 		}
 		stmts := make([]Stmt, 0, len(writes)*3+len(tenants))
-		for _, t := range tenants {
-			// Creates the head at the chain's start, or locks the existing
-			// one (an upsert's update takes the row lock, as FOR UPDATE
-			// would), and reads it: one statement, one round trip.
-			var head persistence.ChainHead
-			if err := q.QueryRow(ctx, `INSERT INTO receipt_heads (tenant_id, seq, hash) VALUES ($1, 0, '')
-				ON CONFLICT (tenant_id) DO UPDATE SET seq = receipt_heads.seq RETURNING seq, hash`, t).
-				Scan(&head.Seq, &head.Hash); err != nil {
-				return err
+		if !sealed {
+			for _, t := range tenants {
+				// Creates the head at the chain's start, or locks the existing
+				// one (an upsert's update takes the row lock, as FOR UPDATE
+				// would), and reads it: one statement, one round trip.
+				var head persistence.ChainHead
+				if err := q.QueryRow(ctx, `INSERT INTO receipt_heads (tenant_id, seq, hash) VALUES ($1, 0, '')
+					ON CONFLICT (tenant_id) DO UPDATE SET seq = receipt_heads.seq RETURNING seq, hash`, t).
+					Scan(&head.Seq, &head.Hash); err != nil {
+					return err
+				}
+				rs := chains[t]
+				if err := seal(t, head, rs); err != nil {
+					return err
+				}
+				last := rs[len(rs)-1]
+				stmts = append(stmts, Stmt{SQL: `UPDATE receipt_heads SET seq = $1, hash = $2 WHERE tenant_id = $3`,
+					Args: []any{last.Seq, last.Hash, t}})
 			}
-			rs := chains[t]
-			if err := seal(t, head, rs); err != nil {
-				return err
-			}
-			last := rs[len(rs)-1]
-			stmts = append(stmts, Stmt{SQL: `UPDATE receipt_heads SET seq = $1, hash = $2 WHERE tenant_id = $3`,
-				Args: []any{last.Seq, last.Hash, t}})
 		}
 		var decisions, audits, receipts, approvals [][]any
 		for _, w := range writes {
@@ -223,6 +277,12 @@ func (s *Store) CommitDecisions(ctx context.Context, writes []persistence.Decisi
 		stmts = append(stmts, multiInsert(auditInsertHead, 9, audits)...)
 		stmts = append(stmts, multiInsert(receiptInsertHead, 11, receipts)...)
 		stmts = append(stmts, multiInsert(approvalInsertHead, 9, approvals)...)
+		if sealed {
+			for _, t := range tenants {
+				first, last := chains[t][0], chains[t][len(chains[t])-1]
+				stmts = append(stmts, Stmt{SQL: s.Dialect.AdvanceHead, Args: []any{t, first.Seq - 1, first.PrevHash, last.Seq, last.Hash}})
+			}
+		}
 		if err := q.Batch(ctx, stmts); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"svc/persistence"
@@ -16,6 +17,10 @@ import (
 type Store struct {
 	DB      DB
 	Dialect Dialect
+
+	// headLast counts the group commits written with their heads advanced
+	// conditionally, headMoved those rewritten with the heads locked first.
+	headLast, headMoved atomic.Int64
 }
 
 func now() time.Time { return time.Now().UTC() }
