@@ -366,7 +366,7 @@ log "load runs took $((SECONDS - start)) s; results in $OUT"
 
 if [[ ${BENCH_GO:-1} != 0 ]]; then
 	# shellcheck disable=SC2206 # a list of packages
-	pkgs=(${BENCH_GO_PKGS:-./rules/policy/ ./canonical/ ./receipt/ ./actors/})
+	pkgs=(${BENCH_GO_PKGS:-./rules/policy/ ./canonical/ ./receipt/ ./actors/ ./persistence/postgres/})
 	printf '\n== Go benchmarks: go test -run ^$ -bench . -benchmem %s %s\n' "${BENCHFLAGS:-}" "${pkgs[*]}"
 	# shellcheck disable=SC2086 # BENCHFLAGS is a list of flags
 	if ! "$GO" test -run '^$' -bench . -benchmem ${BENCHFLAGS:-} "${pkgs[@]}" 2>&1 | tee "$OUT/go-bench.txt"; then
