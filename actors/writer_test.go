@@ -17,7 +17,8 @@ import (
 	"svc/persistence/sqlite"
 )
 
-func writerFixture(t *testing.T, o WriterOptions) (*actor.ActorSystem, *actor.PID, persistence.Store, string) {
+// tenantStore is a SQLite store in a temp dir with one tenant.
+func tenantStore(t *testing.T) (persistence.Store, string) {
 	t.Helper()
 	store, err := sqlite.Open(context.Background(), sqlite.Options{Path: t.TempDir() + "/svc.db"})
 	if err != nil {
@@ -30,9 +31,15 @@ func writerFixture(t *testing.T, o WriterOptions) (*actor.ActorSystem, *actor.PI
 		Name: "a", Role: "admin", CreatedAt: now}, []byte("h")); err != nil {
 		t.Fatal(err)
 	}
+	return store, tn.ID
+}
+
+func writerFixture(t *testing.T, o WriterOptions) (*actor.ActorSystem, *actor.PID, persistence.Store, string) {
+	t.Helper()
+	store, tenant := tenantStore(t)
 	sys := NewSystem(hclog.NewNullLogger())
 	pid := sys.Root.Spawn(actor.PropsFromProducer(NewGroupWriter(store, NewSealer(nil, nil), nil, o, hclog.NewNullLogger())))
-	return sys, pid, store, tn.ID
+	return sys, pid, store, tenant
 }
 
 func write(tenantID string) persistence.DecisionWrite {
@@ -119,26 +126,16 @@ func TestGroupWriterFlushesOnStop(t *testing.T) {
 // write then fails, it is counted, and the receipts sealed on top of it are
 // resealed inside their transaction so the stored chain stays contiguous.
 func TestGroupWriterEarlyAnswersAndReseals(t *testing.T) {
-	store, err := sqlite.Open(context.Background(), sqlite.Options{Path: t.TempDir() + "/svc.db"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = store.Close() }()
-	now := time.Now().UTC()
-	tn := persistence.Tenant{ID: uuid.NewString(), Name: "t", CreatedAt: now}
-	if err := store.CreateTenant(context.Background(), tn, persistence.OperatorToken{ID: uuid.NewString(), TenantID: tn.ID,
-		Name: "a", Role: "admin", CreatedAt: now}, []byte("h")); err != nil {
-		t.Fatal(err)
-	}
+	store, tenant := tenantStore(t)
 	var lost, resealed atomic.Int64
 	sys := NewSystem(hclog.NewNullLogger())
 	pid := sys.Root.Spawn(actor.PropsFromProducer(NewGroupWriter(store, NewSealer(nil, func(n int) { resealed.Add(int64(n)) }), nil,
 		WriterOptions{EarlySeal: true, EarlyLost: func() { lost.Add(1) }}, hclog.NewNullLogger())))
 
 	req := "dup"
-	w1, w3 := write(tn.ID), write(tn.ID)
+	w1, w3 := write(tenant), write(tenant)
 	w1.Decision.RequestID = &req
-	w2 := write(tn.ID)
+	w2 := write(tenant)
 	w2.Decision.RequestID = &req // violates the request_id uniqueness: this write fails
 	// Sent together, so that w2 and w3 normally queue behind w1's commit
 	// and w3 is sealed on top of w2, which then fails.
@@ -160,10 +157,10 @@ func TestGroupWriterEarlyAnswersAndReseals(t *testing.T) {
 	}
 	checkFor(t, 5*time.Second, "the failed early write counted", func() bool { return lost.Load() == 1 })
 	checkFor(t, 5*time.Second, "w3 committed", func() bool {
-		_, err := store.GetDecision(context.Background(), tn.ID, w3.Decision.ID)
+		_, err := store.GetDecision(context.Background(), tenant, w3.Decision.ID)
 		return err == nil
 	})
-	rs, _ := store.ReceiptRange(context.Background(), tn.ID, 1, 0, 10)
+	rs, _ := store.ReceiptRange(context.Background(), tenant, 1, 0, 10)
 	if len(rs) != 2 || rs[0].Seq != 1 || rs[1].Seq != 2 || rs[1].PrevHash != rs[0].Hash || rs[0].Hash != answers[0].ReceiptHash {
 		t.Fatalf("stored chain = %+v", rs)
 	}
@@ -299,17 +296,7 @@ func (g *gatedStore) CommitDecisions(ctx context.Context, ws []persistence.Decis
 // that is the stored receipt (without the resync it would be sealed on the
 // stored head, which the queued writes then take, and be resealed).
 func TestGroupWriterResyncsTheChainAfterAFailedWrite(t *testing.T) {
-	store, err := sqlite.Open(context.Background(), sqlite.Options{Path: t.TempDir() + "/svc.db"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = store.Close() }()
-	now := time.Now().UTC()
-	tn := persistence.Tenant{ID: uuid.NewString(), Name: "t", CreatedAt: now}
-	if err := store.CreateTenant(context.Background(), tn, persistence.OperatorToken{ID: uuid.NewString(), TenantID: tn.ID,
-		Name: "a", Role: "admin", CreatedAt: now}, []byte("h")); err != nil {
-		t.Fatal(err)
-	}
+	store, tenant := tenantStore(t)
 	gate1, gate3 := make(chan struct{}), make(chan struct{})
 	g := &gatedStore{Store: store, entered: make(chan int, 16), gates: map[int]chan struct{}{2: gate1, 3: gate3}}
 	var resealed atomic.Int64
@@ -342,7 +329,7 @@ func TestGroupWriterResyncsTheChainAfterAFailedWrite(t *testing.T) {
 	}
 
 	req := "dup"
-	w0, w1 := write(tn.ID), write(tn.ID)
+	w0, w1 := write(tenant), write(tenant)
 	w0.Decision.RequestID, w1.Decision.RequestID = &req, &req // w1 fails
 	if c := answer(send(w0, false)); c.Err != nil {
 		t.Fatal(c.Err)
@@ -350,7 +337,7 @@ func TestGroupWriterResyncsTheChainAfterAFailedWrite(t *testing.T) {
 	entered(1)
 	f1 := send(w1, false)
 	entered(2) // w1's transaction, held
-	w2, w3, w4 := write(tn.ID), write(tn.ID), write(tn.ID)
+	w2, w3, w4 := write(tenant), write(tenant), write(tenant)
 	a2, a3 := send(w2, true), send(w3, true) // sealed on top of w1, queued
 	answer(a2)
 	answer(a3)
@@ -362,10 +349,10 @@ func TestGroupWriterResyncsTheChainAfterAFailedWrite(t *testing.T) {
 	a4 := answer(send(w4, true))
 	close(gate3)
 	checkFor(t, 5*time.Second, "w4 committed", func() bool {
-		_, err := store.GetDecision(context.Background(), tn.ID, w4.Decision.ID)
+		_, err := store.GetDecision(context.Background(), tenant, w4.Decision.ID)
 		return err == nil
 	})
-	rs, _ := store.ReceiptRange(context.Background(), tn.ID, 1, 0, 10)
+	rs, _ := store.ReceiptRange(context.Background(), tenant, 1, 0, 10)
 	if len(rs) != 4 || rs[1].ID != w2.Receipt.ID || rs[2].ID != w3.Receipt.ID || rs[3].ID != w4.Receipt.ID {
 		t.Fatalf("stored chain = %+v", rs)
 	}
