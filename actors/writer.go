@@ -231,7 +231,7 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 		w.flushAudit(ctx)
 	case auditDone:
 		w.auditInFlight = false
-		if m.err != nil {
+		if len(m.events) > 0 {
 			w.log.Warn("buffered audit flush failed; keeping the events", "events", len(m.events), "error", m.err)
 			w.auditBuf = append(m.events, w.auditBuf...)
 		}
@@ -492,10 +492,43 @@ func (w *GroupWriter) flushAudit(ctx actor.Context) {
 	w.auditInFlight = true
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
-		c, cancel := ioContext(10 * time.Second)
-		defer cancel()
-		root.Send(self, auditDone{events: events, err: w.audit.AppendAudit(c, events)})
+		keep, err := w.appendAudit(events)
+		root.Send(self, auditDone{events: keep, err: err})
 	}()
+}
+
+// appendAudit writes buffered audit events and returns those to keep for
+// the next flush. A busy or unreachable database keeps them all. Any other
+// failure (one event that can never be written, such as one of a tenant
+// deleted meanwhile, fails the whole insert) is followed by writing them one
+// by one: each that still fails so is dropped and logged, so that it cannot
+// hold back every later event.
+func (w *GroupWriter) appendAudit(events []persistence.AuditEvent) ([]persistence.AuditEvent, error) {
+	c, cancel := ioContext(10 * time.Second)
+	err := w.audit.AppendAudit(c, events)
+	cancel()
+	if err == nil || transient(err) {
+		if err != nil {
+			return events, err
+		}
+		return nil, nil
+	}
+	var keep []persistence.AuditEvent
+	var last error
+	for _, e := range events {
+		c, cancel := ioContext(10 * time.Second)
+		err := w.audit.AppendAudit(c, []persistence.AuditEvent{e})
+		cancel()
+		switch {
+		case err == nil:
+		case transient(err):
+			keep, last = append(keep, e), err
+		default:
+			w.log.Error("audit event dropped: it cannot be written", "tenant_id", e.TenantID, "event_type", e.EventType,
+				"event_id", e.ID, "error", err)
+		}
+	}
+	return keep, last
 }
 
 // drain waits for the batch in flight and answers it, then commits
@@ -517,10 +550,8 @@ func (w *GroupWriter) drain(ctx actor.Context) {
 	}
 	w.passBarriers(ctx)
 	if len(w.auditBuf) > 0 {
-		c, cancel := ioContext(10 * time.Second)
-		defer cancel()
-		if err := w.audit.AppendAudit(c, w.auditBuf); err != nil {
-			w.log.Error("final audit flush failed", "events", len(w.auditBuf), "error", err)
+		if keep, err := w.appendAudit(w.auditBuf); len(keep) > 0 {
+			w.log.Error("final audit flush failed", "events", len(keep), "error", err)
 		}
 	}
 }

@@ -272,6 +272,23 @@ func TestGroupWriterEarlyWritesShareTransactions(t *testing.T) {
 	})
 }
 
+// A buffered audit event that can never be written (its tenant is gone)
+// is dropped alone: the events beside it and after it are written, instead
+// of the whole buffer being kept and failing at every flush.
+func TestGroupWriterDropsAnUnwritableAuditEventAlone(t *testing.T) {
+	sys, pid, store, tenant := writerFixture(t, WriterOptions{AuditBatchSize: 2, AuditBatchFlush: 20 * time.Millisecond})
+	event := func(tenantID, action string) persistence.AuditEvent {
+		return persistence.AuditEvent{ID: uuid.NewString(), TenantID: tenantID, EventType: "agent_quarantined", Action: action,
+			CreatedAt: time.Now().UTC()}
+	}
+	sys.Root.Send(pid, &BufferAudit{Events: []persistence.AuditEvent{event("no-such-tenant", "orphan"), event(tenant, "first")}})
+	sys.Root.Send(pid, &BufferAudit{Events: []persistence.AuditEvent{event(tenant, "second")}})
+	checkFor(t, 5*time.Second, "the writable events stored", func() bool {
+		ev, _ := store.ListAudit(context.Background(), tenant, persistence.AuditFilter{EventType: "agent_quarantined"}, persistence.Page{Limit: 10})
+		return len(ev) == 2
+	})
+}
+
 // gatedStore holds chosen group commits (by call number) until their gate
 // is closed, and reports each call as it enters.
 type gatedStore struct {
