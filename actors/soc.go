@@ -244,13 +244,13 @@ func (p *SOCPipeline) Receive(ctx actor.Context) {
 		p.flushIncidents(ctx)
 	case alertsFlushed:
 		p.alertInFlight = false
-		if m.err != nil {
+		if len(m.alerts) > 0 {
 			p.log.Warn("alerts not written; keeping them for the next try", "alerts", len(m.alerts), "error", m.err)
 			p.alerts = append(m.alerts, p.alerts...)
 		}
 	case incidentsFlushed:
 		p.incInFlight = false
-		if m.err != nil {
+		if len(m.incidents) > 0 {
 			p.log.Warn("incidents not written; keeping them for the next try", "incidents", len(m.incidents), "error", m.err)
 			p.incidents = append(m.incidents, p.incidents...)
 		}
@@ -435,10 +435,37 @@ func (p *SOCPipeline) flushAlerts(ctx actor.Context) {
 	p.alertInFlight = true
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
-		c, cancel := ioContext(10 * time.Second)
-		defer cancel()
-		root.Send(self, alertsFlushed{alerts: batch, err: p.store.AppendAlerts(c, batch)})
+		keep, err := p.writeAlerts(batch)
+		root.Send(self, alertsFlushed{alerts: keep, err: err})
 	}()
+}
+
+// writeAlerts writes buffered alerts and returns those to keep for the next
+// flush (writeBuffered).
+func (p *SOCPipeline) writeAlerts(alerts []persistence.Alert) ([]persistence.Alert, error) {
+	return writeBuffered(alerts, p.store.AppendAlerts,
+		func(c context.Context, a persistence.Alert) error {
+			return p.store.AppendAlerts(c, []persistence.Alert{a})
+		},
+		func(a persistence.Alert, err error) {
+			p.log.Error("alert dropped: it cannot be written", "tenant_id", a.TenantID, "alert_id", a.ID, "error", err)
+		})
+}
+
+// writeIncidents opens buffered incidents and returns those to keep for the
+// next flush (writeBuffered). One whose id exists already was opened by an
+// earlier try that committed without our knowing: it counts as written.
+func (p *SOCPipeline) writeIncidents(incidents []persistence.Incident) ([]persistence.Incident, error) {
+	return writeBuffered(incidents, p.store.OpenIncidents,
+		func(c context.Context, in persistence.Incident) error {
+			if err := p.store.OpenIncident(c, in); !errors.Is(err, persistence.ErrConflict) {
+				return err
+			}
+			return nil
+		},
+		func(in persistence.Incident, err error) {
+			p.log.Error("incident dropped: it cannot be written", "tenant_id", in.TenantID, "incident_id", in.ID, "error", err)
+		})
 }
 
 func (p *SOCPipeline) flushIncidents(ctx actor.Context) {
@@ -450,45 +477,18 @@ func (p *SOCPipeline) flushIncidents(ctx actor.Context) {
 	p.incInFlight = true
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
-		c, cancel := ioContext(10 * time.Second)
-		defer cancel()
-		// One transaction for the batch; when an id exists already (an
-		// earlier try committed without our knowing), one by one, skipping
-		// the ones that exist.
-		err := p.store.OpenIncidents(c, batch)
-		if !errors.Is(err, persistence.ErrConflict) {
-			if err != nil {
-				root.Send(self, incidentsFlushed{incidents: batch, err: err})
-				return
-			}
-			root.Send(self, incidentsFlushed{})
-			return
-		}
-		var failed []persistence.Incident
-		var errs []error
-		for _, in := range batch {
-			if err := p.store.OpenIncident(c, in); err != nil && !errors.Is(err, persistence.ErrConflict) {
-				failed = append(failed, in)
-				errs = append(errs, err)
-			}
-		}
-		root.Send(self, incidentsFlushed{incidents: failed, err: errors.Join(errs...)})
+		keep, err := p.writeIncidents(batch)
+		root.Send(self, incidentsFlushed{incidents: keep, err: err})
 	}()
 }
 
 // drain writes what is buffered, synchronously, when the pipeline stops.
 func (p *SOCPipeline) drain() {
-	c, cancel := ioContext(10 * time.Second)
-	defer cancel()
-	if len(p.alerts) > 0 {
-		if err := p.store.AppendAlerts(c, p.alerts); err != nil {
-			p.log.Error("final alert flush failed", "alerts", len(p.alerts), "error", err)
-		}
+	if keep, err := p.writeAlerts(p.alerts); len(keep) > 0 {
+		p.log.Error("final alert flush failed", "alerts", len(keep), "error", err)
 	}
-	for _, in := range p.incidents {
-		if err := p.store.OpenIncident(c, in); err != nil {
-			p.log.Error("final incident flush failed", "incident_id", in.ID, "error", err)
-		}
+	if keep, err := p.writeIncidents(p.incidents); len(keep) > 0 {
+		p.log.Error("final incident flush failed", "incidents", len(keep), "error", err)
 	}
 }
 

@@ -498,37 +498,16 @@ func (w *GroupWriter) flushAudit(ctx actor.Context) {
 }
 
 // appendAudit writes buffered audit events and returns those to keep for
-// the next flush. A busy or unreachable database keeps them all. Any other
-// failure (one event that can never be written, such as one of a tenant
-// deleted meanwhile, fails the whole insert) is followed by writing them one
-// by one: each that still fails so is dropped and logged, so that it cannot
-// hold back every later event.
+// the next flush (writeBuffered).
 func (w *GroupWriter) appendAudit(events []persistence.AuditEvent) ([]persistence.AuditEvent, error) {
-	c, cancel := ioContext(10 * time.Second)
-	err := w.audit.AppendAudit(c, events)
-	cancel()
-	if err == nil || transient(err) {
-		if err != nil {
-			return events, err
-		}
-		return nil, nil
-	}
-	var keep []persistence.AuditEvent
-	var last error
-	for _, e := range events {
-		c, cancel := ioContext(10 * time.Second)
-		err := w.audit.AppendAudit(c, []persistence.AuditEvent{e})
-		cancel()
-		switch {
-		case err == nil:
-		case transient(err):
-			keep, last = append(keep, e), err
-		default:
+	return writeBuffered(events, w.audit.AppendAudit,
+		func(c context.Context, e persistence.AuditEvent) error {
+			return w.audit.AppendAudit(c, []persistence.AuditEvent{e})
+		},
+		func(e persistence.AuditEvent, err error) {
 			w.log.Error("audit event dropped: it cannot be written", "tenant_id", e.TenantID, "event_type", e.EventType,
 				"event_id", e.ID, "error", err)
-		}
-	}
-	return keep, last
+		})
 }
 
 // drain waits for the batch in flight and answers it, then commits
