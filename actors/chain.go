@@ -18,7 +18,7 @@ import (
 // is resealed from the real head and onReseal counts them.
 func NewSealer(signer *receipt.Signer, onReseal func(n int)) persistence.Sealer {
 	return func(tenantID string, head persistence.ChainHead, rs []*persistence.Receipt) error {
-		if presealed(head, rs) {
+		if persistence.Continues(head, rs) {
 			return nil
 		}
 		if onReseal != nil && len(rs) > 0 && rs[0].Hash != "" {
@@ -43,16 +43,4 @@ func ToReceipt(r persistence.Receipt, seq int64) receipt.Receipt {
 	return receipt.Receipt{ReceiptID: r.ID, TenantID: r.TenantID, DecisionID: r.DecisionID, Seq: seq, ActionHash: r.ActionHash,
 		Decision: r.Decision, ReceiptHash: r.Hash, PrevReceiptHash: r.PrevHash, Signature: r.Signature, KeyID: r.KeyID,
 		CreatedAt: receipt.FormatTime(r.CreatedAt)}
-}
-
-// presealed reports whether rs are already sealed as the continuation of
-// head, link by link.
-func presealed(head persistence.ChainHead, rs []*persistence.Receipt) bool {
-	for _, r := range rs {
-		if r.Hash == "" || r.Seq != head.Seq+1 || r.PrevHash != head.Hash {
-			return false
-		}
-		head = persistence.ChainHead{Seq: r.Seq, Hash: r.Hash}
-	}
-	return true
 }

@@ -6,20 +6,19 @@ import (
 )
 
 // writeBuffered writes a buffered batch (audit events, alerts, incidents)
-// with all and returns what to keep for the next flush. A busy or
+// with write and returns what to keep for the next flush. A busy or
 // unreachable database keeps the whole batch. Any other failure is followed
-// by writing the items one by one with each: those that then fail
-// transiently are kept; those that fail otherwise can never be written (one
-// of a tenant deleted while it was buffered: the foreign key refuses it),
-// so they go to drop instead of failing every later flush, and every item
-// buffered after them with it.
-func writeBuffered[T any](items []T, all func(context.Context, []T) error, each func(context.Context, T) error,
-	drop func(T, error)) ([]T, error) {
+// by writing the items one by one: those that then fail transiently are
+// kept; those that fail otherwise can never be written (one of a tenant
+// deleted while it was buffered: the foreign key refuses it), so they go to
+// drop instead of failing every later flush, and every item buffered after
+// them with it.
+func writeBuffered[T any](items []T, write func(context.Context, []T) error, drop func(T, error)) ([]T, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
 	c, cancel := ioContext(10 * time.Second)
-	err := all(c, items)
+	err := write(c, items)
 	cancel()
 	switch {
 	case err == nil:
@@ -29,9 +28,9 @@ func writeBuffered[T any](items []T, all func(context.Context, []T) error, each 
 	}
 	var keep []T
 	var last error
-	for _, it := range items {
+	for i, it := range items {
 		c, cancel := ioContext(10 * time.Second)
-		err := each(c, it)
+		err := write(c, items[i:i+1])
 		cancel()
 		switch {
 		case err == nil:

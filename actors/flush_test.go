@@ -33,8 +33,13 @@ func TestWriteBufferedKeepsTransientAndDropsOnlyTheUnwritable(t *testing.T) {
 			var dropped []int
 			calls := 0
 			keep, err := writeBuffered([]int{1, 2, 3},
-				func(context.Context, []int) error { return tc.all },
-				func(_ context.Context, i int) error { calls++; return tc.each[i] },
+				func(_ context.Context, items []int) error {
+					if len(items) > 1 {
+						return tc.all
+					}
+					calls++
+					return tc.each[items[0]]
+				},
 				func(i int, _ error) { dropped = append(dropped, i) })
 			if !slices.Equal(keep, tc.keep) || !slices.Equal(dropped, tc.dropped) || calls != tc.eachCalls {
 				t.Fatalf("kept %v, dropped %v, %d tried alone; want %v, %v, %d", keep, dropped, calls, tc.keep, tc.dropped, tc.eachCalls)

@@ -444,9 +444,6 @@ func (p *SOCPipeline) flushAlerts(ctx actor.Context) {
 // flush (writeBuffered).
 func (p *SOCPipeline) writeAlerts(alerts []persistence.Alert) ([]persistence.Alert, error) {
 	return writeBuffered(alerts, p.store.AppendAlerts,
-		func(c context.Context, a persistence.Alert) error {
-			return p.store.AppendAlerts(c, []persistence.Alert{a})
-		},
 		func(a persistence.Alert, err error) {
 			p.log.Error("alert dropped: it cannot be written", "tenant_id", a.TenantID, "alert_id", a.ID, "error", err)
 		})
@@ -456,12 +453,13 @@ func (p *SOCPipeline) writeAlerts(alerts []persistence.Alert) ([]persistence.Ale
 // next flush (writeBuffered). One whose id exists already was opened by an
 // earlier try that committed without our knowing: it counts as written.
 func (p *SOCPipeline) writeIncidents(incidents []persistence.Incident) ([]persistence.Incident, error) {
-	return writeBuffered(incidents, p.store.OpenIncidents,
-		func(c context.Context, in persistence.Incident) error {
-			if err := p.store.OpenIncident(c, in); !errors.Is(err, persistence.ErrConflict) {
-				return err
+	return writeBuffered(incidents,
+		func(c context.Context, ins []persistence.Incident) error {
+			err := p.store.OpenIncidents(c, ins)
+			if len(ins) == 1 && errors.Is(err, persistence.ErrConflict) {
+				return nil
 			}
-			return nil
+			return err
 		},
 		func(in persistence.Incident, err error) {
 			p.log.Error("incident dropped: it cannot be written", "tenant_id", in.TenantID, "incident_id", in.ID, "error", err)

@@ -501,9 +501,6 @@ func (w *GroupWriter) flushAudit(ctx actor.Context) {
 // the next flush (writeBuffered).
 func (w *GroupWriter) appendAudit(events []persistence.AuditEvent) ([]persistence.AuditEvent, error) {
 	return writeBuffered(events, w.audit.AppendAudit,
-		func(c context.Context, e persistence.AuditEvent) error {
-			return w.audit.AppendAudit(c, []persistence.AuditEvent{e})
-		},
 		func(e persistence.AuditEvent, err error) {
 			w.log.Error("audit event dropped: it cannot be written", "tenant_id", e.TenantID, "event_type", e.EventType,
 				"event_id", e.ID, "error", err)

@@ -76,6 +76,19 @@ type DecisionWrite struct {
 	Use *ApprovalUse
 }
 
+// Continues reports whether rs are sealed already as the continuation of
+// head, link by link (receipts sealed ahead of time, as a lone node seals
+// them on arrival).
+func Continues(head ChainHead, rs []*Receipt) bool {
+	for _, r := range rs {
+		if r.Hash == "" || r.Seq != head.Seq+1 || r.PrevHash != head.Hash {
+			return false
+		}
+		head = ChainHead{Seq: r.Seq, Hash: r.Hash}
+	}
+	return true
+}
+
 // Sealer fills in Seq, PrevHash, Hash and Signature of a tenant's new
 // receipts, in order, continuing from head. CommitDecisions calls it inside
 // the transaction with the head locked, so nodes never fork a chain.

@@ -94,7 +94,6 @@ type SOCStore interface {
 	// AppendAlerts writes alerts (of any tenants) in one transaction.
 	AppendAlerts(ctx context.Context, alerts []Alert) error
 	ListAlerts(ctx context.Context, tenantID string, f AlertFilter, p Page) ([]Alert, error)
-	OpenIncident(ctx context.Context, inc Incident) error
 	// OpenIncidents writes incidents (of any tenants) in one transaction;
 	// ErrConflict when one of the ids exists already (nothing is written).
 	OpenIncidents(ctx context.Context, incs []Incident) error

@@ -210,10 +210,8 @@ func (s *Store) HeadAdvances() (advanced, moved int64) {
 // continuing itself link by link.
 func allSealed(chains map[string][]*persistence.Receipt) bool {
 	for _, rs := range chains {
-		for i, r := range rs {
-			if r.Hash == "" || r.Seq < 1 || i > 0 && (r.Seq != rs[i-1].Seq+1 || r.PrevHash != rs[i-1].Hash) {
-				return false
-			}
+		if rs[0].Seq < 1 || !persistence.Continues(persistence.ChainHead{Seq: rs[0].Seq - 1, Hash: rs[0].PrevHash}, rs) {
+			return false
 		}
 	}
 	return true

@@ -145,16 +145,6 @@ func scanIncident(row Row) (persistence.Incident, error) {
 	return in, nil
 }
 
-// OpenIncident implements persistence.SOCStore.
-func (s *Store) OpenIncident(ctx context.Context, in persistence.Incident) error {
-	return s.DB.Tx(ctx, func(q Querier) error {
-		_, err := q.Exec(ctx, `INSERT INTO incidents (id, tenant_id, kind, severity, status, agent_id, summary, source_event_ids, opened_at)
-			VALUES ($1, $2, $3, $4, 'open', $5, $6, $7, $8)`,
-			in.ID, in.TenantID, in.Kind, in.Severity, in.AgentID, in.Summary, jsonText(in.SourceEventIDs), in.OpenedAt)
-		return err
-	})
-}
-
 // OpenIncidents implements persistence.SOCStore.
 func (s *Store) OpenIncidents(ctx context.Context, incs []persistence.Incident) error {
 	if len(incs) == 0 {

@@ -14,16 +14,7 @@ import (
 type keepSeal struct{ resealed atomic.Int64 }
 
 func (k *keepSeal) seal(tenantID string, head persistence.ChainHead, rs []*persistence.Receipt) error {
-	h := head
-	kept := true
-	for _, r := range rs {
-		if r.Hash == "" || r.Seq != h.Seq+1 || r.PrevHash != h.Hash {
-			kept = false
-			break
-		}
-		h = persistence.ChainHead{Seq: r.Seq, Hash: r.Hash}
-	}
-	if kept {
+	if persistence.Continues(head, rs) {
 		return nil
 	}
 	k.resealed.Add(1)

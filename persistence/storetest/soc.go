@@ -165,7 +165,7 @@ func mustGetIncident(t *testing.T, s persistence.Store, tenantID, id string) per
 
 func mustOpenIncident(t *testing.T, s persistence.Store, in persistence.Incident) persistence.Incident {
 	t.Helper()
-	if err := s.OpenIncident(ctx(t), in); err != nil {
+	if err := s.OpenIncidents(ctx(t), []persistence.Incident{in}); err != nil {
 		t.Fatalf("OpenIncident: %v", err)
 	}
 	in.Status = persistence.IncidentOpen
@@ -489,7 +489,7 @@ func testSOCIncidents(t *testing.T, s persistence.Store) {
 	// The status is the store's: whatever the caller set, it opens.
 	odd := newIncident(a.ID, ag2.ID, "runaway", "LOW", base.Add(time.Second))
 	odd.Status = ""
-	if err := s.OpenIncident(ctx(t), odd); err != nil {
+	if err := s.OpenIncidents(ctx(t), []persistence.Incident{odd}); err != nil {
 		t.Fatalf("OpenIncident without a status: %v", err)
 	}
 	odd.Status = persistence.IncidentOpen
@@ -506,7 +506,7 @@ func testSOCIncidents(t *testing.T, s persistence.Store) {
 	// on it) and changes nothing.
 	dup := newIncident(a.ID, ag2.ID, "runaway", "LOW", base.Add(time.Hour))
 	dup.ID = first.ID
-	wantErrMsg(t, "OpenIncident with an existing id", s.OpenIncident(ctx(t), dup), persistence.ErrConflict)
+	wantErrMsg(t, "OpenIncidents with an existing id", s.OpenIncidents(ctx(t), []persistence.Incident{dup}), persistence.ErrConflict)
 	sameIncident(t, "incident after a duplicate open", mustGetIncident(t, s, a.ID, first.ID), first)
 
 	// Unknown and other tenants' ids are not found.
@@ -959,7 +959,7 @@ func testSOCTenantDelete(t *testing.T, s persistence.Store) {
 	gone("after re-creating the tenant id")
 	// Incident ids are unique across the table: a leftover row would make
 	// this ErrConflict.
-	if err := s.OpenIncident(ctx(t), aOpen); err != nil {
+	if err := s.OpenIncidents(ctx(t), []persistence.Incident{aOpen}); err != nil {
 		t.Fatalf("OpenIncident with a deleted incident's id: %v", err)
 	}
 
