@@ -361,6 +361,13 @@ func testAudit(t *testing.T, s persistence.Store) {
 	if err := s.AppendAudit(ctx(t), []persistence.AuditEvent{audit(b.ID, "agent_token_rotated", "other_tenant")}); err != nil {
 		t.Fatal(err)
 	}
+	// An event of a tenant that does not exist (deleted while buffered) is
+	// refused as a lasting failure, not as a busy or unreachable database:
+	// the audit buffer then drops it alone instead of keeping it forever.
+	gone := []persistence.AuditEvent{audit("no-such-tenant", "agent_quarantined", "orphan"), audit(a.ID, "config_change", "beside_orphan")}
+	if err := s.AppendAudit(ctx(t), gone); err == nil || errors.Is(err, persistence.ErrBusy) || errors.Is(err, persistence.ErrUnavailable) {
+		t.Fatalf("AppendAudit with an unknown tenant's event = %v; want a lasting failure", err)
+	}
 	all, err := s.ListAudit(ctx(t), a.ID, persistence.AuditFilter{}, persistence.Page{Limit: 100})
 	if err != nil || len(all) != 7 {
 		t.Fatalf("ListAudit = %d, %v", len(all), err)
