@@ -229,7 +229,7 @@ func (p *ApprovalActor) decide(ctx context.Context, m *approvalReq) approvalRes 
 			return approvalRes{err: fmt.Errorf("actors: stored tool_call of approval %s: %w", p.id, err)}
 		}
 		tc.Parameters = m.params
-		hash, err := canonical.ActionHash(tc)
+		hash, err := canonical.NormalizedActionHash(tc)
 		if err != nil {
 			return approvalRes{err: fmt.Errorf("%w: parameters cannot be canonicalized: %w", errInvalidParameters, err)}
 		}

@@ -621,7 +621,7 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 	if tc.Parameters == nil {
 		tc.Parameters = map[string]any{}
 	}
-	hash, err := canonical.ActionHash(tc)
+	hash, err := canonical.NormalizedActionHash(tc)
 	if err != nil {
 		return refuse(failure(status400, "BadRequest", "invalid_tool_call", "tool_call cannot be canonicalized: "+err.Error(), 0))
 	}

@@ -70,7 +70,15 @@ type ToolCall struct {
 // when nil and parameters {} when nil. It fails when the parameters cannot
 // be encoded as I-JSON (a NaN, a channel, a number out of range).
 func ActionHash(tc ToolCall) (string, error) {
-	b, err := ActionBytes(tc)
+	return NormalizedActionHash(normalized(tc))
+}
+
+// NormalizedActionHash is [ActionHash] of a call whose tool and action are
+// already normalized (the gateway normalizes once, SPEC 4.2 rule 7, and
+// keeps the result). Normalizing again would percent-decode twice: "%2541"
+// is "%41" after rule 7, not "a".
+func NormalizedActionHash(tc ToolCall) (string, error) {
+	b, err := normalizedActionBytes(tc)
 	if err != nil {
 		return "", err
 	}
@@ -80,7 +88,14 @@ func ActionHash(tc ToolCall) (string, error) {
 
 // ActionBytes returns the canonical bytes that [ActionHash] hashes, for
 // logging, debugging and the test vectors.
-func ActionBytes(tc ToolCall) ([]byte, error) {
+func ActionBytes(tc ToolCall) ([]byte, error) { return normalizedActionBytes(normalized(tc)) }
+
+func normalized(tc ToolCall) ToolCall {
+	tc.Tool, tc.Action = NormalizeIdentifier(tc.Tool), NormalizeIdentifier(tc.Action)
+	return tc
+}
+
+func normalizedActionBytes(tc ToolCall) ([]byte, error) {
 	params := tc.Parameters
 	if params == nil {
 		params = map[string]any{}
@@ -88,7 +103,7 @@ func ActionBytes(tc ToolCall) ([]byte, error) {
 	// The members in RFC 8785 order, written directly (see appendJCS).
 	b := make([]byte, 0, 512)
 	b = append(b, `{"action":`...)
-	b = AppendString(b, coerceUTF8(NormalizeIdentifier(tc.Action)))
+	b = AppendString(b, coerceUTF8(tc.Action))
 	b = append(b, `,"parameters":`...)
 	b, err := appendJCS(b, params, 0)
 	if err != nil {
@@ -101,7 +116,7 @@ func ActionBytes(tc ToolCall) ([]byte, error) {
 		b = AppendString(b, coerceUTF8(*tc.Resource))
 	}
 	b = append(b, `,"tool":`...)
-	b = AppendString(b, coerceUTF8(NormalizeIdentifier(tc.Tool)))
+	b = AppendString(b, coerceUTF8(tc.Tool))
 	return append(b, '}'), nil
 }
 

@@ -368,6 +368,36 @@ func TestE2EAuthorize(t *testing.T) {
 			}
 		})
 
+		t.Run("every shipped action hash vector", func(t *testing.T) {
+			// The server normalizes once and hashes what it normalized; it
+			// must give each vector's hash (testdata/jcs/action_hash.json),
+			// "percent-decoding happens once" among them.
+			_, admin := s.tenant(t, "az-vectors-"+uniq())
+			_, tok := s.agent(t, admin, "vectors", nil)
+			raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "jcs", "action_hash.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var vectors []struct {
+				Name       string         `json:"name"`
+				ToolCall   map[string]any `json:"tool_call"`
+				ActionHash string         `json:"action_hash"`
+			}
+			if err := json.Unmarshal(raw, &vectors); err != nil {
+				t.Fatal(err)
+			}
+			if len(vectors) < 20 {
+				t.Fatalf("%d vectors in action_hash.json, expected the full set", len(vectors))
+			}
+			for _, v := range vectors {
+				m := azWant(t, s, tok, map[string]any{"tool_call": v.ToolCall, "mutates_state": false,
+					"source_trust": azSigned, "dry_run": true}, 200)
+				if m["action_hash"] != v.ActionHash {
+					t.Errorf("vector %q: action_hash %v, want %s", v.Name, m["action_hash"], v.ActionHash)
+				}
+			}
+		})
+
 		t.Run("trust propagation", func(t *testing.T) {
 			_, admin := s.tenant(t, "az-trust-"+uniq())
 			_, tok := s.agent(t, admin, "hop", nil)
