@@ -79,8 +79,13 @@ type permissionView struct {
 var riskTiers = map[string]bool{"low": true, "medium": true, "high": true}
 
 func viewAgent(a persistence.Agent) agentView {
-	v := agentView{AgentID: a.ID, Name: a.Name, Status: a.Status, RiskTier: a.RiskTier, AllowedEnvironments: a.AllowedEnvironments,
+	v := agentView{AgentID: a.ID, Name: a.Name, Status: a.Status, RiskTier: a.RiskTier,
 		HasSigningKey: len(a.SigningKey) > 0, CreatedAt: a.CreatedAt.UTC(), UpdatedAt: a.UpdatedAt.UTC()}
+	if len(a.AllowedEnvironments) > 0 {
+		// An empty list is unrestricted (SPEC 4.2 rule 5), shown as null
+		// like no list (CONTRACT §3).
+		v.AllowedEnvironments = a.AllowedEnvironments
+	}
 	if a.LastSeenAt != nil {
 		t := a.LastSeenAt.UTC()
 		v.LastSeenAt = &t

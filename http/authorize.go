@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"svc/messages"
 	"svc/persistence"
@@ -133,10 +134,10 @@ func validateAuthorize(req *messages.AuthorizeRequest) error {
 			return invalidField("trace.root_trust_level", "must be one of %s", strings.Join(policy.TrustLevels(), ", "))
 		}
 	}
-	if req.Nonce != nil && (len(*req.Nonce) < 8 || len(*req.Nonce) > 128) {
+	if n := req.Nonce; n != nil && (utf8.RuneCountInString(*n) < 8 || utf8.RuneCountInString(*n) > 128) {
 		return invalidField("nonce", "must be 8 to 128 characters")
 	}
-	if req.RequestID != nil && (*req.RequestID == "" || len(*req.RequestID) > 256) {
+	if req.RequestID != nil && (*req.RequestID == "" || utf8.RuneCountInString(*req.RequestID) > 256) {
 		return invalidField("request_id", "must be 1 to 256 characters")
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"time"
 
+	"svc/canonical"
 	"svc/persistence"
 	"svc/rules/risk"
 )
@@ -89,6 +90,10 @@ func viewPolicy(p persistence.Policy) policyView {
 func viewSkill(sk persistence.Skill) skillView {
 	return skillView{SkillKey: sk.Key, Description: sk.Description, Actions: sk.Actions, CreatedAt: sk.CreatedAt.UTC(), UpdatedAt: sk.UpdatedAt.UTC()}
 }
+
+// skillKey is the path's skill key, normalized as a call's tool is (SPEC
+// 4.2 rule 7), so that every spelling of one tool names one skill.
+func skillKey(c *Call) string { return canonical.NormalizeIdentifier(c.Param("skill_key")) }
 
 // compileErr is the 422 for a module that does not compile (CONTRACT §6).
 func (s *Server) compileErr(name, rego string) error {
@@ -229,23 +234,34 @@ func (s *Server) registerPolicies() {
 		}})
 
 	s.register(Route{Method: "PUT", Path: "/skills/:skill_key", Access: AccessAdmin, Tag: "policies", Body: &skillPut{}, Resp: skillView{},
-		Summary: "Register or replace a skill: each action's risk (low, medium, high, critical), mutates_state and approval_required, as the policy input's `skill`.",
+		Summary: "Register or replace a skill: each action's risk (low, medium, high, critical), mutates_state and approval_required, as the policy input's `skill`. The skill key and action keys are normalized like a call's tool and action (percent-decoded, NFC, trimmed, lower-cased); two action keys that normalize alike are 400.",
 		Handle: func(c *Call) (any, error) {
 			b := bodyOf[skillPut](c)
-			key := c.Param("skill_key")
+			key := skillKey(c)
 			if len(key) == 0 || len(key) > 128 {
 				return nil, invalidField("skill_key", "must be 1 to 128 characters")
 			}
+			// Calls are matched on their normalized tool and action (SPEC 4.2
+			// rule 7), so the registry stores its keys normalized the same way:
+			// a skill registered as "Danger" with action "Wipe" applies to a
+			// call of Danger/Wipe, danger/wipe or DANGER/WIPE.
+			actions := make(map[string]persistence.SkillAction, len(b.Actions))
 			for name, a := range b.Actions {
 				switch a.Risk {
 				case "low", "medium", "high", "critical":
 				default:
 					return nil, invalidField("actions."+name+".risk", "must be low, medium, high or critical")
 				}
+				norm := canonical.NormalizeIdentifier(name)
+				if norm == "" {
+					return nil, invalidField("actions."+name, "an action key must not be empty")
+				}
+				if _, dup := actions[norm]; dup {
+					return nil, invalidField("actions."+name, "two action keys normalize to %q", norm)
+				}
+				actions[norm] = a
 			}
-			if b.Actions == nil {
-				b.Actions = map[string]persistence.SkillAction{}
-			}
+			b.Actions = actions
 			p := c.Principal
 			sk, err := s.Store.PutSkill(c.Ctx(), persistence.Skill{TenantID: p.TenantID, Key: key, Description: b.Description, Actions: b.Actions},
 				auditEvent(p, p.TenantID, "config_change", "skill_registered", "", map[string]any{"skill_key": key}))
@@ -267,7 +283,7 @@ func (s *Server) registerPolicies() {
 	s.register(Route{Method: "GET", Path: "/skills/:skill_key", Access: AccessViewer, Tag: "policies", Resp: skillView{}, Errors: []int{404},
 		Summary: "One skill.",
 		Handle: func(c *Call) (any, error) {
-			sk, err := s.Store.GetSkill(c.Ctx(), c.Principal.TenantID, c.Param("skill_key"))
+			sk, err := s.Store.GetSkill(c.Ctx(), c.Principal.TenantID, skillKey(c))
 			if err != nil {
 				return nil, orNotFound(err, "skill")
 			}
@@ -277,7 +293,7 @@ func (s *Server) registerPolicies() {
 		Summary: "Remove a skill.",
 		Handle: func(c *Call) (any, error) {
 			p := c.Principal
-			key := c.Param("skill_key")
+			key := skillKey(c)
 			err := s.Store.DeleteSkill(c.Ctx(), p.TenantID, key, auditEvent(p, p.TenantID, "config_change", "skill_deleted", "", map[string]any{"skill_key": key}))
 			if errors.Is(err, persistence.ErrNotFound) {
 				return nil, notFound("skill")

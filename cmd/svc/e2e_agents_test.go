@@ -272,6 +272,13 @@ func TestE2EAgents(t *testing.T) {
 				// updated_at must not go backwards; equal is tolerated only at coarse clocks.
 				t.Logf("updated_at unchanged: %v", a["updated_at"])
 			}
+			// An empty list is unrestricted (SPEC 4.2 rule 5) and reads as null
+			// (CONTRACT §3), like no list.
+			a = obj(t, s.want(t, 200, "PATCH", "/v2/agents/"+id, admin, `{"allowed_environments":[]}`))
+			if v, ok := a["allowed_environments"]; !ok || v != nil {
+				t.Errorf("allowed_environments after an empty-list PATCH = %v, want null", v)
+			}
+			_ = s.want(t, 200, "PATCH", "/v2/agents/"+id, admin, `{"allowed_environments":["prod"]}`)
 			a = obj(t, s.want(t, 200, "PATCH", "/v2/agents/"+id, admin, `{"allowed_environments":null}`))
 			if v, ok := a["allowed_environments"]; !ok || v != nil {
 				t.Errorf("allowed_environments after null PATCH = %v", v)

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"svc/canonical"
 )
@@ -271,6 +272,28 @@ func TestE2EAuthorize(t *testing.T) {
 				// The registry's mutates_state wins over a client that calls it a read.
 				m = azDecide(t, s, tok, azBody("deploy", "prod", false, azSigned, nil), "deny", "")
 				azMatched(t, m, "critical")
+
+				// Keys are normalized as calls are (rule 7): a skill registered
+				// in capitals applies to every spelling of its tool and action.
+				sk := obj(t, s.want(t, 200, "PUT", "/v2/skills/Danger%20Zone", admin, map[string]any{"actions": map[string]any{
+					"Wipe": map[string]any{"risk": "critical", "mutates_state": true}}}))
+				if sk["skill_key"] != "danger zone" || fmt.Sprint(sk["actions"]) != "map[wipe:map[approval_required:false mutates_state:true risk:critical]]" {
+					t.Errorf("registered skill %v, want key and action normalized", sk)
+				}
+				for _, call := range [][2]string{{"Danger Zone", "Wipe"}, {"danger zone", "wipe"}, {"DANGER%20ZONE", " WIPE "}} {
+					m = azDecide(t, s, tok, azBody(call[0], call[1], false, azSigned, nil), "deny", "")
+					azMatched(t, m, "critical")
+				}
+				if g := obj(t, s.want(t, 200, "GET", "/v2/skills/DANGER%20zone", admin, nil)); g["skill_key"] != "danger zone" {
+					t.Errorf("GET by another spelling: %v", g)
+				}
+				_, raw := s.do(t, "PUT", "/v2/skills/twice", admin, map[string]any{"actions": map[string]any{
+					"Wipe": map[string]any{"risk": "low"}, "wipe": map[string]any{"risk": "critical"}}})
+				if e := envelope(t, raw, 400, "v2", "BadRequest"); !strings.HasPrefix(fmt.Sprint(detail(e, "field")), "actions.") {
+					t.Errorf("two action keys that normalize alike: details.field %v", detail(e, "field"))
+				}
+				s.want(t, 204, "DELETE", "/v2/skills/Danger%20Zone", admin, nil)
+				azDecide(t, s, tok, azBody("danger zone", "wipe", false, azSigned, nil), "allow", "")
 			})
 
 			t.Run("unknown mcp server denied", func(t *testing.T) {
@@ -687,12 +710,15 @@ func TestE2EAuthorize(t *testing.T) {
 			n2 := "nonce-" + uniq()
 			azDecide(t, s, tok, azRead(map[string]any{"nonce": n2, "dry_run": true}), "allow", "")
 			azDecide(t, s, tok, azRead(map[string]any{"nonce": n2}), "allow", "")
-			for _, bad := range []string{"abc", strings.Repeat("n", 129)} {
+			// Lengths count characters, not bytes: four "é" are 8 bytes but too
+			// short; 128 of them are 256 bytes and allowed.
+			for _, bad := range []string{"abc", strings.Repeat("n", 129), strings.Repeat("é", 4), strings.Repeat("é", 129)} {
 				_, _, raw := azPost(t, s, tok, azRead(map[string]any{"nonce": bad}))
 				if e := envelope(t, raw, 400, "v2", "BadRequest"); detail(e, "field") != "nonce" {
-					t.Errorf("nonce of %d chars: details.field %v, want nonce", len(bad), detail(e, "field"))
+					t.Errorf("nonce of %d chars: details.field %v, want nonce", utf8.RuneCountInString(bad), detail(e, "field"))
 				}
 			}
+			azDecide(t, s, tok, azRead(map[string]any{"nonce": strings.Repeat("é", 120) + uniq()}), "allow", "")
 		})
 
 		t.Run("tenant policies", func(t *testing.T) {
