@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
+	"fmt"
+	"slices"
 	"time"
 
 	"svc/actors"
@@ -166,7 +169,7 @@ func (s *Server) registerDecisions() {
 		}})
 	s.register(Route{Method: "POST", Path: "/receipts/verify-chain", Access: AccessViewer, Tag: "receipts", Body: &verifyChainReq{}, OptionalBody: true,
 		Resp:    verifyChainView{},
-		Summary: "Verify a chain: the receipts named by receipt_ids (in that order), or seq from_seq..to_seq, or by default the whole chain. Always 200; failures are per-index entries of errors.",
+		Summary: "Verify a chain: the receipts named by receipt_ids (in that order; each error's index is a position in receipt_ids), or seq from_seq..to_seq, or by default the whole chain. A range that reaches the stored chain head must end at it (receipts missing at the end are an error at the index after the last one checked). Always 200; failures are per-index entries of errors.",
 		Handle: func(c *Call) (any, error) {
 			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
 				return nil, err
@@ -182,20 +185,28 @@ func (s *Server) registerDecisions() {
 					return nil, err
 				}
 				out := verifyChainView{Errors: []chainErrorView{}}
-				found := map[string]bool{}
+				byID := make(map[string]receipt.Receipt, len(rs))
 				for _, r := range rs {
-					found[r.ID] = true
+					byID[r.ID] = viewReceipt(r)
 				}
+				// The receipts found, in the order asked, and where each was
+				// asked: every error's index is a position in receipt_ids.
+				var chain []receipt.Receipt
+				var at []int
 				for i, id := range b.ReceiptIDs {
-					if !found[id] {
+					r, ok := byID[id]
+					if !ok {
 						out.Errors = append(out.Errors, chainErrorView{Index: i, ReceiptID: id, Error: "receipt not found"})
+						continue
 					}
+					chain, at = append(chain, r), append(at, i)
 				}
-				checked, errs := receipt.VerifyChain(toReceipts(rs), s.ReceiptKey, false)
+				checked, errs := receipt.VerifyChain(chain, s.ReceiptKey, false)
 				out.Checked = checked
 				for _, e := range errs {
-					out.Errors = append(out.Errors, chainErrorView{e.Index, e.ReceiptID, e.Error})
+					out.Errors = append(out.Errors, chainErrorView{at[e.Index], e.ReceiptID, e.Error})
 				}
+				slices.SortStableFunc(out.Errors, func(a, b chainErrorView) int { return cmp.Compare(a.Index, b.Index) })
 				out.Valid = len(out.Errors) == 0
 				return out, nil
 			}
@@ -215,14 +226,22 @@ func (s *Server) registerDecisions() {
 			return s.verifyRange(c, tenant, from, to)
 		}})
 	s.register(Route{Method: "GET", Path: "/receipts/export", Access: AccessViewer, Tag: "receipts", RawBody: "application/x-ndjson", Resp: "",
-		Summary: "The tenant's whole chain as JSON lines (a header line, then one receipt per line in seq order): the input of `svc verify-receipts FILE`.",
+		Summary: "The tenant's whole chain as JSON lines (a header line with the stored chain head, head_seq and head_hash, then one receipt per line in seq order up to that head): the input of `svc verify-receipts FILE`.",
 		Handle: func(c *Call) (any, error) {
 			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
 				return nil, err
 			}
+			// The export ends at the stored chain head (the arbiter, advanced
+			// in each writing transaction), and its header carries that head
+			// rather than the last receipt found, so a receipt missing from
+			// the end of the stored chain shows as a head mismatch offline.
+			head, err := s.Store.ChainHead(c.Ctx(), c.Principal.TenantID)
+			if err != nil {
+				return nil, err
+			}
 			var all []receipt.Receipt
 			for from := int64(1); ; {
-				rs, err := s.Store.ReceiptRange(c.Ctx(), c.Principal.TenantID, from, 0, chainPage)
+				rs, err := s.Store.ReceiptRange(c.Ctx(), c.Principal.TenantID, from, head.Seq, chainPage)
 				if err != nil {
 					return nil, err
 				}
@@ -233,7 +252,7 @@ func (s *Server) registerDecisions() {
 				from = rs[len(rs)-1].Seq + 1
 			}
 			var buf bytes.Buffer
-			if err := receipt.WriteExport(&buf, c.Principal.TenantID, s.ReceiptKey, all); err != nil {
+			if err := receipt.WriteExport(&buf, c.Principal.TenantID, s.ReceiptKey, receipt.Head{Seq: head.Seq, Hash: head.Hash}, all); err != nil {
 				return nil, err
 			}
 			return buf.Bytes(), nil
@@ -242,8 +261,23 @@ func (s *Server) registerDecisions() {
 
 // verifyRange verifies seq from..to (to 0: the head) page by page, carrying
 // the previous receipt across pages so links are checked everywhere.
+//
+// A range that reaches the stored chain head (the default) must end at it:
+// the head is read first and bounds the range (receipts committed after it
+// are not part of this snapshot), and a chain that stops short of it, or
+// whose last receipt is not the one the head records, is an error at the
+// index after the last receipt checked. Without that, removing the newest
+// receipts would leave a chain that verifies.
 func (s *Server) verifyRange(c *Call, tenant string, from, to int64) (verifyChainView, error) {
 	out := verifyChainView{Errors: []chainErrorView{}}
+	head, err := s.Store.ChainHead(c.Ctx(), tenant)
+	if err != nil {
+		return out, err
+	}
+	toHead := head.Seq > 0 && (to == 0 || to >= head.Seq)
+	if toHead {
+		to = head.Seq
+	}
 	var prev *receipt.Receipt
 	index := 0
 	for seq := from; out.Checked < maxChainCheck; {
@@ -275,6 +309,20 @@ func (s *Server) verifyRange(c *Call, tenant string, from, to int64) (verifyChai
 			break
 		}
 		seq = rs[len(rs)-1].Seq + 1
+	}
+	if toHead && out.Checked < maxChainCheck && head.Seq >= from {
+		switch {
+		case prev == nil || prev.Seq < head.Seq:
+			last := from - 1
+			if prev != nil {
+				last = prev.Seq
+			}
+			out.Errors = append(out.Errors, chainErrorView{Index: index, Error: fmt.Sprintf(
+				"receipts missing at the end: the chain stops at seq %d, its head is seq %d (receipt_hash %s)", last, head.Seq, head.Hash)})
+		case prev.ReceiptHash != head.Hash:
+			out.Errors = append(out.Errors, chainErrorView{Index: index - 1, ReceiptID: prev.ReceiptID, Error: fmt.Sprintf(
+				"the last receipt (seq %d) is not the chain head: the head records receipt_hash %s", prev.Seq, head.Hash)})
+		}
 	}
 	out.Valid = len(out.Errors) == 0
 	return out, nil

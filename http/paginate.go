@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"strconv"
 
 	"svc/persistence"
@@ -24,8 +25,8 @@ func (c *Call) page() (persistence.Page, error) {
 	q := c.R.URL.Query()
 	p := persistence.Page{Limit: defaultLimit}
 	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
+		n, err := nonNegative(v)
+		if err != nil {
 			return p, badRequest("invalid_limit", "limit must be a non-negative integer")
 		}
 		p.Limit = min(n, maxLimit)
@@ -34,8 +35,8 @@ func (c *Call) page() (persistence.Page, error) {
 		}
 	}
 	if v := q.Get("offset"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
+		n, err := nonNegative(v)
+		if err != nil {
 			return p, badRequest("invalid_offset", "offset must be a non-negative integer")
 		}
 		p.Offset = n
@@ -48,6 +49,20 @@ func (c *Call) page() (persistence.Page, error) {
 		p.After, p.Offset = seq, 0
 	}
 	return p, nil
+}
+
+// nonNegative parses a non-negative integer. One too large for an int is
+// the largest int (a limit is clamped to 500 anyway, an offset past the end
+// is an empty page): only what is not a non-negative integer fails.
+func nonNegative(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if errors.Is(err, strconv.ErrRange) && n > 0 {
+		return n, nil
+	}
+	if err == nil && n < 0 {
+		err = errors.New("negative")
+	}
+	return n, err
 }
 
 // paginate trims the limit+1 rows read to one page and sets X-Next-Cursor

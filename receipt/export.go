@@ -26,6 +26,16 @@ type exportHeader struct {
 	PublicKey *string `json:"public_key"`
 	Count     *int    `json:"count"`
 	HeadHash  string  `json:"head_hash"`
+	// HeadSeq is the stored chain head's seq (absent in exports written
+	// before it was added; then only head_hash is checked).
+	HeadSeq *int64 `json:"head_seq,omitempty"`
+}
+
+// Head is a tenant's stored chain head: the seq and receipt_hash of its
+// newest receipt, as the database records it apart from the receipts.
+type Head struct {
+	Seq  int64
+	Hash string
 }
 
 // Report is the result of [VerifyExport].
@@ -40,12 +50,21 @@ type Report struct {
 	Errors []ChainError `json:"errors"`
 	// HeadHash is the receipt_hash of the last receipt in the file.
 	HeadHash string `json:"head_hash"`
+	// KeyID and PublicKey are the header's signing key (empty and nil for
+	// an unsigned export). The export names its own key, so a verifier that
+	// must rule out a chain re-signed with another key compares PublicKey
+	// with the key it trusts (`svc verify-receipts -public-key`).
+	KeyID     string            `json:"key_id"`
+	PublicKey ed25519.PublicKey `json:"-"`
 }
 
 // WriteExport writes rs, which must be tenantID's chain in seq order from
-// seq 1, as an export: the header line, then one receipt per line. pub is
-// the key that signed the receipts, or nil when they are unsigned.
-func WriteExport(w io.Writer, tenantID string, pub ed25519.PublicKey, rs []Receipt) error {
+// seq 1 up to head, as an export: the header line, then one receipt per
+// line. pub is the key that signed the receipts, or nil when they are
+// unsigned. The header's head_seq and head_hash are head's, not computed
+// from rs, so that a receipt missing at the end of the stored chain shows
+// when the export is verified.
+func WriteExport(w io.Writer, tenantID string, pub ed25519.PublicKey, head Head, rs []Receipt) error {
 	h := exportHeader{Format: ExportFormat, TenantID: tenantID}
 	if pub != nil {
 		if len(pub) != ed25519.PublicKeySize {
@@ -57,9 +76,8 @@ func WriteExport(w io.Writer, tenantID string, pub ed25519.PublicKey, rs []Recei
 	}
 	n := len(rs)
 	h.Count = &n
-	if n > 0 {
-		h.HeadHash = rs[n-1].ReceiptHash
-	}
+	h.HeadHash = head.Hash
+	h.HeadSeq = &head.Seq
 
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
@@ -118,6 +136,7 @@ func VerifyExport(r io.Reader) (Report, error) {
 	}
 	rep.TenantID = h.TenantID
 	rep.Count = *h.Count
+	rep.KeyID, rep.PublicKey = h.KeyID, pub
 	if pub != nil && KeyID(pub) != h.KeyID {
 		fileErr("header key_id does not match public_key")
 	}
@@ -125,6 +144,7 @@ func VerifyExport(r io.Reader) (Report, error) {
 	// The receipts, from the chain head.
 	v := chainVerifier{pub: pub, tenant: h.TenantID, expectHead: true}
 	lines := 0
+	var lastSeq int64
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
@@ -140,7 +160,7 @@ func VerifyExport(r io.Reader) (Report, error) {
 			continue
 		}
 		v.add(i, rec)
-		rep.HeadHash = rec.ReceiptHash
+		rep.HeadHash, lastSeq = rec.ReceiptHash, rec.Seq
 	}
 	rep.Checked = v.checked
 	rep.Errors = append(rep.Errors, v.errs...)
@@ -149,6 +169,9 @@ func VerifyExport(r io.Reader) (Report, error) {
 	}
 	if rep.HeadHash != h.HeadHash {
 		fileErr("head hash mismatch")
+	}
+	if h.HeadSeq != nil && lastSeq != *h.HeadSeq {
+		fileErr("head seq mismatch")
 	}
 	return finish()
 }

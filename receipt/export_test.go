@@ -17,7 +17,11 @@ import (
 func exportLines(t *testing.T, tenant string, pub ed25519.PublicKey, rs []receipt.Receipt) []string {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := receipt.WriteExport(&buf, tenant, pub, rs); err != nil {
+	var head receipt.Head
+	if n := len(rs); n > 0 {
+		head = receipt.Head{Seq: rs[n-1].Seq, Hash: rs[n-1].ReceiptHash}
+	}
+	if err := receipt.WriteExport(&buf, tenant, pub, head, rs); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasSuffix(buf.String(), "\n") {
@@ -110,7 +114,7 @@ func TestExportRoundTrip(t *testing.T) {
 }
 
 func TestWriteExportRejectsBadKey(t *testing.T) {
-	err := receipt.WriteExport(io.Discard, "t1", ed25519.PublicKey{1, 2}, nil)
+	err := receipt.WriteExport(io.Discard, "t1", ed25519.PublicKey{1, 2}, receipt.Head{}, nil)
 	if err == nil || !strings.HasPrefix(err.Error(), "receipt: ") {
 		t.Fatalf("error = %v", err)
 	}
@@ -121,7 +125,7 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestWriteExportWriterError(t *testing.T) {
-	err := receipt.WriteExport(failingWriter{}, "t1", nil, buildChain(t, "t1", 3, nil))
+	err := receipt.WriteExport(failingWriter{}, "t1", nil, receipt.Head{}, buildChain(t, "t1", 3, nil))
 	if err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("error = %v", err)
 	}
@@ -136,6 +140,13 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 	other := exportLines(t, "t2", s.PublicKey(), buildChain(t, "t2", n, s))
 	foreign := exportLines(t, "t3", otherKey.PublicKey(), buildChain(t, "t3", n, otherKey))
 	unsigned := exportLines(t, "t1", nil, buildChain(t, "t1", n, nil))
+	// The server exports up to the stored chain head: a chain whose newest
+	// receipt is gone from the database still names it in the header.
+	var tb bytes.Buffer
+	if err := receipt.WriteExport(&tb, "t1", s.PublicKey(), receipt.Head{Seq: chain[n-1].Seq, Hash: chain[n-1].ReceiptHash}, chain[:n-1]); err != nil {
+		t.Fatal(err)
+	}
+	truncatedStore := tb.String()
 
 	// rec returns the line of receipt index i.
 	rec := func(i int) int { return i + 1 }
@@ -176,7 +187,7 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 		}), want: []wantErr{{10, brokenLink}, {10, gap(11)}, {-1, "count mismatch"}}},
 		{name: "removed last", checked: n - 1, input: edit(good, func(l []string) []string {
 			return l[:rec(19)]
-		}), want: []wantErr{{-1, "count mismatch"}, {-1, "head hash mismatch"}}},
+		}), want: []wantErr{{-1, "count mismatch"}, {-1, "head hash mismatch"}, {-1, "head seq mismatch"}}},
 		{name: "swapped neighbours", checked: n, input: edit(good, func(l []string) []string {
 			l[rec(5)], l[rec(6)] = l[rec(6)], l[rec(5)]
 			return l
@@ -184,7 +195,7 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 		{name: "swapped last two", checked: n, input: edit(good, func(l []string) []string {
 			l[rec(18)], l[rec(19)] = l[rec(19)], l[rec(18)]
 			return l
-		}), want: []wantErr{{18, brokenLink}, {18, gap(19)}, {19, brokenLink}, {19, gap(21)}, {-1, "head hash mismatch"}}},
+		}), want: []wantErr{{18, brokenLink}, {18, gap(19)}, {19, brokenLink}, {19, gap(21)}, {-1, "head hash mismatch"}, {-1, "head seq mismatch"}}},
 		{name: "spliced from another tenant's chain", checked: n, input: edit(good, func(l []string) []string {
 			l[rec(9)] = other[rec(9)]
 			return l
@@ -218,8 +229,23 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 			l[0] = editJSON(t, l[0], func(m map[string]any) { m["head_hash"] = chain[18].ReceiptHash })
 			return l
 		}), want: []wantErr{{-1, "head hash mismatch"}}},
+		{name: "header head_seq replaced", checked: n, input: edit(good, func(l []string) []string {
+			l[0] = editJSON(t, l[0], func(m map[string]any) { m["head_seq"] = n + 1 })
+			return l
+		}), want: []wantErr{{-1, "head seq mismatch"}}},
+		{name: "header without head_seq (older exports)", checked: n, input: edit(good, func(l []string) []string {
+			l[0] = editJSON(t, l[0], func(m map[string]any) { delete(m, "head_seq") })
+			return l
+		})},
+		{name: "stored chain missing its newest receipt", checked: n - 1, input: truncatedStore,
+			want: []wantErr{{-1, "head hash mismatch"}, {-1, "head seq mismatch"}}},
 		{name: "header tenant_id replaced", checked: 3, input: edit(good, func(l []string) []string {
-			l[0] = editJSON(t, l[0], func(m map[string]any) { m["tenant_id"] = "t2"; m["count"] = 3; m["head_hash"] = chain[2].ReceiptHash })
+			l[0] = editJSON(t, l[0], func(m map[string]any) {
+				m["tenant_id"] = "t2"
+				m["count"] = 3
+				m["head_hash"] = chain[2].ReceiptHash
+				m["head_seq"] = 3
+			})
 			return l[:4]
 		}), want: []wantErr{{0, "tenant mismatch"}, {1, "tenant mismatch"}, {2, "tenant mismatch"}}},
 		{name: "header key_id replaced", checked: n, input: edit(good, func(l []string) []string {
@@ -232,6 +258,7 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 				m["key_id"] = otherKey.KeyID()
 				m["count"] = 2
 				m["head_hash"] = chain[1].ReceiptHash
+				m["head_seq"] = 2
 			})
 			return l[:3]
 		}), want: []wantErr{{0, "unknown key_id"}, {1, "unknown key_id"}}},
@@ -266,7 +293,7 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 		{name: "truncated last line", checked: n - 1, input: edit(good, func(l []string) []string {
 			l[rec(19)] = l[rec(19)][:40]
 			return l
-		}), want: []wantErr{{19, "malformed receipt: *"}, {-1, "head hash mismatch"}}},
+		}), want: []wantErr{{19, "malformed receipt: *"}, {-1, "head hash mismatch"}, {-1, "head seq mismatch"}}},
 		{name: "receipt field of the wrong type", checked: n - 1, input: edit(good, func(l []string) []string {
 			l[rec(2)] = strings.Replace(l[rec(2)], `"seq":3`, `"seq":"3"`, 1)
 			return l

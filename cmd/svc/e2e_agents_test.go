@@ -179,11 +179,20 @@ func TestE2EAgents(t *testing.T) {
 			if resp.StatusCode != 200 || len(arr(t, raw)) != 5 {
 				t.Errorf("limit=100000: %d %s", resp.StatusCode, raw)
 			}
+			// Integers too large for an int are clamped like any large value.
+			resp, raw = s.do(t, "GET", "/v2/agents?limit=99999999999999999999", pa, nil)
+			if resp.StatusCode != 200 || len(arr(t, raw)) != 5 {
+				t.Errorf("limit=99999999999999999999: %d %s", resp.StatusCode, raw)
+			}
+			resp, raw = s.do(t, "GET", "/v2/agents?offset=99999999999999999999", pa, nil)
+			if resp.StatusCode != 200 || len(arr(t, raw)) != 0 {
+				t.Errorf("offset=99999999999999999999: %d %s; want an empty page", resp.StatusCode, raw)
+			}
 			resp, raw = s.do(t, "GET", "/v2/agents?offset=3", pa, nil)
 			if resp.StatusCode != 200 || len(arr(t, raw)) != 2 {
 				t.Errorf("offset=3: %d, %d rows, want 2", resp.StatusCode, len(arr(t, raw)))
 			}
-			for _, q := range []string{"limit=-1", "limit=abc", "offset=-1", "offset=x", "cursor=not-a-cursor!", "cursor=zz"} {
+			for _, q := range []string{"limit=-1", "limit=abc", "limit=-99999999999999999999", "limit=1e3", "offset=-1", "offset=x", "cursor=not-a-cursor!", "cursor=zz"} {
 				_, raw := s.do(t, "GET", "/v2/agents?"+q, pa, nil)
 				envelope(t, raw, 400, "v2", "BadRequest")
 			}

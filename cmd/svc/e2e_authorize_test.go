@@ -5,10 +5,12 @@ package main
 // events, tenant policies, skills and risk settings.
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -898,6 +900,20 @@ func TestE2EAuthorize(t *testing.T) {
 				t.Errorf("chain error lacks an error text: %v", e0)
 			}
 
+			// Each error's index is the position in receipt_ids, found or not.
+			gappy := obj(t, s.want(t, 200, "POST", "/v2/receipts/verify-chain", admin,
+				map[string]any{"receipt_ids": []string{ids[0], randomUUID(), ids[2], ids[3]}}))
+			gerrs, _ := gappy["errors"].([]any)
+			atIndex := map[float64][]string{}
+			for _, e := range gerrs {
+				em, _ := e.(map[string]any)
+				i, _ := em["index"].(float64)
+				atIndex[i] = append(atIndex[i], fmt.Sprint(em["error"]))
+			}
+			if gappy["valid"] != false || len(atIndex[1]) != 1 || atIndex[1][0] != "receipt not found" || len(atIndex[2]) == 0 || len(atIndex) != 2 {
+				t.Errorf("verify-chain with an unknown id at index 1: errors by index %v; want not found at 1 and the broken link at 2 only", atIndex)
+			}
+
 			if walked, pages := listAll(t, s, admin, "/v2/receipts", "receipt_id", 3); pages != 2 ||
 				!slices.Equal(walked, []string{ids[3], ids[2], ids[1], ids[0]}) {
 				t.Errorf("receipt walk with limit 3: %v in %d pages", walked, pages)
@@ -909,6 +925,19 @@ func TestE2EAuthorize(t *testing.T) {
 			}
 			if code, out, errOut := runSvc(t, nil, "verify-receipts", path); code != 0 {
 				t.Errorf("verify-receipts on the export: exit %d\n%s%s", code, out, errOut)
+			}
+			// Pinned to the served key it passes; pinned to another key it
+			// fails, since an export re-signed whole would name its own key.
+			if code, out, errOut := runSvc(t, nil, "verify-receipts", "-public-key", fmt.Sprint(pk["public_key"]), path); code != 0 ||
+				!strings.Contains(out, "key_id: "+fmt.Sprint(pk["key_id"])) {
+				t.Errorf("verify-receipts -public-key (the served key): exit %d\n%s%s", code, out, errOut)
+			}
+			other := base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)).Public().(ed25519.PublicKey))
+			if code, out, _ := runSvc(t, nil, "verify-receipts", "-public-key", other, path); code != 1 || !strings.Contains(out, "not with the -public-key given") {
+				t.Errorf("verify-receipts -public-key (another key): exit %d\n%s", code, out)
+			}
+			if code, _, _ := runSvc(t, nil, "verify-receipts", "-public-key", "not-a-key", path); code != 2 {
+				t.Errorf("verify-receipts -public-key not-a-key: exit %d, want 2 (usage)", code)
 			}
 			t.Run("tampered decision", func(t *testing.T) {
 				edited := slices.Clone(lines)
@@ -933,6 +962,50 @@ func TestE2EAuthorize(t *testing.T) {
 					t.Errorf("verify-receipts accepts a chain with a receipt removed:\n%s", out)
 				}
 			})
+		})
+
+		t.Run("newest receipt removed from the database", func(t *testing.T) {
+			// The stored chain head outlives the receipt: verify-chain and
+			// the export (checked offline) must both see the chain stop short.
+			if backend != "sqlite" {
+				t.Skip("edits the database file directly; the check itself is backend-independent (http/decisions.go)")
+			}
+			tenantID, admin := s.tenant(t, "az-trunc-"+uniq())
+			_, tok := s.agent(t, admin, "truncated", nil)
+			for i := 0; i < 3; i++ {
+				azWant(t, s, tok, azTrustedWrite(nil), 200)
+			}
+			if v := obj(t, s.want(t, 200, "POST", "/v2/receipts/verify-chain", admin, nil)); v["valid"] != true || v["checked"] != float64(3) {
+				t.Fatalf("verify-chain before = %v", v)
+			}
+			db, err := sql.Open("sqlite", strings.TrimPrefix(s.dbURL, "sqlite://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = db.Close() }()
+			if res, err := db.Exec(`DELETE FROM receipts WHERE tenant_id = ? AND seq = 3`, tenantID); err != nil {
+				t.Fatal(err)
+			} else if n, _ := res.RowsAffected(); n != 1 {
+				t.Fatalf("deleted %d receipts, want 1", n)
+			}
+			v := obj(t, s.want(t, 200, "POST", "/v2/receipts/verify-chain", admin, nil))
+			errs, _ := v["errors"].([]any)
+			if v["valid"] != false || v["checked"] != float64(2) || len(errs) != 1 {
+				t.Fatalf("verify-chain after removing the newest receipt = %v; want invalid, checked 2, one error", v)
+			}
+			if e, _ := errs[0].(map[string]any); e["index"] != float64(2) || !strings.Contains(fmt.Sprint(e["error"]), "missing at the end") {
+				t.Errorf("chain error %v; want index 2, receipts missing at the end", e)
+			}
+			if r := obj(t, s.want(t, 200, "POST", "/v2/receipts/verify-chain", admin, map[string]any{"from_seq": 1, "to_seq": 2})); r["valid"] != true {
+				t.Errorf("verify-chain of seq 1..2, which stops before the head = %v; want valid", r)
+			}
+			path, lines := azExport(t, s, admin)
+			if len(lines) != 3 {
+				t.Fatalf("export has %d lines, want a header and 2 receipts", len(lines))
+			}
+			if code, out, errOut := runSvc(t, nil, "verify-receipts", path); code == 0 || !strings.Contains(out, "head seq mismatch") {
+				t.Errorf("verify-receipts on the export of a truncated chain: exit %d\n%s%s", code, out, errOut)
+			}
 		})
 
 		t.Run("unsigned receipts", func(t *testing.T) {

@@ -5,7 +5,7 @@
 //	svc [serve]               run the gateway (the default)
 //	svc migrate               apply database migrations and exit
 //	svc tenants create NAME   create a tenant, print its id and admin token once
-//	svc verify-receipts FILE  verify an exported receipt chain offline
+//	svc verify-receipts [-public-key BASE64] FILE  verify an exported receipt chain offline
 //	svc version               print the build version
 //
 // Configuration comes from the environment (README.md lists every
@@ -15,7 +15,9 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -58,7 +60,7 @@ func main() {
 }
 
 func usage(w io.Writer) {
-	_, _ = fmt.Fprintln(w, "usage: svc [serve] | svc migrate | svc tenants create NAME | svc version")
+	_, _ = fmt.Fprintln(w, "usage: svc [serve] | svc migrate | svc tenants create NAME | svc verify-receipts [-public-key BASE64] FILE | svc version")
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -394,15 +396,28 @@ func keyID(s *receipt.Signer) string {
 	return s.KeyID()
 }
 
-// verifyReceipts is `svc verify-receipts FILE`: it verifies an export of
+// verifyReceipts is `svc verify-receipts [-public-key BASE64] FILE`: it verifies an export of
 // GET /v1/receipts/export offline (no server, no database) and exits 0 when
 // every receipt, link, count and the head hash check out, 1 otherwise.
 func verifyReceipts(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		_, _ = fmt.Fprintln(stderr, "usage: svc verify-receipts FILE")
+	fs := flag.NewFlagSet("verify-receipts", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pinned := fs.String("public-key", "", "base64 Ed25519 public key the receipts must be signed with (GET /v2/receipts/public-key); "+
+		"without it the export is checked against the key its own header names")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		_, _ = fmt.Fprintln(stderr, "usage: svc verify-receipts [-public-key BASE64] FILE")
 		return exitConfig
 	}
-	f, err := os.Open(args[0])
+	var want ed25519.PublicKey
+	if *pinned != "" {
+		raw, err := base64.StdEncoding.DecodeString(*pinned)
+		if err != nil || len(raw) != ed25519.PublicKeySize {
+			_, _ = fmt.Fprintln(stderr, "svc: -public-key must be the base64 of a 32-byte Ed25519 public key")
+			return exitConfig
+		}
+		want = raw
+	}
+	f, err := os.Open(fs.Arg(0))
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "svc: %v\n", err)
 		return exitError
@@ -413,11 +428,20 @@ func verifyReceipts(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stderr, "svc: %v\n", err)
 		return exitError
 	}
-	_, _ = fmt.Fprintf(stdout, "tenant_id: %s\nreceipts: %d\nchecked: %d\nhead_hash: %s\n", rep.TenantID, rep.Count, rep.Checked, rep.HeadHash)
+	keyID := rep.KeyID
+	if keyID == "" {
+		keyID = "(unsigned)"
+	}
+	_, _ = fmt.Fprintf(stdout, "tenant_id: %s\nreceipts: %d\nchecked: %d\nhead_hash: %s\nkey_id: %s\n", rep.TenantID, rep.Count, rep.Checked, rep.HeadHash, keyID)
 	for _, e := range rep.Errors {
 		_, _ = fmt.Fprintf(stdout, "error: index %d receipt %s: %s\n", e.Index, e.ReceiptID, e.Error)
 	}
-	if !rep.Valid {
+	valid := rep.Valid
+	if want != nil && !want.Equal(rep.PublicKey) {
+		_, _ = fmt.Fprintf(stdout, "error: the export is signed with key_id %s, not with the -public-key given (key_id %s)\n", keyID, receipt.KeyID(want))
+		valid = false
+	}
+	if !valid {
 		_, _ = fmt.Fprintln(stdout, "INVALID")
 		return exitError
 	}
