@@ -740,6 +740,11 @@ func TestE2EAuthorize(t *testing.T) {
 			if p["name"] != "pci" || p["enabled"] != true {
 				t.Errorf("created policy = %v", p)
 			}
+			// What a create returns is what a read returns (both backends keep
+			// microseconds).
+			if g := obj(t, s.want(t, 200, "GET", "/v2/policies/pci", admin, nil)); g["created_at"] != p["created_at"] || g["updated_at"] != p["updated_at"] {
+				t.Errorf("created_at/updated_at %v/%v on create, %v/%v on read", p["created_at"], p["updated_at"], g["created_at"], g["updated_at"])
+			}
 			m := azDecide(t, s, tok, charge(), "redact", "")
 			if fmt.Sprint(m["redacted_fields"]) != "[parameters.card_number]" {
 				t.Errorf("redacted_fields %v, want [parameters.card_number]", m["redacted_fields"])

@@ -23,7 +23,9 @@ type Store struct {
 	headLast, headMoved atomic.Int64
 }
 
-func now() time.Time { return time.Now().UTC() }
+// now is the time rows are stamped with, in the microseconds both backends
+// keep, so that what a create returns equals what a later read returns.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 func hashText(h []byte) string { return hex.EncodeToString(h) }
 
