@@ -8,6 +8,7 @@ import (
 
 	"svc/canonical"
 	"svc/persistence"
+	"svc/rules/policy"
 	"svc/rules/risk"
 )
 
@@ -213,11 +214,21 @@ func (s *Server) registerPolicies() {
 		}})
 	s.register(Route{Method: "POST", Path: "/policies/reload", Access: AccessAdmin, Tag: "policies", Resp: reloadView{}, Errors: []int{422},
 		Summary: "Re-read the base policy set (SVC_POLICY_FILE, or the embedded set) on this node and tell the others; " +
-			"writes a config_change audit event with action policy_file_reload and clears every cached tenant policy set.",
+			"writes a config_change audit event with action policy_file_reload and clears every cached tenant policy set. A set that does not compile is 422 with details.errors (file, line, col, message), and the set in force stays.",
 		Handle: func(c *Call) (any, error) {
 			p := c.Principal
 			if err := s.Policy.ReloadBase(); err != nil {
 				ae := apiErr("Invalid", "policy_compile_error", "the base policy set does not compile: %v", err)
+				// The same details.errors as a tenant module's 422, with the
+				// file each error is in.
+				var me *policy.ModuleError
+				if errors.As(err, &me) {
+					list := make([]map[string]any, len(me.Errors))
+					for i, e := range me.Errors {
+						list[i] = map[string]any{"file": me.Module, "line": e.Line, "col": e.Col, "message": e.Message}
+					}
+					ae.Details["errors"] = list
+				}
 				return nil, ae
 			}
 			src := s.cfg.PolicyFile

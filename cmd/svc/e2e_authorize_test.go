@@ -824,6 +824,46 @@ func TestE2EAuthorize(t *testing.T) {
 				})
 				azDecide(t, s, tok, azRead(nil), "allow", "")
 			})
+			t.Run("reload of a policy file that does not compile", func(t *testing.T) {
+				// SVC_POLICY_FILE is a copy of the embedded set; one file is then
+				// broken. The reload is 422 with the errors' file, line and
+				// column, and the set in force stays.
+				dir := t.TempDir()
+				base := filepath.Join("..", "..", "rules", "policy", "base")
+				entries, err := os.ReadDir(base)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range entries {
+					b, err := os.ReadFile(filepath.Join(base, e.Name()))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+				fs := startServer(t, backend, map[string]string{"SVC_POLICY_FILE": dir})
+				_, fadmin := fs.tenant(t, "az-file-"+uniq())
+				_, ftok := fs.agent(t, fadmin, "filed", nil)
+				azDecide(t, fs, ftok, azRead(nil), "allow", "")
+				fs.want(t, 200, "POST", "/v2/policies/reload", fadmin, nil)
+				broken := filepath.Join(dir, "critical.rego")
+				if err := os.WriteFile(broken, []byte("package svc.base.critical\n\nresults contains x if {\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				_, raw := fs.do(t, "POST", "/v2/policies/reload", fadmin, nil)
+				e := envelope(t, raw, 422, "v2", "Invalid")
+				list, _ := detail(e, "errors").([]any)
+				if len(list) == 0 {
+					t.Fatalf("reload of a broken file: details.errors missing: %s", raw)
+				}
+				first, _ := list[0].(map[string]any)
+				if first["file"] != broken || first["line"] == nil || first["col"] == nil || first["message"] == "" {
+					t.Errorf("reload error entry %v; want file %s, line, col, message", first, broken)
+				}
+				azDecide(t, fs, ftok, azRead(nil), "allow", "")
+			})
 		})
 
 		t.Run("receipts", func(t *testing.T) {
