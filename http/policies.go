@@ -102,13 +102,23 @@ func (s *Server) compileErr(name, rego string) error {
 	if len(errs) == 0 {
 		return nil
 	}
+	ae := apiErr("Invalid", "policy_compile_error", "the policy does not compile")
+	ae.Details["errors"] = compileDetails("", errs)
+	return ae
+}
+
+// compileDetails is the details.errors of a 422 policy_compile_error: line,
+// col and message of each error, and its file when one is given (the base
+// set, which has several).
+func compileDetails(file string, errs []policy.CompileError) []map[string]any {
 	list := make([]map[string]any, len(errs))
 	for i, e := range errs {
 		list[i] = map[string]any{"line": e.Line, "col": e.Col, "message": e.Message}
+		if file != "" {
+			list[i]["file"] = file
+		}
 	}
-	ae := apiErr("Invalid", "policy_compile_error", "the policy does not compile")
-	ae.Details["errors"] = list
-	return ae
+	return list
 }
 
 // policyChanged prepares the tenant's new policy set on this node and tells
@@ -221,13 +231,8 @@ func (s *Server) registerPolicies() {
 				ae := apiErr("Invalid", "policy_compile_error", "the base policy set does not compile: %v", err)
 				// The same details.errors as a tenant module's 422, with the
 				// file each error is in.
-				var me *policy.ModuleError
-				if errors.As(err, &me) {
-					list := make([]map[string]any, len(me.Errors))
-					for i, e := range me.Errors {
-						list[i] = map[string]any{"file": me.Module, "line": e.Line, "col": e.Col, "message": e.Message}
-					}
-					ae.Details["errors"] = list
+				if me := (*policy.ModuleError)(nil); errors.As(err, &me) {
+					ae.Details["errors"] = compileDetails(me.Module, me.Errors)
 				}
 				return nil, ae
 			}

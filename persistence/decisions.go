@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"svc/receipt"
 )
 
 // Decision is the record of one authorize call (SPEC 2.4).
@@ -56,11 +58,8 @@ type Receipt struct {
 }
 
 // ChainHead is the last link of a tenant's chain (Seq 0 and Hash "" before
-// the first receipt).
-type ChainHead struct {
-	Seq  int64
-	Hash string
-}
+// the first receipt): the head an export names (receipt.WriteExport).
+type ChainHead = receipt.Head
 
 // DecisionWrite is one decision with the rows that travel in its
 // transaction.

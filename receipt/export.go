@@ -32,7 +32,8 @@ type exportHeader struct {
 }
 
 // Head is a tenant's stored chain head: the seq and receipt_hash of its
-// newest receipt, as the database records it apart from the receipts.
+// newest receipt, as the database records it apart from the receipts
+// (persistence.ChainHead is this type).
 type Head struct {
 	Seq  int64
 	Hash string
