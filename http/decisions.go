@@ -252,7 +252,7 @@ func (s *Server) registerDecisions() {
 				from = rs[len(rs)-1].Seq + 1
 			}
 			var buf bytes.Buffer
-			if err := receipt.WriteExport(&buf, c.Principal.TenantID, s.ReceiptKey, head, all); err != nil {
+			if err := receipt.WriteExport(&buf, c.Principal.TenantID, s.ReceiptSigner, head, all); err != nil {
 				return nil, err
 			}
 			return buf.Bytes(), nil

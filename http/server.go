@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"github.com/r3labs/sse/v2"
-
 	"crypto/ed25519"
 	"net/http"
 	"sync/atomic"
@@ -10,12 +8,14 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/julienschmidt/httprouter"
+	"github.com/r3labs/sse/v2"
 
 	"svc/actors"
 	"svc/config"
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
+	"svc/receipt"
 	"svc/rules/policy"
 )
 
@@ -44,9 +44,11 @@ type Deps struct {
 	// Exporter is the webhook exporter's counters and subscription cache
 	// (invalidated after every subscription change); nil without one.
 	Exporter *actors.ExporterHandle
-	// Receipts signs and verifies receipts; nil public key when unsigned.
-	ReceiptKey ed25519.PublicKey
-	KeyID      string
+	// ReceiptKey verifies receipts (nil when unsigned); ReceiptSigner,
+	// its private half, signs receipt exports' headers (nil when unsigned).
+	ReceiptKey    ed25519.PublicKey
+	KeyID         string
+	ReceiptSigner *receipt.Signer
 	// WriterMetrics, when set, are the group writer's commit histograms.
 	WriterMetrics *WriterMetrics
 	// Resealed counts early-sealed receipts resealed after a failed write.

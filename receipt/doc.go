@@ -75,14 +75,22 @@
 //
 //	{"format":"svc-receipts-export-1","tenant_id":...,"key_id":...,
 //	 "public_key":<standard base64 of the Ed25519 public key, or null>,
-//	 "count":N,"head_hash":<receipt_hash of the last receipt, or "">}
+//	 "count":N,"head_hash":<the stored chain head's receipt_hash, or "">,
+//	 "head_seq":<the stored chain head's seq>,
+//	 "header_signature":<signed exports only: standard base64 Ed25519>}
 //
 // and each further line is one receipt in seq order, starting at seq 1.
-// [VerifyExport] checks the header (format, key_id against public_key), every
-// receipt and link from the head, every tenant_id against the header's,
-// count against the number of receipt lines and head_hash against the last
-// receipt, so a receipt removed at the end is caught too unless the header
-// was rewritten to match. Errors about the header or the file as a whole
+// header_signature signs the bytes
+//
+//	"svc-receipts-export-1 header" NUL tenant_id NUL key_id NUL count NUL head_seq NUL head_hash
+//
+// (count and head_seq in decimal, head_seq -1 when absent) with the
+// receipts' key. [VerifyExport] checks the header (format, key_id against
+// public_key, header_signature), every receipt and link from the head, every
+// tenant_id against the header's, count against the number of receipt lines
+// and head_seq and head_hash against the last receipt, so a receipt removed
+// at the end is caught too; in an unsigned export, only unless the header was
+// rewritten to match. Errors about the header or the file as a whole
 // carry index -1; a receipt line that does not parse is an error entry at
 // its index, never a panic.
 package receipt

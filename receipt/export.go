@@ -29,6 +29,27 @@ type exportHeader struct {
 	// HeadSeq is the stored chain head's seq (absent in exports written
 	// before it was added; then only head_hash is checked).
 	HeadSeq *int64 `json:"head_seq,omitempty"`
+	// HeaderSignature signs the header's other members (headerMessage) with
+	// the receipts' key; present exactly when the export is signed. Without
+	// it, dropping the newest receipts and rewriting count, head_seq and
+	// head_hash would leave a file that verifies.
+	HeaderSignature *string `json:"header_signature,omitempty"`
+}
+
+// headerMessage is what an export's header_signature signs: the format and
+// the members that bind the file to the stored chain, NUL-separated. It is
+// never 32 bytes long, so it cannot be mistaken for a receipt hash (which
+// receipt signatures sign).
+func headerMessage(h exportHeader) []byte {
+	var seq int64 = -1
+	if h.HeadSeq != nil {
+		seq = *h.HeadSeq
+	}
+	n := -1
+	if h.Count != nil {
+		n = *h.Count
+	}
+	return fmt.Appendf(nil, "%s header\x00%s\x00%s\x00%d\x00%d\x00%s", ExportFormat, h.TenantID, h.KeyID, n, seq, h.HeadHash)
 }
 
 // Head is a tenant's stored chain head: the seq and receipt_hash of its
@@ -61,24 +82,23 @@ type Report struct {
 
 // WriteExport writes rs, which must be tenantID's chain in seq order from
 // seq 1 up to head, as an export: the header line, then one receipt per
-// line. pub is the key that signed the receipts, or nil when they are
-// unsigned. The header's head_seq and head_hash are head's, not computed
-// from rs, so that a receipt missing at the end of the stored chain shows
-// when the export is verified.
-func WriteExport(w io.Writer, tenantID string, pub ed25519.PublicKey, head Head, rs []Receipt) error {
+// line. s is the signer that signed the receipts, or nil when they are
+// unsigned; it also signs the header. The header's head_seq and head_hash
+// are head's, not computed from rs, so that a receipt missing at the end of
+// the stored chain shows when the export is verified.
+func WriteExport(w io.Writer, tenantID string, s *Signer, head Head, rs []Receipt) error {
 	h := exportHeader{Format: ExportFormat, TenantID: tenantID}
-	if pub != nil {
-		if len(pub) != ed25519.PublicKeySize {
-			return fmt.Errorf("receipt: export: public key must be %d bytes, got %d", ed25519.PublicKeySize, len(pub))
-		}
-		k := base64.StdEncoding.EncodeToString(pub)
-		h.PublicKey = &k
-		h.KeyID = KeyID(pub)
-	}
 	n := len(rs)
 	h.Count = &n
 	h.HeadHash = head.Hash
 	h.HeadSeq = &head.Seq
+	if s != nil {
+		k := base64.StdEncoding.EncodeToString(s.pub)
+		h.PublicKey = &k
+		h.KeyID = s.keyID
+		sig := base64.StdEncoding.EncodeToString(ed25519.Sign(s.priv, headerMessage(h)))
+		h.HeaderSignature = &sig
+	}
 
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
@@ -141,6 +161,9 @@ func VerifyExport(r io.Reader) (Report, error) {
 	if pub != nil && KeyID(pub) != h.KeyID {
 		fileErr("header key_id does not match public_key")
 	}
+	if pub != nil && !verifyHeader(h, pub) {
+		fileErr("header signature invalid")
+	}
 
 	// The receipts, from the chain head.
 	v := chainVerifier{pub: pub, tenant: h.TenantID, expectHead: true}
@@ -195,14 +218,26 @@ func parseHeader(line []byte) (exportHeader, ed25519.PublicKey, error) {
 		return h, nil, errors.New("malformed header: head_hash is not 64 lower-case hex characters")
 	}
 	if h.PublicKey == nil {
-		if h.KeyID != "" {
+		switch {
+		case h.KeyID != "":
 			return h, nil, errors.New("malformed header: key_id without public_key")
+		case h.HeaderSignature != nil:
+			return h, nil, errors.New("malformed header: header_signature without public_key")
 		}
 		return h, nil, nil
+	}
+	if h.HeaderSignature == nil {
+		return h, nil, errors.New("malformed header: a signed export needs header_signature")
 	}
 	raw, err := base64.StdEncoding.Strict().DecodeString(*h.PublicKey)
 	if err != nil || len(raw) != ed25519.PublicKeySize {
 		return h, nil, errors.New("malformed header: public_key is not a base64 Ed25519 public key")
 	}
 	return h, ed25519.PublicKey(raw), nil
+}
+
+// verifyHeader checks h's header_signature against pub.
+func verifyHeader(h exportHeader, pub ed25519.PublicKey) bool {
+	sig, err := base64.StdEncoding.Strict().DecodeString(*h.HeaderSignature)
+	return err == nil && len(sig) == ed25519.SignatureSize && ed25519.Verify(pub, headerMessage(h), sig)
 }

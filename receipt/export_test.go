@@ -14,14 +14,14 @@ import (
 )
 
 // exportLines writes an export and returns its lines (header first).
-func exportLines(t *testing.T, tenant string, pub ed25519.PublicKey, rs []receipt.Receipt) []string {
+func exportLines(t *testing.T, tenant string, s *receipt.Signer, rs []receipt.Receipt) []string {
 	t.Helper()
 	var buf bytes.Buffer
 	var head receipt.Head
 	if n := len(rs); n > 0 {
 		head = receipt.Head{Seq: rs[n-1].Seq, Hash: rs[n-1].ReceiptHash}
 	}
-	if err := receipt.WriteExport(&buf, tenant, pub, head, rs); err != nil {
+	if err := receipt.WriteExport(&buf, tenant, s, head, rs); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasSuffix(buf.String(), "\n") {
@@ -66,7 +66,7 @@ func TestExportRoundTrip(t *testing.T) {
 				pub = tt.signer.PublicKey()
 			}
 			rs := buildChain(t, "t1", tt.n, tt.signer)
-			lines := exportLines(t, "t1", pub, rs)
+			lines := exportLines(t, "t1", tt.signer, rs)
 			if len(lines) != tt.n+1 {
 				t.Fatalf("%d lines, want %d", len(lines), tt.n+1)
 			}
@@ -83,10 +83,10 @@ func TestExportRoundTrip(t *testing.T) {
 				t.Fatalf("header %s", lines[0])
 			}
 			if tt.signer != nil {
-				if h["key_id"] != tt.signer.KeyID() || h["public_key"] != base64.StdEncoding.EncodeToString(pub) {
+				if h["key_id"] != tt.signer.KeyID() || h["public_key"] != base64.StdEncoding.EncodeToString(pub) || h["header_signature"] == nil {
 					t.Fatalf("header %s", lines[0])
 				}
-			} else if h["key_id"] != "" || h["public_key"] != nil {
+			} else if _, signed := h["header_signature"]; h["key_id"] != "" || h["public_key"] != nil || signed {
 				t.Fatalf("header %s", lines[0])
 			}
 			for i, line := range lines[1:] {
@@ -113,11 +113,20 @@ func TestExportRoundTrip(t *testing.T) {
 	}
 }
 
-func TestWriteExportRejectsBadKey(t *testing.T) {
-	err := receipt.WriteExport(io.Discard, "t1", ed25519.PublicKey{1, 2}, receipt.Head{}, nil)
-	if err == nil || !strings.HasPrefix(err.Error(), "receipt: ") {
-		t.Fatalf("error = %v", err)
+const sigInvalid = "header signature invalid"
+
+// headerSig returns the header_signature of an export's header line.
+func headerSig(t *testing.T, header string) string {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(header), &m); err != nil {
+		t.Fatal(err)
 	}
+	sig, ok := m["header_signature"].(string)
+	if !ok {
+		t.Fatalf("header without header_signature: %s", header)
+	}
+	return sig
 }
 
 type failingWriter struct{}
@@ -136,14 +145,15 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 	s := newSigner(t, 1)
 	otherKey := newSigner(t, 2)
 	chain := buildChain(t, "t1", n, s)
-	good := exportLines(t, "t1", s.PublicKey(), chain)
-	other := exportLines(t, "t2", s.PublicKey(), buildChain(t, "t2", n, s))
-	foreign := exportLines(t, "t3", otherKey.PublicKey(), buildChain(t, "t3", n, otherKey))
-	unsigned := exportLines(t, "t1", nil, buildChain(t, "t1", n, nil))
+	good := exportLines(t, "t1", s, chain)
+	other := exportLines(t, "t2", s, buildChain(t, "t2", n, s))
+	foreign := exportLines(t, "t3", otherKey, buildChain(t, "t3", n, otherKey))
+	unsignedChain := buildChain(t, "t1", n, nil)
+	unsigned := exportLines(t, "t1", nil, unsignedChain)
 	// The server exports up to the stored chain head: a chain whose newest
 	// receipt is gone from the database still names it in the header.
 	var tb bytes.Buffer
-	if err := receipt.WriteExport(&tb, "t1", s.PublicKey(), receipt.Head{Seq: chain[n-1].Seq, Hash: chain[n-1].ReceiptHash}, chain[:n-1]); err != nil {
+	if err := receipt.WriteExport(&tb, "t1", s, receipt.Head{Seq: chain[n-1].Seq, Hash: chain[n-1].ReceiptHash}, chain[:n-1]); err != nil {
 		t.Fatal(err)
 	}
 	truncatedStore := tb.String()
@@ -224,18 +234,61 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 		{name: "header count lowered", checked: n, input: edit(good, func(l []string) []string {
 			l[0] = editJSON(t, l[0], func(m map[string]any) { m["count"] = n - 1 })
 			return l
-		}), want: []wantErr{{-1, "count mismatch"}}},
+		}), want: []wantErr{{-1, sigInvalid}, {-1, "count mismatch"}}},
 		{name: "header head_hash replaced", checked: n, input: edit(good, func(l []string) []string {
 			l[0] = editJSON(t, l[0], func(m map[string]any) { m["head_hash"] = chain[18].ReceiptHash })
 			return l
-		}), want: []wantErr{{-1, "head hash mismatch"}}},
+		}), want: []wantErr{{-1, sigInvalid}, {-1, "head hash mismatch"}}},
 		{name: "header head_seq replaced", checked: n, input: edit(good, func(l []string) []string {
 			l[0] = editJSON(t, l[0], func(m map[string]any) { m["head_seq"] = n + 1 })
 			return l
-		}), want: []wantErr{{-1, "head seq mismatch"}}},
-		{name: "header without head_seq (older exports)", checked: n, input: edit(good, func(l []string) []string {
+		}), want: []wantErr{{-1, sigInvalid}, {-1, "head seq mismatch"}}},
+		{name: "unsigned header without head_seq (older exports)", checked: n, input: edit(unsigned, func(l []string) []string {
 			l[0] = editJSON(t, l[0], func(m map[string]any) { delete(m, "head_seq") })
 			return l
+		})},
+		{name: "signed header without head_seq", checked: n, input: edit(good, func(l []string) []string {
+			l[0] = editJSON(t, l[0], func(m map[string]any) { delete(m, "head_seq") })
+			return l
+		}), want: []wantErr{{-1, sigInvalid}}},
+		// The newest receipt dropped and the header rewritten to match:
+		// every receipt and link still verifies, only the header's
+		// signature shows it.
+		{name: "removed last, header rewritten to match", checked: n - 1, input: edit(good, func(l []string) []string {
+			l[0] = editJSON(t, l[0], func(m map[string]any) {
+				m["count"] = n - 1
+				m["head_seq"] = n - 1
+				m["head_hash"] = chain[n-2].ReceiptHash
+			})
+			return l[:rec(n-1)]
+		}), want: []wantErr{{-1, sigInvalid}}},
+		{name: "header signature moved to another tenant's export", checked: n, input: edit(other, func(l []string) []string {
+			l[0] = editJSON(t, l[0], func(m map[string]any) {
+				m["header_signature"] = headerSig(t, good[0])
+			})
+			return l
+		}), want: []wantErr{{-1, sigInvalid}}},
+		{name: "header signature stripped", input: edit(good, func(l []string) []string {
+			l[0] = editJSON(t, l[0], func(m map[string]any) { delete(m, "header_signature") })
+			return l
+		}), want: []wantErr{{-1, "malformed header: a signed export needs header_signature"}}},
+		{name: "header signature not base64", checked: n, input: edit(good, func(l []string) []string {
+			l[0] = editJSON(t, l[0], func(m map[string]any) { m["header_signature"] = "not base64!" })
+			return l
+		}), want: []wantErr{{-1, sigInvalid}}},
+		{name: "header signature on an unsigned export", input: edit(unsigned, func(l []string) []string {
+			l[0] = editJSON(t, l[0], func(m map[string]any) { m["header_signature"] = headerSig(t, good[0]) })
+			return l
+		}), want: []wantErr{{-1, "malformed header: header_signature without public_key"}}},
+		// What an unsigned export cannot show: with no key, nothing binds
+		// the header to the stored chain, so the same rewrite verifies.
+		{name: "unsigned: removed last, header rewritten to match", checked: n - 1, input: edit(unsigned, func(l []string) []string {
+			l[0] = editJSON(t, l[0], func(m map[string]any) {
+				m["count"] = n - 1
+				m["head_seq"] = n - 1
+				m["head_hash"] = unsignedChain[n-2].ReceiptHash
+			})
+			return l[:rec(n-1)]
 		})},
 		{name: "stored chain missing its newest receipt", checked: n - 1, input: truncatedStore,
 			want: []wantErr{{-1, "head hash mismatch"}, {-1, "head seq mismatch"}}},
@@ -247,11 +300,11 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 				m["head_seq"] = 3
 			})
 			return l[:4]
-		}), want: []wantErr{{0, "tenant mismatch"}, {1, "tenant mismatch"}, {2, "tenant mismatch"}}},
+		}), want: []wantErr{{-1, sigInvalid}, {0, "tenant mismatch"}, {1, "tenant mismatch"}, {2, "tenant mismatch"}}},
 		{name: "header key_id replaced", checked: n, input: edit(good, func(l []string) []string {
 			l[0] = editJSON(t, l[0], func(m map[string]any) { m["key_id"] = otherKey.KeyID() })
 			return l
-		}), want: []wantErr{{-1, "header key_id does not match public_key"}}},
+		}), want: []wantErr{{-1, "header key_id does not match public_key"}, {-1, sigInvalid}}},
 		{name: "header public_key replaced", checked: 2, input: edit(good, func(l []string) []string {
 			l[0] = editJSON(t, l[0], func(m map[string]any) {
 				m["public_key"] = base64.StdEncoding.EncodeToString(otherKey.PublicKey())
@@ -261,7 +314,7 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 				m["head_seq"] = 2
 			})
 			return l[:3]
-		}), want: []wantErr{{0, "unknown key_id"}, {1, "unknown key_id"}}},
+		}), want: []wantErr{{-1, sigInvalid}, {0, "unknown key_id"}, {1, "unknown key_id"}}},
 		{name: "header public_key removed", input: edit(good, func(l []string) []string {
 			l[0] = editJSON(t, l[0], func(m map[string]any) { m["public_key"] = nil })
 			return l

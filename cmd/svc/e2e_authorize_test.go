@@ -1007,6 +1007,27 @@ func TestE2EAuthorize(t *testing.T) {
 					t.Errorf("verify-receipts accepts a chain with a receipt removed:\n%s", out)
 				}
 			})
+			t.Run("newest line removed, header rewritten to match", func(t *testing.T) {
+				// Every remaining receipt and link verifies; only the
+				// header's signature binds it to the served head.
+				edited := slices.Clone(lines[:len(lines)-1])
+				var h, last map[string]any
+				if err := json.Unmarshal([]byte(edited[0]), &h); err != nil {
+					t.Fatal(err)
+				}
+				if err := json.Unmarshal([]byte(edited[len(edited)-1]), &last); err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := h["header_signature"].(string); !ok {
+					t.Fatalf("signed export header without header_signature: %s", lines[0])
+				}
+				h["count"], h["head_seq"], h["head_hash"] = len(edited)-1, last["seq"], last["receipt_hash"]
+				b, _ := json.Marshal(h)
+				edited[0] = string(b)
+				if code, out := azVerifyFile(t, edited); code == 0 || !strings.Contains(out, "header signature invalid") {
+					t.Errorf("verify-receipts accepts an export with its newest receipt dropped and the header rewritten:\n%s", out)
+				}
+			})
 		})
 
 		t.Run("newest receipt removed from the database", func(t *testing.T) {

@@ -327,7 +327,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	go func() { defer close(busDone); bus.Run(busStop) }()
 
 	api := httpapi.New(httpapi.Deps{Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: leader, Pool: pool, Events: bus,
-		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, SOC: actors.NewSOC(socStats, authorizer), SOCStats: socStats, Feed: feed, Notifier: notifyStats, Exporter: exports, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, WriterMetrics: writerMetrics, ReceiptKey: publicKey(signer), KeyID: keyID(signer),
+		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, SOC: actors.NewSOC(socStats, authorizer), SOCStats: socStats, Feed: feed, Notifier: notifyStats, Exporter: exports, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, WriterMetrics: writerMetrics, ReceiptKey: publicKey(signer), KeyID: keyID(signer), ReceiptSigner: signer,
 		Log: log, Version: version, NodeID: cfg.NodeID, Heartbeat: heartbeat})
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
