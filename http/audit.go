@@ -29,7 +29,8 @@ func (s *Server) registerAudit() {
 	s.register(Route{Method: "GET", Path: "/audit/events", Access: AccessViewer, Tag: "audit", Resp: []auditView{}, Paginated: true,
 		Query: []QueryParam{
 			{Name: "event_type", Type: "string", Description: "exact event type"},
-			{Name: "q", Type: "string", Description: "keywords: characters other than letters, digits, whitespace and underscore are stripped; every word must match, the last as a prefix; empty means no filter"},
+			{Name: "q", Type: "string", Description: "keywords over event type, action, actor, agent id and details: characters other than letters, digits, whitespace and underscore are stripped; every word must match, the last as a prefix; empty means no filter. " +
+				"Indexed values lose their hyphens too, and other punctuation separates words, so an id pasted whole or a hyphenated word typed as shown (send-email) matches"},
 		},
 		Summary: "The tenant's audit events, newest first.",
 		Handle: func(c *Call) (any, error) {

@@ -100,7 +100,8 @@ const maxChainCheck = 1_000_000
 
 func (s *Server) registerDecisions() {
 	s.register(Route{Method: "GET", Path: "/decisions", Access: AccessViewer, Tag: "decisions", Resp: []decisionView{}, Paginated: true,
-		Query:   []QueryParam{{Name: "q", Type: "string", Description: "keywords over tool, action, resource, decision, reason, matched policies, agent and run ids; every word must match, the last as a prefix"}},
+		Query: []QueryParam{{Name: "q", Type: "string", Description: "keywords over tool, action, resource, decision, reason, matched policies, agent and run ids: characters other than letters, digits, whitespace and underscore are stripped; every word must match, the last as a prefix; empty means no filter. " +
+			"Indexed values lose their hyphens too, and other punctuation separates words, so an id pasted whole or a hyphenated word typed as shown (send-email) matches"}},
 		Summary: "The tenant's decisions, newest first.",
 		Handle: func(c *Call) (any, error) {
 			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {

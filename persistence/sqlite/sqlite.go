@@ -149,12 +149,13 @@ func decisionSearch(terms []string, n int) (string, any) {
 }
 
 // searchIndexes are the FTS5 indexes kept in bulk (migration 0007): each
-// indexes its table's rows with seq above search_progress.upto.
+// indexes its table's rows with seq above search_progress.upto, read
+// through the view that removes hyphens (migration 0008).
 var searchIndexes = []struct{ table, insert string }{
 	{"decisions", `INSERT INTO decisions_fts (rowid, tool, action, resource, decision, reason, matched_policy_ids, agent_id, run_id)
-		SELECT seq, tool, action, resource, decision, reason, matched_policy_ids, agent_id, run_id FROM decisions WHERE seq > $1 AND seq <= $2`},
+		SELECT seq, tool, action, resource, decision, reason, matched_policy_ids, agent_id, run_id FROM decisions_search WHERE seq > $1 AND seq <= $2`},
 	{"audit_events", `INSERT INTO audit_events_fts (rowid, event_type, action, actor, agent_id, details)
-		SELECT seq, event_type, action, actor, agent_id, details FROM audit_events WHERE seq > $1 AND seq <= $2`},
+		SELECT seq, event_type, action, actor, agent_id, details FROM audit_events_search WHERE seq > $1 AND seq <= $2`},
 }
 
 // searchChunk bounds the rows one indexSearch call adds per index, so

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +49,7 @@ func RunDecisions(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"concurrent committers never fork a chain", testChainNoFork},
 		{"a failed batch writes nothing", testBatchAtomic},
 		{"search sees every committed row, in small and large batches and after a deletion", testSearchBacklog},
+		{"search finds an id pasted whole and a hyphenated word as typed", testSearchHyphens},
 		{"policies bump the tenant version", testPolicies},
 		{"skills and risk settings", testSkillsRisk},
 	}
@@ -310,5 +312,59 @@ func testSearchBacklog(t *testing.T, s persistence.Store) {
 	commit(a.ID, agA.ID, "afterdelete", 2)
 	if d, e := count(a.ID, "afterdelete"); d != 2 || e != 2 {
 		t.Fatalf("after the deletion: search found %d decisions, %d audit events", d, e)
+	}
+}
+
+// testSearchHyphens: q drops hyphens without splitting there (SPEC 4.1), so
+// an id pasted whole or a hyphenated word arrives as one term; the indexes
+// hold values with their hyphens removed, and both match. Other separators
+// still split, and the last term is still a prefix.
+func testSearchHyphens(t *testing.T, s persistence.Store) {
+	a, _ := mustTenant(t, s, "a")
+	b, _ := mustTenant(t, s, "b")
+	ag := mustAgent(t, s, a.ID, "ag")
+	other := mustAgent(t, s, a.ID, "other")
+	agB := mustAgent(t, s, b.ID, "ag")
+	w := decisionWrite(a.ID, ag.ID, "deny", nil)
+	resource := "repo/svc-main"
+	w.Decision.Tool, w.Decision.Reason, w.Decision.Resource = "send-email", "fail-closed", &resource
+	w.Audit[0].Details = map[string]any{"tool": "send-email", "receipt_id": w.Receipt.ID}
+	plain := decisionWrite(a.ID, other.ID, "allow", nil)
+	plain.Decision.Tool = "send"
+	plain.Audit[0].Details = map[string]any{"tool": "send"}
+	wb := decisionWrite(b.ID, agB.ID, "deny", nil)
+	wb.Decision.Tool = "send-email"
+	if err := s.CommitDecisions(ctx(t), []persistence.DecisionWrite{w, plain, wb}, testSeal); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		q                string
+		decisions, audit int
+	}{
+		{ag.ID, 1, 1},                  // the agent id as shown
+		{strings.ToUpper(ag.ID), 1, 1}, // upper-case
+		{w.Decision.ID, 0, 0},          // not an indexed column
+		{w.Receipt.ID, 0, 1},           // in the audit event's details
+		{"send-email", 1, 1},           // as typed
+		{"sendemail", 1, 1},            // as q leaves it
+		{"sendem", 1, 1},               // a prefix of it
+		{"send", 2, 2},                 // a prefix of both tools
+		{"email", 0, 0},                // no longer a word of its own
+		{"fail-closed", 1, 0},          // the reason
+		{"repo svc", 1, 0},             // a slash still splits
+		{"svcmain", 1, 0},              // the hyphen in the resource joins
+		{agB.ID, 0, 0},                 // another tenant's agent
+	} {
+		ds, err := s.ListDecisions(ctx(t), a.ID, c.q, persistence.Page{Limit: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		es, err := s.ListAudit(ctx(t), a.ID, persistence.AuditFilter{Query: c.q}, persistence.Page{Limit: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) != c.decisions || len(es) != c.audit {
+			t.Errorf("q=%s: %d decisions and %d audit events, want %d and %d", c.q, len(ds), len(es), c.decisions, c.audit)
+		}
 	}
 }
