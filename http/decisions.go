@@ -227,7 +227,7 @@ func (s *Server) registerDecisions() {
 			return s.verifyRange(c, tenant, from, to)
 		}})
 	s.register(Route{Method: "GET", Path: "/receipts/export", Access: AccessViewer, Tag: "receipts", RawBody: "application/x-ndjson", Resp: "",
-		Summary: "The tenant's whole chain as JSON lines (a header line with the stored chain head, head_seq and head_hash, then one receipt per line in seq order up to that head): the input of `svc verify-receipts FILE`.",
+		Summary: "The tenant's whole chain as JSON lines (a header line with the stored chain head, head_seq and head_hash, and, when receipts are signed, header_signature over the header; then one receipt per line in seq order up to that head): the input of `svc verify-receipts FILE`.",
 		Handle: func(c *Call) (any, error) {
 			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
 				return nil, err
