@@ -150,10 +150,10 @@ func (s *Server) registerDecisions() {
 	s.register(Route{Method: "GET", Path: "/receipts/public-key", Access: AccessViewer, Tag: "receipts", Resp: publicKeyView{}, Errors: []int{404},
 		Summary: "The Ed25519 public key receipts are signed with (404 when receipts are unsigned).",
 		Handle: func(*Call) (any, error) {
-			if len(s.ReceiptKey) == 0 {
+			if len(s.receiptKey) == 0 {
 				return nil, notFound("receipt signing key (receipts are unsigned)")
 			}
-			return publicKeyView{KeyID: s.KeyID, PublicKey: base64.StdEncoding.EncodeToString(s.ReceiptKey), Algorithm: "Ed25519"}, nil
+			return publicKeyView{KeyID: s.keyID, PublicKey: base64.StdEncoding.EncodeToString(s.receiptKey), Algorithm: "Ed25519"}, nil
 		}})
 	s.register(Route{Method: "GET", Path: "/receipts/:receipt_id/verify", Access: AccessViewer, Tag: "receipts", Resp: verifyView{}, Errors: []int{404},
 		Summary: "Recompute one receipt's hash and check its signature.",
@@ -165,7 +165,7 @@ func (s *Server) registerDecisions() {
 			if err != nil {
 				return nil, orNotFound(err, "receipt")
 			}
-			chk := receipt.Verify(actors.ToReceipt(r, r.Seq), s.ReceiptKey)
+			chk := receipt.Verify(actors.ToReceipt(r, r.Seq), s.receiptKey)
 			return verifyView{ReceiptID: r.ID, Valid: chk.Valid, HashValid: chk.HashValid, SignatureValid: chk.SignatureValid, Error: nullable(chk.Error)}, nil
 		}})
 	s.register(Route{Method: "POST", Path: "/receipts/verify-chain", Access: AccessViewer, Tag: "receipts", Body: &verifyChainReq{}, OptionalBody: true,
@@ -202,7 +202,7 @@ func (s *Server) registerDecisions() {
 					}
 					chain, at = append(chain, r), append(at, i)
 				}
-				checked, errs := receipt.VerifyChain(chain, s.ReceiptKey, false)
+				checked, errs := receipt.VerifyChain(chain, s.receiptKey, false)
 				out.Checked = checked
 				for _, e := range errs {
 					out.Errors = append(out.Errors, chainErrorView{at[e.Index], e.ReceiptID, e.Error})
@@ -295,7 +295,7 @@ func (s *Server) verifyRange(c *Call, tenant string, from, to int64) (verifyChai
 			page = append([]receipt.Receipt{*prev}, page...)
 			offset = 1
 		}
-		checked, errs := receipt.VerifyChain(page, s.ReceiptKey, from == 1 && prev == nil)
+		checked, errs := receipt.VerifyChain(page, s.receiptKey, from == 1 && prev == nil)
 		out.Checked += checked - offset
 		for _, e := range errs {
 			if e.Index < offset {

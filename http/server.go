@@ -44,10 +44,9 @@ type Deps struct {
 	// Exporter is the webhook exporter's counters and subscription cache
 	// (invalidated after every subscription change); nil without one.
 	Exporter *actors.ExporterHandle
-	// ReceiptKey verifies receipts (nil when unsigned); ReceiptSigner,
-	// its private half, signs receipt exports' headers (nil when unsigned).
-	ReceiptKey    ed25519.PublicKey
-	KeyID         string
+	// ReceiptSigner is the receipts' key (nil when unsigned): its public
+	// half verifies receipts and is served; it signs receipt exports'
+	// headers.
 	ReceiptSigner *receipt.Signer
 	// WriterMetrics, when set, are the group writer's commit histograms.
 	WriterMetrics *WriterMetrics
@@ -71,15 +70,22 @@ type Server struct {
 	slots   chan struct{}
 	metrics *metrics
 	started time.Time
-	ready   atomic.Bool
-	sse     *sse.Server
-	streams streamStats
+	// receiptKey and keyID are ReceiptSigner's public key and key_id (nil
+	// and "" when unsigned).
+	receiptKey ed25519.PublicKey
+	keyID      string
+	ready      atomic.Bool
+	sse        *sse.Server
+	streams    streamStats
 }
 
 // New builds the server and registers every route.
 func New(d Deps) *Server {
 	s := &Server{Deps: d, cfg: d.Config, log: d.Log.Named("http"), started: time.Now(), sse: newSSEServer(),
 		slots: make(chan struct{}, d.Config.MaxConcurrentRequests)}
+	if d.ReceiptSigner != nil {
+		s.receiptKey, s.keyID = d.ReceiptSigner.PublicKey(), d.ReceiptSigner.KeyID()
+	}
 	s.metrics = newMetrics(s)
 	s.Registry.Register(componentAuditWriter, false)
 	s.Registry.Set(componentAuditWriter, actors.StateOK, "")

@@ -39,17 +39,14 @@ type exportHeader struct {
 // headerMessage is what an export's header_signature signs: the format and
 // the members that bind the file to the stored chain, NUL-separated. It is
 // never 32 bytes long, so it cannot be mistaken for a receipt hash (which
-// receipt signatures sign).
+// receipt signatures sign). h.Count is set (WriteExport sets it,
+// parseHeader requires it); a missing head_seq signs as -1.
 func headerMessage(h exportHeader) []byte {
 	var seq int64 = -1
 	if h.HeadSeq != nil {
 		seq = *h.HeadSeq
 	}
-	n := -1
-	if h.Count != nil {
-		n = *h.Count
-	}
-	return fmt.Appendf(nil, "%s header\x00%s\x00%s\x00%d\x00%d\x00%s", ExportFormat, h.TenantID, h.KeyID, n, seq, h.HeadHash)
+	return fmt.Appendf(nil, "%s header\x00%s\x00%s\x00%d\x00%d\x00%s", ExportFormat, h.TenantID, h.KeyID, *h.Count, seq, h.HeadHash)
 }
 
 // Head is a tenant's stored chain head: the seq and receipt_hash of its

@@ -327,7 +327,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	go func() { defer close(busDone); bus.Run(busStop) }()
 
 	api := httpapi.New(httpapi.Deps{Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: leader, Pool: pool, Events: bus,
-		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, SOC: actors.NewSOC(socStats, authorizer), SOCStats: socStats, Feed: feed, Notifier: notifyStats, Exporter: exports, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, WriterMetrics: writerMetrics, ReceiptKey: publicKey(signer), KeyID: keyID(signer), ReceiptSigner: signer,
+		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, SOC: actors.NewSOC(socStats, authorizer), SOCStats: socStats, Feed: feed, Notifier: notifyStats, Exporter: exports, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, WriterMetrics: writerMetrics, ReceiptSigner: signer,
 		Log: log, Version: version, NodeID: cfg.NodeID, Heartbeat: heartbeat})
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
@@ -380,20 +380,6 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	system.Shutdown()
 	log.Info("gateway stopped")
 	return runErr
-}
-
-func publicKey(s *receipt.Signer) ed25519.PublicKey {
-	if s == nil {
-		return nil
-	}
-	return s.PublicKey()
-}
-
-func keyID(s *receipt.Signer) string {
-	if s == nil {
-		return ""
-	}
-	return s.KeyID()
 }
 
 // verifyReceipts is `svc verify-receipts [-public-key BASE64] FILE`: it verifies an export of
