@@ -136,6 +136,7 @@ func NewAuthorizer(system *actor.ActorSystem, store persistence.Store, shared sh
 	if a.opt.CommitTimeout <= 0 {
 		a.opt.CommitTimeout = 15 * time.Second
 	}
+	answerDeadLetters(system)
 	return a, nil
 }
 
@@ -227,7 +228,9 @@ func (a *Authorizer) Consistent(ctx context.Context) error {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
-	_, err := a.system.Root.RequestFuture(a.writer, &Barrier{}, timeout).Result()
+	reply := make(chan *BarrierPassed, 1)
+	a.system.Root.Send(a.writer, &Barrier{Reply: reply})
+	_, err := await(reply, timeout)
 	return err
 }
 
@@ -406,7 +409,12 @@ func (a *Authorizer) askAgent(ctx context.Context, m *messages.Authorize) (*draf
 	}
 	for attempt := 0; attempt < 2; attempt++ {
 		pid := a.agentPID(m.TenantID, m.AgentID)
-		res, err := a.system.Root.RequestFuture(pid, m, timeout).Result()
+		q := &agentAsk{m: m, reply: make(chan agentAnswer, 1)}
+		a.system.Root.Send(pid, q)
+		res, err := await(q.reply, timeout)
+		if err == nil {
+			err = res.err
+		}
 		if errors.Is(err, actor.ErrDeadLetter) {
 			a.agents.CompareAndDelete(m.TenantID+"/"+m.AgentID, pid)
 			continue
@@ -414,11 +422,7 @@ func (a *Authorizer) askAgent(ctx context.Context, m *messages.Authorize) (*draf
 		if err != nil {
 			return nil, err
 		}
-		d, ok := res.(*draft)
-		if !ok {
-			return nil, fmt.Errorf("actors: unexpected answer %T", res)
-		}
-		return d, nil
+		return res.d, nil
 	}
 	return nil, errors.New("actors: agent actor unavailable")
 }
@@ -442,18 +446,14 @@ func (a *Authorizer) agentPID(tenantID, agentID string) *actor.PID {
 // commit makes the decision durable through the GroupWriter and answers.
 func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft) messages.AuthorizeOutcome {
 	early := d.lowRisk && a.opt.EarlyAnswer
-	res, err := a.system.Root.RequestFuture(a.writer, &CommitDecision{Write: *d.write, Early: early}, a.opt.CommitTimeout).Result()
+	reply := make(chan *Committed, 1)
+	a.system.Root.Send(a.writer, &CommitDecision{Write: *d.write, Early: early, Reply: reply})
 	var commitErr error
 	var receiptHash string
-	switch {
-	case err != nil:
+	if c, err := await(reply, a.opt.CommitTimeout); err != nil {
 		commitErr = err
-	default:
-		if c, ok := res.(*Committed); ok {
-			commitErr, receiptHash = c.Err, c.ReceiptHash
-		} else {
-			commitErr = fmt.Errorf("actors: unexpected writer answer %T", res)
-		}
+	} else {
+		commitErr, receiptHash = c.Err, c.ReceiptHash
 	}
 	a.decisions.Add(1)
 	if d.approvalID != "" {
@@ -583,13 +583,30 @@ func (g *AgentActor) Receive(ctx actor.Context) {
 	case *actor.ReceiveTimeout:
 		g.auth.agents.CompareAndDelete(g.key, ctx.Self())
 		ctx.Stop(ctx.Self())
-	case *messages.Authorize:
+	case *agentAsk:
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		d := g.auth.decide(c, m)
+		d := g.auth.decide(c, m.m)
 		cancel()
-		ctx.Respond(d)
+		offer(m.reply, agentAnswer{d: d})
 	}
 }
+
+// agentAsk carries one call to its agent's actor, with the channel its
+// draft is answered on (reply.go).
+type agentAsk struct {
+	m     *messages.Authorize
+	reply chan agentAnswer
+}
+
+type agentAnswer struct {
+	d   *draft
+	err error
+}
+
+func (q *agentAsk) deadLetter() { offer(q.reply, agentAnswer{err: actor.ErrDeadLetter}) }
+
+// IgnoreDeadLetterLogging: a dead-lettered ask is answered and retried.
+func (q *agentAsk) IgnoreDeadLetterLogging() {}
 
 // decide runs SPEC 4.2 rules 3 to 9 and 13 and returns a draft.
 func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {

@@ -2,9 +2,11 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
@@ -64,5 +66,79 @@ func TestAgentActorsStopWhenIdle(t *testing.T) {
 	call(agents[0]) // spawns it again
 	if n := live(); n != 1 {
 		t.Fatalf("%d agent actors after one more call, want 1", n)
+	}
+}
+
+// A call sent to an agent actor that has stopped (a stale entry in the
+// table) is dead-lettered; the dead letter answers the ask at once and the
+// call goes to a fresh actor, instead of waiting out its timeout and
+// failing. Likewise a commit sent to a writer that is gone fails at once.
+func TestDeadLetteredAsksAreAnswered(t *testing.T) {
+	sys, writer, store, tenant := writerFixture(t, WriterOptions{})
+	engine, err := policy.NewEngine(policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := sharedstate.NewMemory()
+	defer func() { _ = shared.Close() }()
+	auth, err := NewAuthorizer(sys, store, shared, engine, writer, NewEventBus(sys.Root, 64), func(messages.Heartbeat) {},
+		AuthorizerOptions{RateCapacity: 1000, RateRefill: 1000, ReplayWindow: time.Minute, RiskWeightsTTL: time.Minute}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	a := persistence.Agent{ID: uuid.NewString(), TenantID: tenant, Name: "a", Status: "active", RiskTier: "low", CreatedAt: now, UpdatedAt: now}
+	if err := store.CreateAgent(context.Background(), a, []byte(a.ID)); err != nil {
+		t.Fatal(err)
+	}
+	call := func(ctx context.Context) messages.AuthorizeOutcome {
+		return auth.Authorize(ctx, &messages.Authorize{TenantID: tenant, AgentID: a.ID, AgentName: a.Name,
+			AgentStatus: a.Status, RiskTier: a.RiskTier, ReceivedAt: time.Now().UTC(), Request: messages.AuthorizeRequest{
+				ToolCall: messages.ToolCall{Tool: "fs", Action: "read"}, SourceTrust: "trusted_internal_signed"}})
+	}
+	if out := call(context.Background()); out.Response == nil || out.Response.Decision != "allow" {
+		t.Fatalf("first call = %+v %+v", out.Response, out.Failure)
+	}
+	key := tenant + "/" + a.ID
+	stale, ok := auth.agents.Load(key)
+	if !ok {
+		t.Fatal("no agent actor after a call")
+	}
+	stalePID, _ := stale.(*actor.PID)
+	if err := sys.Root.StopFuture(stalePID).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// The stopped actor's PID stays in the table; the call must not wait
+	// for its 5 s deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	out := call(ctx)
+	if out.Response == nil || out.Response.Decision != "allow" {
+		t.Fatalf("call to a stopped agent actor = %+v %+v", out.Response, out.Failure)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Fatalf("call to a stopped agent actor took %v: its dead letter went unanswered", took)
+	}
+	if fresh, _ := auth.agents.Load(key); fresh == stale {
+		t.Fatal("the stale agent actor was not replaced")
+	}
+
+	if err := sys.Root.StopFuture(writer).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	reply := make(chan *Committed, 1)
+	sys.Root.Send(writer, &CommitDecision{Write: write(tenant), Reply: reply})
+	c, err := await(reply, 4*time.Second)
+	if err != nil {
+		t.Fatalf("commit sent to a stopped writer: %v", err)
+	}
+	if !errors.Is(c.Err, actor.ErrDeadLetter) {
+		t.Fatalf("commit sent to a stopped writer answered %+v, want ErrDeadLetter", c)
+	}
+	barrier := make(chan *BarrierPassed, 1)
+	sys.Root.Send(writer, &Barrier{Reply: barrier})
+	if _, err := await(barrier, 4*time.Second); err != nil {
+		t.Fatalf("barrier sent to a stopped writer: %v", err)
 	}
 }

@@ -14,11 +14,13 @@ import (
 )
 
 // CommitDecision asks the GroupWriter to make a decision durable. The writer
-// answers ReplyTo (or, when nil, the sender, e.g. a request future) with a
-// *Committed once the transaction that carries it has committed or finally
-// failed.
+// answers Reply (or, when nil, ReplyTo, or when that is nil too the sender,
+// e.g. a request future) with a *Committed once the transaction that
+// carries it has committed or finally failed.
 type CommitDecision struct {
-	Write   persistence.DecisionWrite
+	Write persistence.DecisionWrite
+	// Reply, a channel with one free slot, takes the answer (reply.go).
+	Reply   chan *Committed
 	ReplyTo *actor.PID
 	// Early asks for the answer as soon as the receipt is sealed, before the
 	// commit (a low-risk read-only allow, SPEC 4.2 rule 10). Honoured only
@@ -29,11 +31,38 @@ type CommitDecision struct {
 	sealedAs string // the receipt hash sealed on arrival (EarlySeal)
 }
 
-// Barrier asks the writer to answer (with *BarrierPassed) once every write
-// it received before the barrier has been committed or has failed: a read
-// after it sees every decision answered before it (read-your-writes after
-// early answers).
-type Barrier struct{}
+// Barrier asks the writer to answer (with *BarrierPassed, on Reply when set,
+// else to the sender) once every write it received before the barrier has
+// been committed or has failed: a read after it sees every decision
+// answered before it (read-your-writes after early answers).
+type Barrier struct {
+	Reply chan *BarrierPassed
+}
+
+func (m *Barrier) deadLetter() { offer(m.Reply, &BarrierPassed{}) }
+
+// IgnoreDeadLetterLogging: a dead-lettered barrier is answered.
+func (m *Barrier) IgnoreDeadLetterLogging() {}
+
+func (m *CommitDecision) deadLetter() {
+	offer(m.Reply, &Committed{DecisionID: m.Write.Decision.ID, Err: actor.ErrDeadLetter})
+}
+
+// IgnoreDeadLetterLogging: a dead-lettered commit is answered with an error.
+func (m *CommitDecision) IgnoreDeadLetterLogging() {}
+
+// answer sends the one answer m gets, and forgets where to send it.
+func (m *CommitDecision) answer(ctx actor.Context, c *Committed) {
+	switch {
+	case m.Reply != nil:
+		offer(m.Reply, c)
+	case m.ReplyTo != nil:
+		ctx.Send(m.ReplyTo, c)
+	}
+	m.Reply, m.ReplyTo = nil, nil
+}
+
+func (m *CommitDecision) awaited() bool { return m.Reply != nil || m.ReplyTo != nil }
 
 // BarrierPassed answers a Barrier.
 type BarrierPassed struct{}
@@ -165,6 +194,7 @@ type WriterOptions struct {
 
 type barrierWait struct {
 	after   int64
+	reply   chan *BarrierPassed
 	replyTo *actor.PID
 }
 
@@ -193,7 +223,7 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 			w.ticker = startTicker(ctx, w.auditEvery)
 		}
 	case *CommitDecision:
-		if m.ReplyTo == nil {
+		if m.Reply == nil && m.ReplyTo == nil {
 			m.ReplyTo = ctx.Sender() // a RequestFuture: answer the future
 		}
 		if w.earlySeal {
@@ -206,7 +236,7 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 		}
 		w.maybeStart(ctx)
 	case *Barrier:
-		w.barriers = append(w.barriers, barrierWait{after: w.received, replyTo: ctx.Sender()})
+		w.barriers = append(w.barriers, barrierWait{after: w.received, reply: m.Reply, replyTo: ctx.Sender()})
 		w.passBarriers(ctx)
 		w.maybeStart(ctx)
 	case earlyDue:
@@ -322,12 +352,12 @@ func (w *GroupWriter) reply(ctx actor.Context, d batchDone) {
 			w.log.Warn("early-answered decision not recorded (best effort)", "decision_id", c.Write.Decision.ID, "error", d.errs[i])
 			continue
 		}
-		if c.ReplyTo != nil {
+		if c.awaited() {
 			hash := ""
 			if c.Write.Receipt != nil && d.errs[i] == nil {
 				hash = c.Write.Receipt.Hash
 			}
-			ctx.Send(c.ReplyTo, &Committed{DecisionID: c.Write.Decision.ID, ReceiptHash: hash, Err: d.errs[i]})
+			c.answer(ctx, &Committed{DecisionID: c.Write.Decision.ID, ReceiptHash: hash, Err: d.errs[i]})
 		}
 	}
 }
@@ -383,7 +413,10 @@ func (w *GroupWriter) passBarriers(ctx actor.Context) {
 	kept := w.barriers[:0]
 	for _, b := range w.barriers {
 		if b.after <= w.done {
-			if b.replyTo != nil {
+			switch {
+			case b.reply != nil:
+				offer(b.reply, &BarrierPassed{})
+			case b.replyTo != nil:
 				ctx.Send(b.replyTo, &BarrierPassed{})
 			}
 			continue
@@ -423,12 +456,11 @@ func (w *GroupWriter) presealAndMaybeAnswer(ctx actor.Context, m *CommitDecision
 	}
 	w.heads[r.TenantID] = persistence.ChainHead{Seq: r.Seq, Hash: r.Hash}
 	m.sealedAs = r.Hash
-	if m.Early && m.ReplyTo != nil {
+	if m.Early && m.awaited() {
 		if w.pending != nil {
 			w.pending.n.Add(1)
 		}
-		ctx.Send(m.ReplyTo, &Committed{DecisionID: m.Write.Decision.ID, ReceiptHash: r.Hash, Early: true})
-		m.ReplyTo = nil
+		m.answer(ctx, &Committed{DecisionID: m.Write.Decision.ID, ReceiptHash: r.Hash, Early: true})
 	}
 }
 
