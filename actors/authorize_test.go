@@ -16,22 +16,31 @@ import (
 	"svc/rules/policy"
 )
 
-// Agent actors stop after AgentIdle without calls, so memory follows the
-// active agents, and a call after that spawns the actor again.
-func TestAgentActorsStopWhenIdle(t *testing.T) {
+// authorizerFixture is an Authorizer over writerFixture's writer and store,
+// with in-process shared state and the base policies; agentIdle 0 keeps
+// the default.
+func authorizerFixture(t *testing.T, agentIdle time.Duration) (*actor.ActorSystem, *actor.PID, persistence.Store, string, *Authorizer) {
+	t.Helper()
 	sys, writer, store, tenant := writerFixture(t, WriterOptions{})
 	engine, err := policy.NewEngine(policy.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	shared := sharedstate.NewMemory()
-	defer func() { _ = shared.Close() }()
+	t.Cleanup(func() { _ = shared.Close() })
 	auth, err := NewAuthorizer(sys, store, shared, engine, writer, NewEventBus(sys.Root, 64), func(messages.Heartbeat) {},
 		AuthorizerOptions{RateCapacity: 1000, RateRefill: 1000, ReplayWindow: time.Minute, RiskWeightsTTL: time.Minute,
-			AgentIdle: 50 * time.Millisecond}, hclog.NewNullLogger())
+			AgentIdle: agentIdle}, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sys, writer, store, tenant, auth
+}
+
+// Agent actors stop after AgentIdle without calls, so memory follows the
+// active agents, and a call after that spawns the actor again.
+func TestAgentActorsStopWhenIdle(t *testing.T) {
+	_, _, store, tenant, auth := authorizerFixture(t, 50*time.Millisecond)
 	now := time.Now().UTC()
 	var agents []persistence.Agent
 	for i := 0; i < 3; i++ {
@@ -74,18 +83,7 @@ func TestAgentActorsStopWhenIdle(t *testing.T) {
 // call goes to a fresh actor, instead of waiting out its timeout and
 // failing. Likewise a commit sent to a writer that is gone fails at once.
 func TestDeadLetteredAsksAreAnswered(t *testing.T) {
-	sys, writer, store, tenant := writerFixture(t, WriterOptions{})
-	engine, err := policy.NewEngine(policy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared := sharedstate.NewMemory()
-	defer func() { _ = shared.Close() }()
-	auth, err := NewAuthorizer(sys, store, shared, engine, writer, NewEventBus(sys.Root, 64), func(messages.Heartbeat) {},
-		AuthorizerOptions{RateCapacity: 1000, RateRefill: 1000, ReplayWindow: time.Minute, RiskWeightsTTL: time.Minute}, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	sys, writer, store, tenant, auth := authorizerFixture(t, 0)
 	now := time.Now().UTC()
 	a := persistence.Agent{ID: uuid.NewString(), TenantID: tenant, Name: "a", Status: "active", RiskTier: "low", CreatedAt: now, UpdatedAt: now}
 	if err := store.CreateAgent(context.Background(), a, []byte(a.ID)); err != nil {
