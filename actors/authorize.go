@@ -136,7 +136,6 @@ func NewAuthorizer(system *actor.ActorSystem, store persistence.Store, shared sh
 	if a.opt.CommitTimeout <= 0 {
 		a.opt.CommitTimeout = 15 * time.Second
 	}
-	answerDeadLetters(system)
 	return a, nil
 }
 

@@ -23,31 +23,25 @@ type deadLettered interface {
 	deadLetter()
 }
 
-// answerDeadLetters makes the system's dead letters answer their request.
+// answerDeadLetters makes the system's dead letters answer their request
+// (NewSystem calls it once per system).
 func answerDeadLetters(system *actor.ActorSystem) {
-	system.EventStream.SubscribeWithPredicate(func(evt any) {
-		if m, ok := evt.(*actor.DeadLetterEvent).Message.(deadLettered); ok {
-			m.deadLetter()
+	system.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*actor.DeadLetterEvent); ok {
+			if m, ok := e.Message.(deadLettered); ok {
+				m.deadLetter()
+			}
 		}
-	}, func(evt any) bool {
-		e, ok := evt.(*actor.DeadLetterEvent)
-		if !ok {
-			return false
-		}
-		_, ok = e.Message.(deadLettered)
-		return ok
 	})
 }
 
 // offer puts v in a one-slot reply channel without ever blocking the actor
-// that answers: a second answer to one request is a bug, and is dropped
-// (reported false) rather than allowed to stall the sender.
-func offer[T any](ch chan T, v T) bool {
+// that answers: a second answer to one request would be a bug, and is
+// dropped rather than allowed to stall the sender.
+func offer[T any](ch chan T, v T) {
 	select {
 	case ch <- v:
-		return true
 	default:
-		return false
 	}
 }
 

@@ -34,11 +34,15 @@ type ChildSpec struct {
 // listener.
 type InjectFault struct{ Reason string }
 
-// NewSystem builds the actor system with its logging bridged into log.
+// NewSystem builds the actor system with its logging bridged into log,
+// whose dead letters answer the requests that carry a reply channel
+// (reply.go).
 func NewSystem(log hclog.Logger) *actor.ActorSystem {
 	handler := SlogHandler(log)
-	return actor.NewActorSystemWithConfig(actor.Configure(actor.WithLoggerFactory(
+	system := actor.NewActorSystemWithConfig(actor.Configure(actor.WithLoggerFactory(
 		func(*actor.ActorSystem) *slog.Logger { return slog.New(handler) })))
+	answerDeadLetters(system)
+	return system
 }
 
 // Supervisor is the root of the supervision tree.

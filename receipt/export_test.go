@@ -163,6 +163,18 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 	edit := func(lines []string, f func([]string) []string) string {
 		return join(f(append([]string(nil), lines...)))
 	}
+	// dropNewest removes the newest receipt and rewrites the header to
+	// match the chain without it.
+	dropNewest := func(ch []receipt.Receipt) func([]string) []string {
+		return func(l []string) []string {
+			l[0] = editJSON(t, l[0], func(m map[string]any) {
+				m["count"] = n - 1
+				m["head_seq"] = n - 1
+				m["head_hash"] = ch[n-2].ReceiptHash
+			})
+			return l[:rec(n-1)]
+		}
+	}
 
 	tests := []struct {
 		name    string
@@ -254,14 +266,8 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 		// The newest receipt dropped and the header rewritten to match:
 		// every receipt and link still verifies, only the header's
 		// signature shows it.
-		{name: "removed last, header rewritten to match", checked: n - 1, input: edit(good, func(l []string) []string {
-			l[0] = editJSON(t, l[0], func(m map[string]any) {
-				m["count"] = n - 1
-				m["head_seq"] = n - 1
-				m["head_hash"] = chain[n-2].ReceiptHash
-			})
-			return l[:rec(n-1)]
-		}), want: []wantErr{{-1, sigInvalid}}},
+		{name: "removed last, header rewritten to match", checked: n - 1, input: edit(good, dropNewest(chain)),
+			want: []wantErr{{-1, sigInvalid}}},
 		{name: "header signature moved to another tenant's export", checked: n, input: edit(other, func(l []string) []string {
 			l[0] = editJSON(t, l[0], func(m map[string]any) {
 				m["header_signature"] = headerSig(t, good[0])
@@ -282,14 +288,7 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 		}), want: []wantErr{{-1, "malformed header: header_signature without public_key"}}},
 		// What an unsigned export cannot show: with no key, nothing binds
 		// the header to the stored chain, so the same rewrite verifies.
-		{name: "unsigned: removed last, header rewritten to match", checked: n - 1, input: edit(unsigned, func(l []string) []string {
-			l[0] = editJSON(t, l[0], func(m map[string]any) {
-				m["count"] = n - 1
-				m["head_seq"] = n - 1
-				m["head_hash"] = unsignedChain[n-2].ReceiptHash
-			})
-			return l[:rec(n-1)]
-		})},
+		{name: "unsigned: removed last, header rewritten to match", checked: n - 1, input: edit(unsigned, dropNewest(unsignedChain))},
 		{name: "stored chain missing its newest receipt", checked: n - 1, input: truncatedStore,
 			want: []wantErr{{-1, "head hash mismatch"}, {-1, "head seq mismatch"}}},
 		{name: "header tenant_id replaced", checked: 3, input: edit(good, func(l []string) []string {
