@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,7 +50,7 @@ type Approvals struct {
 	events *EventBus
 	log    hclog.Logger
 	opt    ApprovalOptions
-	actors sync.Map // tenant/id -> *actor.PID
+	actors actorTable // tenant/id → its actor (incarnation.go)
 }
 
 // NewApprovals returns the approval actors' front.
@@ -87,12 +86,23 @@ const (
 type approvalReq struct {
 	op       approvalOp
 	decision persistence.ApprovalDecision
-	params   map[string]any // edit: the new parameters
-	agentID  string         // consume and reserve: the caller's agent ("" for an operator)
-	hash     string         // reserve: the presented call's action hash
-	actor    string         // who, for the audit event
-	consumed bool           // settle: the reserved use was committed
+	params   map[string]any   // edit: the new parameters
+	agentID  string           // consume and reserve: the caller's agent ("" for an operator)
+	hash     string           // reserve: the presented call's action hash
+	actor    string           // who, for the audit event
+	consumed bool             // settle: the reserved use was committed
+	reply    chan approvalRes // nil for settle, which is not answered
 }
+
+func (q *approvalReq) deadLetter() {
+	if q.reply != nil {
+		offer(q.reply, approvalRes{err: actor.ErrDeadLetter})
+	}
+}
+
+// IgnoreDeadLetterLogging: a dead-lettered request is answered and retried
+// (a settle reached an actor that no longer holds the reservation).
+func (q *approvalReq) IgnoreDeadLetterLogging() {}
 
 type approvalRes struct {
 	approval persistence.Approval
@@ -126,46 +136,51 @@ func (a *Approvals) Reserve(ctx context.Context, tenantID, id, agentID, hash str
 // Settle ends a reservation: consumed when the decision that used the
 // approval was committed.
 func (a *Approvals) Settle(tenantID, id string, consumed bool) {
-	a.system.Root.Send(a.pid(tenantID, id), &approvalReq{op: opSettle, consumed: consumed})
+	key := tenantID + "/" + id
+	ref, err := a.actors.get(a.system, key, approvalActorPrefix+key, a.props(tenantID, id), time.Now().Add(10*time.Second))
+	if err != nil {
+		a.log.Error("settle approval", "approval", key, "error", err)
+		return
+	}
+	a.system.Root.Send(ref.pid, &approvalReq{op: opSettle, consumed: consumed})
 }
 
+// ask runs one operation on the approval's actor, on a fresh actor when it
+// reaches one stopping for idleness (incarnation.go).
 func (a *Approvals) ask(ctx context.Context, tenantID, id string, req *approvalReq) (approvalRes, error) {
-	timeout := 10 * time.Second
+	deadline := time.Now().Add(10 * time.Second)
 	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl), time.Millisecond)
+		deadline = dl
 	}
-	for range 2 {
-		pid := a.pid(tenantID, id)
-		res, err := a.system.Root.RequestFuture(pid, req, timeout).Result()
-		if errors.Is(err, actor.ErrDeadLetter) {
-			a.actors.CompareAndDelete(tenantID+"/"+id, pid) // it stopped when idle: spawn a new one
+	key := tenantID + "/" + id
+	for range 3 {
+		ref, err := a.actors.get(a.system, key, approvalActorPrefix+key, a.props(tenantID, id), deadline)
+		if err != nil {
+			return approvalRes{}, fmt.Errorf("%w: approval actor: %w", persistence.ErrUnavailable, err)
+		}
+		q := *req
+		q.reply = make(chan approvalRes, 1)
+		a.system.Root.Send(ref.pid, &q)
+		r, err := awaitUnlessGone(q.reply, ref.stopped, max(time.Until(deadline), time.Millisecond))
+		if errors.Is(err, actor.ErrDeadLetter) || errors.Is(r.err, actor.ErrDeadLetter) {
+			a.actors.drop(key, ref)
 			continue
 		}
 		if err != nil {
 			return approvalRes{}, fmt.Errorf("%w: approval actor: %w", persistence.ErrUnavailable, err)
 		}
-		r, ok := res.(*approvalRes)
-		if !ok {
-			return approvalRes{}, fmt.Errorf("actors: unexpected answer %T", res)
-		}
-		return *r, r.err
+		return r, r.err
 	}
 	return approvalRes{}, fmt.Errorf("%w: approval actor unavailable", persistence.ErrUnavailable)
 }
 
-func (a *Approvals) pid(tenantID, id string) *actor.PID {
+func (a *Approvals) props(tenantID, id string) func(*actorRef) *actor.Props {
 	key := tenantID + "/" + id
-	if pid, ok := a.actors.Load(key); ok {
-		return pid.(*actor.PID) //nolint:errcheck // only *actor.PID is stored
+	return func(ref *actorRef) *actor.Props {
+		return actor.PropsFromProducer(func() actor.Actor {
+			return &ApprovalActor{front: a, key: key, ref: ref, tenantID: tenantID, id: id}
+		}, actor.WithDispatcher(dispatcher), actor.WithGuardian(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
 	}
-	props := actor.PropsFromProducer(func() actor.Actor { return &ApprovalActor{front: a, key: key, tenantID: tenantID, id: id} },
-		actor.WithDispatcher(dispatcher), actor.WithGuardian(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
-	pid, err := a.system.Root.SpawnNamed(props, approvalActorPrefix+key)
-	if err != nil && !errors.Is(err, actor.ErrNameExists) {
-		a.log.Error("spawn approval actor", "approval", key, "error", err)
-	}
-	actual, _ := a.actors.LoadOrStore(key, pid)
-	return actual.(*actor.PID) //nolint:errcheck // only *actor.PID is stored
 }
 
 // ApprovalActor is one approval's state machine on this node (SPEC 3):
@@ -175,6 +190,7 @@ func (a *Approvals) pid(tenantID, id string) *actor.PID {
 type ApprovalActor struct {
 	front    *Approvals
 	key      string
+	ref      *actorRef // the incarnation; a restart after a panic keeps it
 	tenantID string
 	id       string
 	reserved bool
@@ -189,10 +205,14 @@ func (p *ApprovalActor) Receive(ctx actor.Context) {
 		ctx.SetReceiveTimeout(p.front.opt.Idle)
 	case *actor.ReceiveTimeout:
 		if p.reserved && time.Since(p.reservedAt) < reservationLimit {
-			return // a decision using this approval is still being committed
+			// A decision using this approval is still being committed; wait
+			// another idle period (protoactor disarms the timeout on firing).
+			ctx.SetReceiveTimeout(p.front.opt.Idle)
+			return
 		}
-		p.front.actors.CompareAndDelete(p.key, ctx.Self())
 		ctx.Stop(ctx.Self())
+	case *actor.Stopped:
+		p.front.actors.stopped(p.key, p.ref) // requests still queued are retried
 	case *approvalReq:
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -208,7 +228,7 @@ func (p *ApprovalActor) Receive(ctx actor.Context) {
 			p.reserved = false
 			return
 		}
-		ctx.Respond(&res)
+		offer(m.reply, res)
 	}
 }
 

@@ -71,7 +71,7 @@ type Authorizer struct {
 	log       hclog.Logger
 	opt       AuthorizerOptions
 
-	agents sync.Map // tenant/agent → *actor.PID
+	agents actorTable // tenant/agent → its actor (incarnation.go)
 
 	skills  *lru.Cache[string, skillEntry] // nil when the capacity is 0
 	tenants sync.Map                       // tenant → *tenantEntry
@@ -399,23 +399,31 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// askAgent sends the call to the agent's actor, spawning it when needed
-// (and once more when the actor stopped for idleness as the call arrived).
+// LiveAgents is the number of agent actors on this node.
+func (a *Authorizer) LiveAgents() int { return a.agents.len() }
+
+// askAgent sends the call to the agent's actor, spawning it when needed.
+// A call that reaches an actor stopping for idleness is dead-lettered or
+// dropped (incarnation.go); either way it goes to a fresh actor.
 func (a *Authorizer) askAgent(ctx context.Context, m *messages.Authorize) (*draft, error) {
-	timeout := 10 * time.Second
+	deadline := time.Now().Add(10 * time.Second)
 	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl), time.Millisecond)
+		deadline = dl
 	}
-	for attempt := 0; attempt < 2; attempt++ {
-		pid := a.agentPID(m.TenantID, m.AgentID)
+	key := m.TenantID + "/" + m.AgentID
+	for attempt := 0; attempt < 3; attempt++ {
+		ref, err := a.agents.get(a.system, key, "agent/"+key, a.agentProps(key), deadline)
+		if err != nil {
+			return nil, err
+		}
 		q := &agentAsk{m: m, reply: make(chan agentAnswer, 1)}
-		a.system.Root.Send(pid, q)
-		res, err := await(q.reply, timeout)
+		a.system.Root.Send(ref.pid, q)
+		res, err := awaitUnlessGone(q.reply, ref.stopped, max(time.Until(deadline), time.Millisecond))
 		if err == nil {
 			err = res.err
 		}
 		if errors.Is(err, actor.ErrDeadLetter) {
-			a.agents.CompareAndDelete(m.TenantID+"/"+m.AgentID, pid)
+			a.agents.drop(key, ref)
 			continue
 		}
 		if err != nil {
@@ -426,20 +434,12 @@ func (a *Authorizer) askAgent(ctx context.Context, m *messages.Authorize) (*draf
 	return nil, errors.New("actors: agent actor unavailable")
 }
 
-func (a *Authorizer) agentPID(tenantID, agentID string) *actor.PID {
-	key := tenantID + "/" + agentID
-	if pid, ok := a.agents.Load(key); ok {
-		return pid.(*actor.PID) //nolint:errcheck // only *actor.PID is stored
+func (a *Authorizer) agentProps(key string) func(*actorRef) *actor.Props {
+	return func(ref *actorRef) *actor.Props {
+		return actor.PropsFromProducer(func() actor.Actor { return &AgentActor{auth: a, key: key, ref: ref} },
+			actor.WithDispatcher(dispatcher),
+			actor.WithGuardian(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
 	}
-	props := actor.PropsFromProducer(func() actor.Actor { return &AgentActor{auth: a, key: key} },
-		actor.WithDispatcher(dispatcher),
-		actor.WithGuardian(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
-	pid, err := a.system.Root.SpawnNamed(props, "agent/"+key)
-	if err != nil && !errors.Is(err, actor.ErrNameExists) {
-		a.log.Error("spawn agent actor", "agent", key, "error", err)
-	}
-	actual, _ := a.agents.LoadOrStore(key, pid)
-	return actual.(*actor.PID) //nolint:errcheck // only *actor.PID is stored
 }
 
 // commit makes the decision durable through the GroupWriter and answers.
@@ -572,6 +572,7 @@ func (a *Authorizer) event(m *messages.Authorize, dec *persistence.Decision, kin
 type AgentActor struct {
 	auth *Authorizer
 	key  string
+	ref  *actorRef // the incarnation; a restart after a panic keeps it
 }
 
 // Receive implements actor.Actor.
@@ -580,8 +581,11 @@ func (g *AgentActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		ctx.SetReceiveTimeout(g.auth.opt.AgentIdle)
 	case *actor.ReceiveTimeout:
-		g.auth.agents.CompareAndDelete(g.key, ctx.Self())
 		ctx.Stop(ctx.Self())
+	case *actor.Stopped:
+		// Calls still queued in the mailbox are dropped; their callers
+		// retry on seeing the stop.
+		g.auth.agents.stopped(g.key, g.ref)
 	case *agentAsk:
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		d := g.auth.decide(c, m.m)

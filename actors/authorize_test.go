@@ -60,11 +60,7 @@ func TestAgentActorsStopWhenIdle(t *testing.T) {
 			t.Fatalf("authorize = %+v %+v", out.Response, out.Failure)
 		}
 	}
-	live := func() int {
-		n := 0
-		auth.agents.Range(func(_, _ any) bool { n++; return true })
-		return n
-	}
+	live := auth.agents.len
 	for _, a := range agents {
 		call(a)
 	}
@@ -98,16 +94,17 @@ func TestDeadLetteredAsksAreAnswered(t *testing.T) {
 		t.Fatalf("first call = %+v %+v", out.Response, out.Failure)
 	}
 	key := tenant + "/" + a.ID
-	stale, ok := auth.agents.Load(key)
+	live, ok := auth.agents.load(key)
 	if !ok {
 		t.Fatal("no agent actor after a call")
 	}
-	stalePID, _ := stale.(*actor.PID)
-	if err := sys.Root.StopFuture(stalePID).Wait(); err != nil {
+	if err := sys.Root.StopFuture(live.pid).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	// The stopped actor's PID stays in the table; the call must not wait
-	// for its 5 s deadline.
+	// A stale entry for the stopped actor, its stop unseen (the stopped
+	// channel open): the call must not wait for its 5 s deadline.
+	stale := &actorRef{pid: live.pid, stopped: make(chan struct{})}
+	auth.agents.m.Store(key, stale)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -118,7 +115,7 @@ func TestDeadLetteredAsksAreAnswered(t *testing.T) {
 	if took := time.Since(start); took > 4*time.Second {
 		t.Fatalf("call to a stopped agent actor took %v: its dead letter went unanswered", took)
 	}
-	if fresh, _ := auth.agents.Load(key); fresh == stale {
+	if fresh, _ := auth.agents.load(key); fresh == stale {
 		t.Fatal("the stale agent actor was not replaced")
 	}
 

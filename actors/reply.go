@@ -59,3 +59,28 @@ func await[T any](ch <-chan T, timeout time.Duration) (T, error) {
 		return zero, actor.ErrTimeout
 	}
 }
+
+// awaitUnlessGone is await for an answer from an actor that may stop
+// without answering (protoactor drops the messages still queued in a
+// stopped actor's mailbox): once gone is closed and no answer came first,
+// it returns actor.ErrDeadLetter. An actor answers before it stops, so an
+// answer in ch when gone is closed is still taken.
+func awaitUnlessGone[T any](ch <-chan T, gone <-chan struct{}, timeout time.Duration) (T, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-gone:
+		select {
+		case v := <-ch:
+			return v, nil
+		default:
+			var zero T
+			return zero, actor.ErrDeadLetter
+		}
+	case <-t.C:
+		var zero T
+		return zero, actor.ErrTimeout
+	}
+}

@@ -26,6 +26,8 @@ type SOCStats struct {
 	Events    atomic.Uint64 // events processed
 	Alerts    atomic.Uint64 // alerts raised
 	Incidents atomic.Uint64 // incidents opened
+	// Correlators is the number of live tenant/agent correlators.
+	Correlators atomic.Int64
 
 	mu         sync.Mutex
 	mttd, mttr mean
@@ -144,7 +146,7 @@ type SOCPipeline struct {
 	defaults []detect.Rule
 
 	baselines *lru.Cache[string, *detect.Baseline]
-	corr      map[string]*actor.PID
+	corr      map[string]*corrEntry
 
 	alerts        []persistence.Alert
 	alertInFlight bool
@@ -181,10 +183,22 @@ type correlated struct {
 	incidents         []correlate.Incident
 }
 
-// correlatorStopped tells the pipeline a correlator stopped when idle.
-type correlatorStopped struct {
-	key string
-	pid *actor.PID
+// corrEntry is a live correlator and how many observations the pipeline
+// has sent it.
+type corrEntry struct {
+	pid  *actor.PID
+	sent uint64
+}
+
+// correlatorIdle tells the pipeline a correlator's windows are empty after
+// it processed seen observations. The pipeline, the only sender of
+// observations, stops it only when it has sent it no more than that, so
+// that no observation is ever queued to a stopping correlator (protoactor
+// would drop it).
+type correlatorIdle struct {
+	key  string
+	pid  *actor.PID
+	seen uint64
 }
 
 // flushEvery is how often buffered alerts and incidents are written (one
@@ -213,7 +227,7 @@ func (p *SOCPipeline) Receive(ctx actor.Context) {
 		p.rules, p.loading, p.ruleGen = map[string][]detect.Rule{}, map[string][]*messages.AseEvent{}, map[string]uint64{}
 		p.defaults = detect.Defaults()
 		p.baselines, _ = lru.New[string, *detect.Baseline](p.opt.MaxBaselines)
-		p.corr = map[string]*actor.PID{}
+		p.corr = map[string]*corrEntry{}
 		p.ticker = startTicker(ctx, flushEvery)
 	case *messages.AseEvent:
 		p.stats.Events.Add(1)
@@ -235,9 +249,11 @@ func (p *SOCPipeline) Receive(ctx actor.Context) {
 		delete(p.rules, m.TenantID)
 	case correlated:
 		p.opened(m)
-	case correlatorStopped:
-		if p.corr[m.key] == m.pid {
+	case correlatorIdle:
+		if e := p.corr[m.key]; e != nil && e.pid.Equal(m.pid) && e.sent == m.seen {
 			delete(p.corr, m.key)
+			ctx.Stop(m.pid)
+			p.stats.Correlators.Add(-1)
 		}
 	case tick:
 		p.flushAlerts(ctx)
@@ -385,7 +401,9 @@ func (p *SOCPipeline) detect(ctx actor.Context, ev *messages.AseEvent, rules []d
 		for _, an := range b.Observe(de, ev.OccurredAt) {
 			raise(an.Name, an.Name, an.Severity, detect.SourceDefault, fmt.Sprintf("%s: %s.%s by agent %s", an.Name, ev.Tool, ev.Action, ev.AgentID))
 		}
-		ctx.Send(p.correlator(ctx, ev.TenantID, ev.AgentID), correlate.Observation{EventID: ev.EventID, Kind: ev.Kind,
+		e := p.correlator(ctx, ev.TenantID, ev.AgentID)
+		e.sent++
+		ctx.Send(e.pid, correlate.Observation{EventID: ev.EventID, Kind: ev.Kind,
 			Decision: ev.Decision, Tool: ev.Tool, Action: ev.Action, At: ev.OccurredAt})
 	}
 	if len(p.alerts) >= 1000 {
@@ -394,17 +412,19 @@ func (p *SOCPipeline) detect(ctx actor.Context, ev *messages.AseEvent, rules []d
 }
 
 // correlator returns (spawning when needed) the tenant/agent correlator.
-func (p *SOCPipeline) correlator(ctx actor.Context, tenantID, agentID string) *actor.PID {
+func (p *SOCPipeline) correlator(ctx actor.Context, tenantID, agentID string) *corrEntry {
 	key := tenantID + "/" + agentID
-	if pid, ok := p.corr[key]; ok {
-		return pid
+	if e, ok := p.corr[key]; ok {
+		return e
 	}
-	parent, idle := ctx.Self(), p.opt.CorrelatorIdle
+	parent, idle, seen := ctx.Self(), p.opt.CorrelatorIdle, new(uint64)
 	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &Correlator{tenantID: tenantID, agentID: agentID, key: key, parent: parent, idle: idle}
+		return &Correlator{tenantID: tenantID, agentID: agentID, key: key, parent: parent, idle: idle, seen: seen}
 	}, actor.WithDispatcher(dispatcher)))
-	p.corr[key] = pid
-	return pid
+	e := &corrEntry{pid: pid}
+	p.corr[key] = e
+	p.stats.Correlators.Add(1)
+	return e
 }
 
 // opened records a correlator's incidents.
@@ -490,13 +510,14 @@ func (p *SOCPipeline) drain() {
 	}
 }
 
-// Correlator holds one tenant/agent's correlation windows (SPEC 6.3) and
-// stops itself when idle with nothing left in them.
+// Correlator holds one tenant/agent's correlation windows (SPEC 6.3). When
+// idle with nothing left in them it asks the pipeline to stop it.
 type Correlator struct {
 	tenantID, agentID, key string
 	parent                 *actor.PID
 	idle                   time.Duration
 	w                      *correlate.Windows
+	seen                   *uint64 // observations processed (kept across a restart)
 }
 
 // Receive implements actor.Actor.
@@ -506,13 +527,14 @@ func (c *Correlator) Receive(ctx actor.Context) {
 		c.w = &correlate.Windows{}
 		ctx.SetReceiveTimeout(c.idle)
 	case correlate.Observation:
+		*c.seen++
 		if found := c.w.Observe(m); len(found) > 0 {
 			ctx.Send(c.parent, correlated{tenantID: c.tenantID, agentID: c.agentID, incidents: found})
 		}
 	case *actor.ReceiveTimeout:
+		ctx.SetReceiveTimeout(c.idle) // protoactor disarms it on firing
 		if c.w.Idle(time.Now()) {
-			ctx.Send(c.parent, correlatorStopped{key: c.key, pid: ctx.Self()})
-			ctx.Stop(ctx.Self())
+			ctx.Send(c.parent, correlatorIdle{key: c.key, pid: ctx.Self(), seen: *c.seen})
 		}
 	}
 }

@@ -101,6 +101,14 @@ func newMetrics(s *Server) *metrics {
 			soc(s, func(st *actors.SOCStats) float64 { return float64(st.Events.Load()) })),
 		counter("svc_soc_alerts_total", "Alerts raised.", soc(s, func(st *actors.SOCStats) float64 { return float64(st.Alerts.Load()) })),
 		counter("svc_soc_incidents_total", "Incidents opened.", soc(s, func(st *actors.SOCStats) float64 { return float64(st.Incidents.Load()) })),
+		gauge("svc_soc_correlators", "Live incident correlators on this node (one per tenant and agent with events still in a window).",
+			soc(s, func(st *actors.SOCStats) float64 { return float64(st.Correlators.Load()) })),
+		gauge("svc_agent_actors", "Live agent actors on this node (an agent's actor stops after two minutes without a call).", func() float64 {
+			if s.Authorizer == nil {
+				return 0
+			}
+			return float64(s.Authorizer.LiveAgents())
+		}),
 		counter("svc_soc_durations_skipped_total", "Durations left out of the MTTD and MTTR means (negative or unparseable).",
 			soc(s, func(st *actors.SOCStats) float64 { return float64(st.Skipped()) })),
 		gauge("svc_streams_open", "Open watch (SSE) and WebSocket streams.", func() float64 { return float64(s.streams.open.Load()) }),

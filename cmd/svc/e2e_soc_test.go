@@ -297,7 +297,11 @@ func TestE2ESOC(t *testing.T) {
 		})
 
 		t.Run("metrics", func(t *testing.T) {
-			for _, name := range []string{"svc_soc_events_processed_total", "svc_soc_alerts_total", "svc_soc_incidents_total", "svc_soc_mttd_seconds"} {
+			// The agents called above still have their actors and correlators
+			// (they stop after two minutes without a call, or with events in
+			// a window).
+			for _, name := range []string{"svc_soc_events_processed_total", "svc_soc_alerts_total", "svc_soc_incidents_total", "svc_soc_mttd_seconds",
+				"svc_agent_actors", "svc_soc_correlators"} {
 				if v := metricValue(t, s, name); v <= 0 {
 					t.Errorf("%s = %v, want > 0", name, v)
 				}

@@ -1,0 +1,91 @@
+package actors
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// actorTable maps keys (tenant/agent, tenant/approval) to the live
+// incarnation of an actor that is spawned on demand and stops itself when
+// idle. protoactor drops the messages still queued in a stopped actor's
+// mailbox, without dead-lettering them (the actor was registered when they
+// were queued), so a request can be lost to an actor stopping as it
+// arrives. Each incarnation therefore carries a channel closed when it has
+// stopped: a caller awaiting an answer also watches it (awaitUnlessGone)
+// and asks a fresh incarnation instead of waiting out its deadline.
+type actorTable struct {
+	m  sync.Map   // key → *actorRef
+	mu sync.Mutex // serializes spawning (not the lookups)
+}
+
+// actorRef is one incarnation of a keyed actor.
+type actorRef struct {
+	pid     *actor.PID
+	stopped chan struct{} // closed once the incarnation has stopped
+}
+
+// get returns key's live incarnation, spawning one from props when there is
+// none. The name of an incarnation that is stopping stays taken until
+// protoactor has unregistered it, a few microseconds later; the spawn is
+// retried until then or until deadline.
+func (t *actorTable) get(system *actor.ActorSystem, key, name string, props func(*actorRef) *actor.Props, deadline time.Time) (*actorRef, error) {
+	for {
+		if ref, ok := t.m.Load(key); ok {
+			return ref.(*actorRef), nil //nolint:errcheck // only *actorRef is stored
+		}
+		ref, err := t.spawn(system, key, name, props)
+		if !errors.Is(err, actor.ErrNameExists) {
+			return ref, err
+		}
+		if time.Now().After(deadline) {
+			return nil, actor.ErrTimeout
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+func (t *actorTable) spawn(system *actor.ActorSystem, key, name string, props func(*actorRef) *actor.Props) (*actorRef, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ref, ok := t.m.Load(key); ok {
+		return ref.(*actorRef), nil //nolint:errcheck // only *actorRef is stored
+	}
+	ref := &actorRef{stopped: make(chan struct{})}
+	pid, err := system.Root.SpawnNamed(props(ref), name)
+	if err != nil {
+		return nil, err
+	}
+	ref.pid = pid
+	t.m.Store(key, ref)
+	return ref, nil
+}
+
+// stopped is called by the incarnation on actor.Stopped: protoactor has
+// unregistered it and will process nothing more it was sent.
+func (t *actorTable) stopped(key string, ref *actorRef) {
+	t.m.CompareAndDelete(key, ref)
+	close(ref.stopped)
+}
+
+// drop forgets an incarnation found gone (a dead-lettered request).
+func (t *actorTable) drop(key string, ref *actorRef) { t.m.CompareAndDelete(key, ref) }
+
+// load returns key's incarnation, if any.
+func (t *actorTable) load(key string) (*actorRef, bool) {
+	v, ok := t.m.Load(key)
+	if !ok {
+		return nil, false
+	}
+	ref, ok := v.(*actorRef)
+	return ref, ok
+}
+
+// len counts the live incarnations.
+func (t *actorTable) len() int {
+	n := 0
+	t.m.Range(func(_, _ any) bool { n++; return true })
+	return n
+}

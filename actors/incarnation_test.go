@@ -1,0 +1,141 @@
+package actors
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+
+	"svc/messages"
+	"svc/persistence"
+)
+
+// stopWithQueued makes ref's actor stop for idleness with a request queued
+// behind the stop: the mailbox is suspended, the idle timeout is queued,
+// then ask runs (its request queues behind the timeout), and the mailbox is
+// resumed. protoactor drops that request without a dead letter; ask must
+// still get its answer well before its 5 s deadline. It returns how long
+// ask took.
+func stopWithQueued(t *testing.T, sys *actor.ActorSystem, ref *actorRef, ask func()) time.Duration {
+	t.Helper()
+	proc, ok := sys.ProcessRegistry.Get(ref.pid)
+	if !ok {
+		t.Fatal("actor not registered")
+	}
+	proc.SendSystemMessage(ref.pid, &actor.SuspendMailbox{})
+	sys.Root.Send(ref.pid, &actor.ReceiveTimeout{})
+	took := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		ask()
+		took <- time.Since(start)
+	}()
+	time.Sleep(200 * time.Millisecond) // the request is queued behind the timeout
+	proc.SendSystemMessage(ref.pid, &actor.ResumeMailbox{})
+	d := <-took
+	select {
+	case <-ref.stopped:
+	default:
+		t.Fatal("the idle actor did not stop")
+	}
+	if d > 4*time.Second {
+		t.Fatalf("the request queued as its actor stopped took %v: it waited out its deadline", d)
+	}
+	return d
+}
+
+// A call queued in an agent actor's mailbox just as the actor stops for
+// idleness goes to a fresh actor.
+func TestCallQueuedAsAgentActorStopsIsRetried(t *testing.T) {
+	sys, _, store, tenant, auth := authorizerFixture(t, 0)
+	now := time.Now().UTC()
+	a := persistence.Agent{ID: uuid.NewString(), TenantID: tenant, Name: "a", Status: "active", RiskTier: "low", CreatedAt: now, UpdatedAt: now}
+	if err := store.CreateAgent(context.Background(), a, []byte(a.ID)); err != nil {
+		t.Fatal(err)
+	}
+	call := func() messages.AuthorizeOutcome {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return auth.Authorize(ctx, &messages.Authorize{TenantID: tenant, AgentID: a.ID, AgentName: a.Name,
+			AgentStatus: a.Status, RiskTier: a.RiskTier, ReceivedAt: time.Now().UTC(), Request: messages.AuthorizeRequest{
+				ToolCall: messages.ToolCall{Tool: "fs", Action: "read"}, SourceTrust: "trusted_internal_signed"}})
+	}
+	if out := call(); out.Response == nil || out.Response.Decision != "allow" {
+		t.Fatalf("first call = %+v %+v", out.Response, out.Failure)
+	}
+	key := tenant + "/" + a.ID
+	ref, ok := auth.agents.load(key)
+	if !ok {
+		t.Fatal("no agent actor after a call")
+	}
+	var out messages.AuthorizeOutcome
+	stopWithQueued(t, sys, ref, func() { out = call() })
+	if out.Response == nil || out.Response.Decision != "allow" {
+		t.Fatalf("call queued as the actor stopped = %+v %+v", out.Response, out.Failure)
+	}
+	if fresh, _ := auth.agents.load(key); fresh == ref {
+		t.Fatal("the stopped agent actor is still in the table")
+	}
+}
+
+// The same for an approval's actor: the request gets the actor's answer
+// (here: an unknown approval is not granted), not ErrUnavailable after its
+// deadline.
+func TestRequestQueuedAsApprovalActorStopsIsRetried(t *testing.T) {
+	sys, _, store, tenant := writerFixture(t, WriterOptions{})
+	ap := NewApprovals(sys, store, NewEventBus(sys.Root, 16), ApprovalOptions{}, hclog.NewNullLogger())
+	id := uuid.NewString()
+	reserve := func() (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		reason, _, err := ap.Reserve(ctx, tenant, id, "agent", "hash")
+		return reason, err
+	}
+	if reason, err := reserve(); reason != ApprovalNotGranted || err != nil {
+		t.Fatalf("reserve of an unknown approval: %q %v, want %q", reason, err, ApprovalNotGranted)
+	}
+	ref, ok := ap.actors.load(tenant + "/" + id)
+	if !ok {
+		t.Fatal("no approval actor after a request")
+	}
+	var reason string
+	var err error
+	stopWithQueued(t, sys, ref, func() { reason, err = reserve() })
+	if reason != ApprovalNotGranted || err != nil {
+		t.Fatalf("request queued as the actor stopped: %q %v, want %q", reason, err, ApprovalNotGranted)
+	}
+}
+
+// An approval's actor that is reserved when its idle timeout fires waits
+// another idle period (protoactor disarms the timeout on firing), and stops
+// once the reservation is settled.
+func TestReservedApprovalActorStopsAfterSettle(t *testing.T) {
+	sys, _, store, tenant := writerFixture(t, WriterOptions{})
+	ctx := context.Background()
+	w := write(tenant)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	w.Decision.Decision = "require_approval"
+	w.Approval = &persistence.Approval{ID: uuid.NewString(), TenantID: tenant, DecisionID: w.Decision.ID, AgentID: w.Decision.AgentID,
+		ToolCall: w.Decision.ToolCall, ActionHash: w.Decision.ActionHash, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	if err := store.CommitDecisions(ctx, []persistence.DecisionWrite{w}, NewSealer(nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	ap := NewApprovals(sys, store, NewEventBus(sys.Root, 16), ApprovalOptions{Idle: 50 * time.Millisecond}, hclog.NewNullLogger())
+	id := w.Approval.ID
+	if _, err := ap.Decide(ctx, persistence.ApprovalDecision{TenantID: tenant, ID: id, Status: persistence.ApprovalApproved,
+		ApproverUserID: "alice"}, nil, "operator:test"); err != nil {
+		t.Fatal(err)
+	}
+	if reason, _, err := ap.Reserve(ctx, tenant, id, w.Decision.AgentID, w.Decision.ActionHash); reason != "" || err != nil {
+		t.Fatalf("reserve: %q %v", reason, err)
+	}
+	time.Sleep(300 * time.Millisecond) // several idle periods, reserved throughout
+	if ap.actors.len() != 1 {
+		t.Fatal("the approval's actor stopped while reserved")
+	}
+	ap.Settle(tenant, id, false)
+	checkFor(t, 3*time.Second, "the approval's actor to stop after the settle", func() bool { return ap.actors.len() == 0 })
+}
