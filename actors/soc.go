@@ -228,6 +228,7 @@ func (p *SOCPipeline) Receive(ctx actor.Context) {
 		p.defaults = detect.Defaults()
 		p.baselines, _ = lru.New[string, *detect.Baseline](p.opt.MaxBaselines)
 		p.corr = map[string]*corrEntry{}
+		p.stats.Correlators.Store(0) // a restart stopped the previous ones with their parent
 		p.ticker = startTicker(ctx, flushEvery)
 	case *messages.AseEvent:
 		p.stats.Events.Add(1)
