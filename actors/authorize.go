@@ -412,9 +412,12 @@ func (a *Authorizer) askAgent(ctx context.Context, m *messages.Authorize) (*draf
 	}
 	key := m.TenantID + "/" + m.AgentID
 	for attempt := 0; attempt < 3; attempt++ {
-		ref, err := a.agents.get(a.system, key, "agent/"+key, a.agentProps(key), deadline)
-		if err != nil {
-			return nil, err
+		ref, ok := a.agents.load(key)
+		if !ok {
+			var err error
+			if ref, err = a.agents.get(a.system, key, "agent/"+key, a.agentProps(key), deadline); err != nil {
+				return nil, err
+			}
 		}
 		q := &agentAsk{m: m, reply: make(chan agentAnswer, 1)}
 		a.system.Root.Send(ref.pid, q)

@@ -28,9 +28,10 @@ type actorRef struct {
 }
 
 // get returns key's live incarnation, spawning one from props when there is
-// none. The name of an incarnation that is stopping stays taken until
-// protoactor has unregistered it, a few microseconds later; the spawn is
-// retried until then or until deadline.
+// none (callers look it up with load first: name and props allocate). The
+// name of an incarnation that is stopping stays taken until protoactor has
+// unregistered it, a few microseconds later; the spawn is retried until
+// then or until deadline.
 func (t *actorTable) get(system *actor.ActorSystem, key, name string, props func(*actorRef) *actor.Props, deadline time.Time) (*actorRef, error) {
 	for {
 		if ref, ok := t.m.Load(key); ok {
