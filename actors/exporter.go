@@ -172,6 +172,11 @@ type exportTenant struct {
 	loadedAt time.Time
 	loading  bool
 	waiting  []Export
+	// dead holds the subscriptions (id → revision) a recorded delivery
+	// found dead. Dead is final until an update bumps the revision, so a
+	// load whose read preceded that record, and still lists them as
+	// deliverable, is corrected instead of reviving them.
+	dead map[string]int64
 }
 
 // exportLoaded brings a tenant's subscriptions back to the actor.
@@ -327,6 +332,16 @@ func (x *Exporter) loaded(ctx actor.Context, m exportLoaded) {
 		return
 	}
 	t.subs, t.loadedAt = m.subs, x.opts.Now()
+	listed := map[string]int64{}
+	for i := range t.subs {
+		sub := &t.subs[i]
+		if rev, ok := t.dead[sub.ID]; ok && rev == sub.Revision && sub.ConsecutiveFailures < persistence.WebhookDeadAfter {
+			sub.ConsecutiveFailures = persistence.WebhookDeadAfter
+			sub.DeliveryStatus = persistence.WebhookDeliveryStatus(sub.ConsecutiveFailures)
+			listed[sub.ID] = rev
+		}
+	}
+	t.dead = listed // a load that no longer lists one has read it dead (or updated)
 	for _, e := range waiting {
 		x.dispatch(ctx, m.tenantID, t, e)
 	}
@@ -458,6 +473,12 @@ func (x *Exporter) done(m exportDone) {
 	t := x.tenants[m.tenantID]
 	if t == nil {
 		return
+	}
+	if m.failures >= persistence.WebhookDeadAfter {
+		if t.dead == nil {
+			t.dead = map[string]int64{}
+		}
+		t.dead[m.subID] = m.revision
 	}
 	for i := range t.subs {
 		sub := &t.subs[i]

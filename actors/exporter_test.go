@@ -146,6 +146,13 @@ type exFixture struct {
 
 func newExFixture(t *testing.T, opts actors.ExporterOptions) *exFixture {
 	t.Helper()
+	return newExFixtureOver(t, opts, nil)
+}
+
+// newExFixtureOver is newExFixture with the exporter reading the store
+// through wrap (nil: directly).
+func newExFixtureOver(t *testing.T, opts actors.ExporterOptions, wrap func(persistence.WebhookStore) persistence.WebhookStore) *exFixture {
+	t.Helper()
 	store, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "svc.db")})
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +168,11 @@ func newExFixture(t *testing.T, opts actors.ExporterOptions) *exFixture {
 		opts.Version = "1.2.3"
 	}
 	f.sys = actors.NewSystem(hclog.NewNullLogger())
-	f.pid = f.sys.Root.Spawn(actor.PropsFromProducer(actors.NewExporter(store, f.handle, opts, hclog.NewNullLogger())))
+	var ws persistence.WebhookStore = store
+	if wrap != nil {
+		ws = wrap(store)
+	}
+	f.pid = f.sys.Root.Spawn(actor.PropsFromProducer(actors.NewExporter(ws, f.handle, opts, hclog.NewNullLogger())))
 	t.Cleanup(func() {
 		f.fake.release()
 		_ = f.sys.Root.StopFuture(f.pid).Wait()
@@ -641,4 +652,77 @@ func TestExporterBoundedAndNeverBlocks(t *testing.T) {
 	// The slots are free again.
 	f.decision("deny")
 	f.settle(3)
+}
+
+// gatedLoads is the real store whose subscription loads read at once and
+// then wait for the gate before answering.
+type gatedLoads struct {
+	persistence.WebhookStore
+	read chan struct{}
+	mu   sync.Mutex
+	gate chan struct{}
+}
+
+func (g *gatedLoads) DeliverableWebhooks(ctx context.Context, tenantID string) ([]persistence.WebhookSubscription, error) {
+	subs, err := g.WebhookStore.DeliverableWebhooks(ctx, tenantID)
+	g.read <- struct{}{}
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	<-gate
+	return subs, err
+}
+
+func (g *gatedLoads) shut() chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gate = make(chan struct{})
+	return g.gate
+}
+
+// A load that read the subscriptions before a delivery recorded one dead,
+// and answers after that record, must not revive it: dead is final until
+// an update, so nothing more goes to it.
+func TestExporterStaleLoadDoesNotReviveADeadSubscription(t *testing.T) {
+	g := &gatedLoads{read: make(chan struct{}, 8), gate: make(chan struct{})}
+	close(g.gate) // the first load passes
+	f := newExFixtureOver(t, actors.ExporterOptions{Attempts: 1}, func(s persistence.WebhookStore) persistence.WebhookStore {
+		g.WebhookStore = s
+		return g
+	})
+	bad := f.sub("https://bad.example/hook", "info", "json", true)
+	f.fake.script(bad.URL, 502)
+	started := uint64(0)
+	for i := 1; i < persistence.WebhookDeadAfter; i++ {
+		f.decision("deny")
+		started++
+		f.settle(started)
+	}
+	<-g.read
+	if got := f.get(bad.ID); got.ConsecutiveFailures != persistence.WebhookDeadAfter-1 {
+		t.Fatalf("%d failures before the last one, want %d", got.ConsecutiveFailures, persistence.WebhookDeadAfter-1)
+	}
+
+	// The last failing delivery is held; a load starts and reads meanwhile.
+	f.fake.hold()
+	f.decision("deny")
+	started++
+	ntWait(t, 5*time.Second, "the last failing delivery to start", func() bool { return f.handle.Started.Load() == started })
+	gate := g.shut()
+	f.handle.Invalidate(f.tenant)
+	f.highAlert() // waits for the load
+	<-g.read      // it read the subscription with one failure to go
+	f.fake.release()
+	f.settle(started) // the delivery failed and recorded it dead
+	if got := f.get(bad.ID); got.DeliveryStatus != "dead" {
+		t.Fatalf("after the last failure: %d %s, want dead", got.ConsecutiveFailures, got.DeliveryStatus)
+	}
+	before := len(f.fake.to(bad.URL))
+	close(gate) // the stale load answers; the waiting alert is dispatched
+	f.decision("deny")
+	time.Sleep(300 * time.Millisecond) // what would have started has started
+	f.settle(f.handle.Started.Load())
+	if n := len(f.fake.to(bad.URL)); n != before {
+		t.Fatalf("the dead subscription got %d more attempts after a stale load", n-before)
+	}
 }
