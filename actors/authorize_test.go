@@ -37,6 +37,22 @@ func authorizerFixture(t *testing.T, agentIdle time.Duration) (*actor.ActorSyste
 	return sys, writer, store, tenant, auth
 }
 
+// readCaller registers an active agent and returns it with a read-only call
+// of it through auth.
+func readCaller(t *testing.T, store persistence.Store, tenant string, auth *Authorizer) (persistence.Agent, func(context.Context) messages.AuthorizeOutcome) {
+	t.Helper()
+	now := time.Now().UTC()
+	a := persistence.Agent{ID: uuid.NewString(), TenantID: tenant, Name: "a", Status: "active", RiskTier: "low", CreatedAt: now, UpdatedAt: now}
+	if err := store.CreateAgent(context.Background(), a, []byte(a.ID)); err != nil {
+		t.Fatal(err)
+	}
+	return a, func(ctx context.Context) messages.AuthorizeOutcome {
+		return auth.Authorize(ctx, &messages.Authorize{TenantID: tenant, AgentID: a.ID, AgentName: a.Name,
+			AgentStatus: a.Status, RiskTier: a.RiskTier, ReceivedAt: time.Now().UTC(), Request: messages.AuthorizeRequest{
+				ToolCall: messages.ToolCall{Tool: "fs", Action: "read"}, SourceTrust: "trusted_internal_signed"}})
+	}
+}
+
 // Agent actors stop after AgentIdle without calls, so memory follows the
 // active agents, and a call after that spawns the actor again.
 func TestAgentActorsStopWhenIdle(t *testing.T) {
@@ -80,16 +96,7 @@ func TestAgentActorsStopWhenIdle(t *testing.T) {
 // failing. Likewise a commit sent to a writer that is gone fails at once.
 func TestDeadLetteredAsksAreAnswered(t *testing.T) {
 	sys, writer, store, tenant, auth := authorizerFixture(t, 0)
-	now := time.Now().UTC()
-	a := persistence.Agent{ID: uuid.NewString(), TenantID: tenant, Name: "a", Status: "active", RiskTier: "low", CreatedAt: now, UpdatedAt: now}
-	if err := store.CreateAgent(context.Background(), a, []byte(a.ID)); err != nil {
-		t.Fatal(err)
-	}
-	call := func(ctx context.Context) messages.AuthorizeOutcome {
-		return auth.Authorize(ctx, &messages.Authorize{TenantID: tenant, AgentID: a.ID, AgentName: a.Name,
-			AgentStatus: a.Status, RiskTier: a.RiskTier, ReceivedAt: time.Now().UTC(), Request: messages.AuthorizeRequest{
-				ToolCall: messages.ToolCall{Tool: "fs", Action: "read"}, SourceTrust: "trusted_internal_signed"}})
-	}
+	a, call := readCaller(t, store, tenant, auth)
 	if out := call(context.Background()); out.Response == nil || out.Response.Decision != "allow" {
 		t.Fatalf("first call = %+v %+v", out.Response, out.Failure)
 	}

@@ -51,17 +51,11 @@ func stopWithQueued(t *testing.T, sys *actor.ActorSystem, ref *actorRef, ask fun
 // idleness goes to a fresh actor.
 func TestCallQueuedAsAgentActorStopsIsRetried(t *testing.T) {
 	sys, _, store, tenant, auth := authorizerFixture(t, 0)
-	now := time.Now().UTC()
-	a := persistence.Agent{ID: uuid.NewString(), TenantID: tenant, Name: "a", Status: "active", RiskTier: "low", CreatedAt: now, UpdatedAt: now}
-	if err := store.CreateAgent(context.Background(), a, []byte(a.ID)); err != nil {
-		t.Fatal(err)
-	}
+	a, read := readCaller(t, store, tenant, auth)
 	call := func() messages.AuthorizeOutcome {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return auth.Authorize(ctx, &messages.Authorize{TenantID: tenant, AgentID: a.ID, AgentName: a.Name,
-			AgentStatus: a.Status, RiskTier: a.RiskTier, ReceivedAt: time.Now().UTC(), Request: messages.AuthorizeRequest{
-				ToolCall: messages.ToolCall{Tool: "fs", Action: "read"}, SourceTrust: "trusted_internal_signed"}})
+		return read(ctx)
 	}
 	if out := call(); out.Response == nil || out.Response.Decision != "allow" {
 		t.Fatalf("first call = %+v %+v", out.Response, out.Failure)
