@@ -137,7 +137,7 @@ func (a *Approvals) Reserve(ctx context.Context, tenantID, id, agentID, hash str
 // approval was committed.
 func (a *Approvals) Settle(tenantID, id string, consumed bool) {
 	key := tenantID + "/" + id
-	ref, err := a.actors.get(a.system, key, approvalActorPrefix+key, a.props(tenantID, id), time.Now().Add(10*time.Second))
+	ref, err := a.actors.get(a.system, key, approvalActorPrefix+key, a.props(tenantID, id))
 	if err != nil {
 		a.log.Error("settle approval", "approval", key, "error", err)
 		return
@@ -154,7 +154,7 @@ func (a *Approvals) ask(ctx context.Context, tenantID, id string, req *approvalR
 	}
 	key := tenantID + "/" + id
 	for range 3 {
-		ref, err := a.actors.get(a.system, key, approvalActorPrefix+key, a.props(tenantID, id), deadline)
+		ref, err := a.actors.get(a.system, key, approvalActorPrefix+key, a.props(tenantID, id))
 		if err != nil {
 			return approvalRes{}, fmt.Errorf("%w: approval actor: %w", persistence.ErrUnavailable, err)
 		}

@@ -415,7 +415,7 @@ func (a *Authorizer) askAgent(ctx context.Context, m *messages.Authorize) (*draf
 		ref, ok := a.agents.load(key)
 		if !ok {
 			var err error
-			if ref, err = a.agents.get(a.system, key, "agent/"+key, a.agentProps(key), deadline); err != nil {
+			if ref, err = a.agents.get(a.system, key, "agent/"+key, a.agentProps(key)); err != nil {
 				return nil, err
 			}
 		}

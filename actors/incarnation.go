@@ -1,9 +1,9 @@
 package actors
 
 import (
-	"errors"
+	"strconv"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -16,9 +16,16 @@ import (
 // arrives. Each incarnation therefore carries a channel closed when it has
 // stopped: a caller awaiting an answer also watches it (awaitUnlessGone)
 // and asks a fresh incarnation instead of waiting out its deadline.
+//
+// Each incarnation has a name of its own (the key's name and a sequence
+// number): protoactor resolves a PID whose process has stopped by its name,
+// so with one name per key a request sent to a stopped incarnation would
+// reach its successor while the caller, seeing the stop, asked it again.
+// With a name per incarnation such a request is dead-lettered instead.
 type actorTable struct {
-	m  sync.Map   // key → *actorRef
-	mu sync.Mutex // serializes spawning (not the lookups)
+	m   sync.Map   // key → *actorRef
+	mu  sync.Mutex // serializes spawning (not the lookups)
+	seq atomic.Uint64
 }
 
 // actorRef is one incarnation of a keyed actor.
@@ -27,35 +34,17 @@ type actorRef struct {
 	stopped chan struct{} // closed once the incarnation has stopped
 }
 
-// get returns key's live incarnation, spawning one from props when there is
-// none (callers look it up with load first: name and props allocate). The
-// name of an incarnation that is stopping stays taken until protoactor has
-// unregistered it, a few microseconds later; the spawn is retried until
-// then or until deadline.
-func (t *actorTable) get(system *actor.ActorSystem, key, name string, props func(*actorRef) *actor.Props, deadline time.Time) (*actorRef, error) {
-	for {
-		if ref, ok := t.m.Load(key); ok {
-			return ref.(*actorRef), nil //nolint:errcheck // only *actorRef is stored
-		}
-		ref, err := t.spawn(system, key, name, props)
-		if !errors.Is(err, actor.ErrNameExists) {
-			return ref, err
-		}
-		if time.Now().After(deadline) {
-			return nil, actor.ErrTimeout
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-}
-
-func (t *actorTable) spawn(system *actor.ActorSystem, key, name string, props func(*actorRef) *actor.Props) (*actorRef, error) {
+// get returns key's live incarnation, spawning one from props, named name
+// and a sequence number, when there is none (callers look it up with load
+// first: name and props allocate).
+func (t *actorTable) get(system *actor.ActorSystem, key, name string, props func(*actorRef) *actor.Props) (*actorRef, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if ref, ok := t.m.Load(key); ok {
 		return ref.(*actorRef), nil //nolint:errcheck // only *actorRef is stored
 	}
 	ref := &actorRef{stopped: make(chan struct{})}
-	pid, err := system.Root.SpawnNamed(props(ref), name)
+	pid, err := system.Root.SpawnNamed(props(ref), name+"#"+strconv.FormatUint(t.seq.Add(1), 10))
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -132,4 +133,46 @@ func TestReservedApprovalActorStopsAfterSettle(t *testing.T) {
 	}
 	ap.Settle(tenant, id, false)
 	checkFor(t, 3*time.Second, "the approval's actor to stop after the settle", func() bool { return ap.actors.len() == 0 })
+}
+
+// A request sent to an incarnation that has stopped is dead-lettered, never
+// delivered to its successor: the caller, seeing the stop, asks the
+// successor itself, so a delivery as well would decide one call twice
+// (a nonce then reads as replayed, a rate-limit token is taken twice).
+func TestRequestToAStoppedIncarnationDoesNotReachItsSuccessor(t *testing.T) {
+	sys, _, store, tenant, auth := authorizerFixture(t, 0)
+	a, read := readCaller(t, store, tenant, auth)
+	if out := read(context.Background()); out.Response == nil || out.Response.Decision != "allow" {
+		t.Fatalf("first call = %+v %+v", out.Response, out.Failure)
+	}
+	key := tenant + "/" + a.ID
+	old, ok := auth.agents.load(key)
+	if !ok {
+		t.Fatal("no agent actor after a call")
+	}
+	sys.Root.Send(old.pid, &actor.ReceiveTimeout{}) // stops as when idle
+	select {
+	case <-old.stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the agent actor did not stop")
+	}
+	if out := read(context.Background()); out.Response == nil || out.Response.Decision != "allow" {
+		t.Fatalf("call after the stop = %+v %+v", out.Response, out.Failure)
+	}
+	successor, ok := auth.agents.load(key)
+	if !ok || successor == old {
+		t.Fatal("no new incarnation after the stop")
+	}
+	q := &agentAsk{m: &messages.Authorize{TenantID: tenant, AgentID: a.ID, AgentName: a.Name, AgentStatus: a.Status,
+		RiskTier: a.RiskTier, ReceivedAt: time.Now().UTC(), Request: messages.AuthorizeRequest{
+			ToolCall: messages.ToolCall{Tool: "fs", Action: "read"}, SourceTrust: "trusted_internal_signed"}},
+		reply: make(chan agentAnswer, 1)}
+	sys.Root.Send(old.pid, q) // a caller that loaded the old incarnation before it stopped
+	ans, err := await(q.reply, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(ans.err, actor.ErrDeadLetter) {
+		t.Fatalf("the request to the stopped incarnation was answered %+v, want a dead letter", ans)
+	}
 }
