@@ -96,6 +96,24 @@ func viewSkill(sk persistence.Skill) skillView {
 // 4.2 rule 7), so that every spelling of one tool names one skill.
 func skillKey(c *Call) string { return canonical.NormalizeIdentifier(c.Param("skill_key")) }
 
+// invalidate drops a cached skill, policy set or risk setting on every node
+// (a server built without an authorizer, in tests, caches none).
+func (s *Server) invalidate(ctx context.Context, kind, tenantID, key string) {
+	if s.Authorizer != nil {
+		s.Authorizer.Invalidate(ctx, kind, tenantID, key)
+	}
+}
+
+// skillKeys are the keys GET and DELETE try, in order: the normalized key,
+// then the path's own spelling when it differs, so that a skill stored as
+// typed (before keys were normalized) can still be read and removed.
+func skillKeys(c *Call) []string {
+	if raw, key := c.Param("skill_key"), skillKey(c); raw != key {
+		return []string{key, raw}
+	}
+	return []string{skillKey(c)}
+}
+
 // compileErr is the 422 for a module that does not compile (CONTRACT §6).
 func (s *Server) compileErr(name, rego string) error {
 	errs := s.Policy.CompileTenant(name, rego)
@@ -127,7 +145,7 @@ func (s *Server) policyChanged(ctx context.Context, tenantID string) {
 	if err := s.Authorizer.PreparePolicies(ctx, tenantID); err != nil {
 		s.log.Error("preparing the tenant's policies failed; the next authorize retries", "tenant_id", tenantID, "error", err)
 	}
-	s.Authorizer.Invalidate(ctx, "policy", tenantID, "-")
+	s.invalidate(ctx, "policy", tenantID, "-")
 }
 
 func (s *Server) registerPolicies() {
@@ -285,7 +303,7 @@ func (s *Server) registerPolicies() {
 				return nil, s.audited(err)
 			}
 			s.auditOK()
-			s.Authorizer.Invalidate(c.Ctx(), "skill", p.TenantID, key)
+			s.invalidate(c.Ctx(), "skill", p.TenantID, key)
 			return viewSkill(sk), nil
 		}})
 	s.register(Route{Method: "GET", Path: "/skills", Access: AccessViewer, Tag: "policies", Resp: []skillView{}, Summary: "The skill registry.",
@@ -299,18 +317,30 @@ func (s *Server) registerPolicies() {
 	s.register(Route{Method: "GET", Path: "/skills/:skill_key", Access: AccessViewer, Tag: "policies", Resp: skillView{}, Errors: []int{404},
 		Summary: "One skill.",
 		Handle: func(c *Call) (any, error) {
-			sk, err := s.Store.GetSkill(c.Ctx(), c.Principal.TenantID, skillKey(c))
-			if err != nil {
-				return nil, orNotFound(err, "skill")
+			var err error
+			for _, key := range skillKeys(c) {
+				var sk persistence.Skill
+				if sk, err = s.Store.GetSkill(c.Ctx(), c.Principal.TenantID, key); err == nil {
+					return viewSkill(sk), nil
+				}
+				if !errors.Is(err, persistence.ErrNotFound) {
+					break
+				}
 			}
-			return viewSkill(sk), nil
+			return nil, orNotFound(err, "skill")
 		}})
 	s.register(Route{Method: "DELETE", Path: "/skills/:skill_key", Access: AccessAdmin, Tag: "policies", Status: 204, Errors: []int{404},
 		Summary: "Remove a skill.",
 		Handle: func(c *Call) (any, error) {
 			p := c.Principal
-			key := skillKey(c)
-			err := s.Store.DeleteSkill(c.Ctx(), p.TenantID, key, auditEvent(p, p.TenantID, "config_change", "skill_deleted", "", map[string]any{"skill_key": key}))
+			var key string
+			var err error
+			for _, key = range skillKeys(c) {
+				err = s.Store.DeleteSkill(c.Ctx(), p.TenantID, key, auditEvent(p, p.TenantID, "config_change", "skill_deleted", "", map[string]any{"skill_key": key}))
+				if !errors.Is(err, persistence.ErrNotFound) {
+					break
+				}
+			}
 			if errors.Is(err, persistence.ErrNotFound) {
 				return nil, notFound("skill")
 			}
@@ -318,7 +348,7 @@ func (s *Server) registerPolicies() {
 				return nil, s.audited(err)
 			}
 			s.auditOK()
-			s.Authorizer.Invalidate(c.Ctx(), "skill", p.TenantID, key)
+			s.invalidate(c.Ctx(), "skill", p.TenantID, key)
 			return nil, nil
 		}})
 
@@ -352,7 +382,7 @@ func (s *Server) registerPolicies() {
 				return nil, s.audited(err)
 			}
 			s.auditOK()
-			s.Authorizer.Invalidate(c.Ctx(), "risk", p.TenantID, "-")
+			s.invalidate(c.Ctx(), "risk", p.TenantID, "-")
 			return weightsView(w), nil
 		}})
 	s.register(Route{Method: "GET", Path: "/tenants/risk-escalation", Access: AccessViewer, Tag: "tenants", Resp: riskEscalation{},
@@ -381,7 +411,7 @@ func (s *Server) registerPolicies() {
 				return nil, s.audited(err)
 			}
 			s.auditOK()
-			s.Authorizer.Invalidate(c.Ctx(), "risk", p.TenantID, "-")
+			s.invalidate(c.Ctx(), "risk", p.TenantID, "-")
 			return *b, nil
 		}})
 	s.register(Route{Method: "GET", Path: "/tenants/stats", Access: AccessViewer, Tag: "tenants", Resp: statsView{},
