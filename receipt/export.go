@@ -26,8 +26,11 @@ type exportHeader struct {
 	PublicKey *string `json:"public_key"`
 	Count     *int    `json:"count"`
 	HeadHash  string  `json:"head_hash"`
-	// HeadSeq is the stored chain head's seq (absent in exports written
-	// before it was added; then only head_hash is checked).
+	// HeadSeq is the stored chain head's seq. It is absent in unsigned
+	// exports written before it was added, whose head is then checked by
+	// head_hash alone; a signed export written before header_signature was
+	// added is refused (parseHeader): accepting a signed header without its
+	// signature would let a rewritten header pass.
 	HeadSeq *int64 `json:"head_seq,omitempty"`
 	// HeaderSignature signs the header's other members (headerMessage) with
 	// the receipts' key; present exactly when the export is signed. Without
