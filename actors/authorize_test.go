@@ -53,6 +53,20 @@ func readCaller(t *testing.T, store persistence.Store, tenant string, auth *Auth
 	}
 }
 
+// firstCall makes an agent's first call, which must be allowed, and returns
+// the actor it spawned (key is tenant/agent).
+func firstCall(t *testing.T, auth *Authorizer, key string, call func(context.Context) messages.AuthorizeOutcome) *actorRef {
+	t.Helper()
+	if out := call(context.Background()); out.Response == nil || out.Response.Decision != "allow" {
+		t.Fatalf("first call = %+v %+v", out.Response, out.Failure)
+	}
+	ref, ok := auth.agents.load(key)
+	if !ok {
+		t.Fatal("no agent actor after a call")
+	}
+	return ref
+}
+
 // Agent actors stop after AgentIdle without calls, so memory follows the
 // active agents, and a call after that spawns the actor again.
 func TestAgentActorsStopWhenIdle(t *testing.T) {
@@ -97,14 +111,8 @@ func TestAgentActorsStopWhenIdle(t *testing.T) {
 func TestDeadLetteredAsksAreAnswered(t *testing.T) {
 	sys, writer, store, tenant, auth := authorizerFixture(t, 0)
 	a, call := readCaller(t, store, tenant, auth)
-	if out := call(context.Background()); out.Response == nil || out.Response.Decision != "allow" {
-		t.Fatalf("first call = %+v %+v", out.Response, out.Failure)
-	}
 	key := tenant + "/" + a.ID
-	live, ok := auth.agents.load(key)
-	if !ok {
-		t.Fatal("no agent actor after a call")
-	}
+	live := firstCall(t, auth, key, call)
 	if err := sys.Root.StopFuture(live.pid).Wait(); err != nil {
 		t.Fatal(err)
 	}

@@ -58,14 +58,8 @@ func TestCallQueuedAsAgentActorStopsIsRetried(t *testing.T) {
 		defer cancel()
 		return read(ctx)
 	}
-	if out := call(); out.Response == nil || out.Response.Decision != "allow" {
-		t.Fatalf("first call = %+v %+v", out.Response, out.Failure)
-	}
 	key := tenant + "/" + a.ID
-	ref, ok := auth.agents.load(key)
-	if !ok {
-		t.Fatal("no agent actor after a call")
-	}
+	ref := firstCall(t, auth, key, read)
 	var out messages.AuthorizeOutcome
 	stopWithQueued(t, sys, ref, func() { out = call() })
 	if out.Response == nil || out.Response.Decision != "allow" {
@@ -142,14 +136,8 @@ func TestReservedApprovalActorStopsAfterSettle(t *testing.T) {
 func TestRequestToAStoppedIncarnationDoesNotReachItsSuccessor(t *testing.T) {
 	sys, _, store, tenant, auth := authorizerFixture(t, 0)
 	a, read := readCaller(t, store, tenant, auth)
-	if out := read(context.Background()); out.Response == nil || out.Response.Decision != "allow" {
-		t.Fatalf("first call = %+v %+v", out.Response, out.Failure)
-	}
 	key := tenant + "/" + a.ID
-	old, ok := auth.agents.load(key)
-	if !ok {
-		t.Fatal("no agent actor after a call")
-	}
+	old := firstCall(t, auth, key, read)
 	sys.Root.Send(old.pid, &actor.ReceiveTimeout{}) // stops as when idle
 	select {
 	case <-old.stopped:
