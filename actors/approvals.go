@@ -148,30 +148,23 @@ func (a *Approvals) Settle(tenantID, id string, consumed bool) {
 // ask runs one operation on the approval's actor, on a fresh actor when it
 // reaches one stopping for idleness (incarnation.go).
 func (a *Approvals) ask(ctx context.Context, tenantID, id string, req *approvalReq) (approvalRes, error) {
-	deadline := time.Now().Add(10 * time.Second)
-	if dl, ok := ctx.Deadline(); ok {
-		deadline = dl
-	}
 	key := tenantID + "/" + id
-	for range 3 {
-		ref, err := a.actors.get(a.system, key, approvalActorPrefix+key, a.props(tenantID, id))
-		if err != nil {
-			return approvalRes{}, fmt.Errorf("%w: approval actor: %w", persistence.ErrUnavailable, err)
-		}
-		q := *req
-		q.reply = make(chan approvalRes, 1)
-		a.system.Root.Send(ref.pid, &q)
-		r, err := awaitUnlessGone(q.reply, ref.stopped, max(time.Until(deadline), time.Millisecond))
-		if errors.Is(err, actor.ErrDeadLetter) || errors.Is(r.err, actor.ErrDeadLetter) {
-			a.actors.drop(key, ref)
-			continue
-		}
-		if err != nil {
-			return approvalRes{}, fmt.Errorf("%w: approval actor: %w", persistence.ErrUnavailable, err)
-		}
-		return r, r.err
+	r, err := askIncarnation(&a.actors, key,
+		func() (*actorRef, error) {
+			return a.actors.get(a.system, key, approvalActorPrefix+key, a.props(tenantID, id))
+		},
+		askDeadline(ctx),
+		func(pid *actor.PID) chan approvalRes {
+			q := *req
+			q.reply = make(chan approvalRes, 1)
+			a.system.Root.Send(pid, &q)
+			return q.reply
+		},
+		func(r approvalRes) bool { return errors.Is(r.err, actor.ErrDeadLetter) })
+	if err != nil {
+		return approvalRes{}, fmt.Errorf("%w: approval actor: %w", persistence.ErrUnavailable, err)
 	}
-	return approvalRes{}, fmt.Errorf("%w: approval actor unavailable", persistence.ErrUnavailable)
+	return r, r.err
 }
 
 func (a *Approvals) props(tenantID, id string) func(*actorRef) *actor.Props {

@@ -406,35 +406,20 @@ func (a *Authorizer) LiveAgents() int { return a.agents.len() }
 // A call that reaches an actor stopping for idleness is dead-lettered or
 // dropped (incarnation.go); either way it goes to a fresh actor.
 func (a *Authorizer) askAgent(ctx context.Context, m *messages.Authorize) (*draft, error) {
-	deadline := time.Now().Add(10 * time.Second)
-	if dl, ok := ctx.Deadline(); ok {
-		deadline = dl
-	}
 	key := m.TenantID + "/" + m.AgentID
-	for attempt := 0; attempt < 3; attempt++ {
-		ref, ok := a.agents.load(key)
-		if !ok {
-			var err error
-			if ref, err = a.agents.get(a.system, key, "agent/"+key, a.agentProps(key)); err != nil {
-				return nil, err
-			}
-		}
-		q := &agentAsk{m: m, reply: make(chan agentAnswer, 1)}
-		a.system.Root.Send(ref.pid, q)
-		res, err := awaitUnlessGone(q.reply, ref.stopped, max(time.Until(deadline), time.Millisecond))
-		if err == nil {
-			err = res.err
-		}
-		if errors.Is(err, actor.ErrDeadLetter) {
-			a.agents.drop(key, ref)
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return res.d, nil
+	res, err := askIncarnation(&a.agents, key,
+		func() (*actorRef, error) { return a.agents.get(a.system, key, "agent/"+key, a.agentProps(key)) },
+		askDeadline(ctx),
+		func(pid *actor.PID) chan agentAnswer {
+			q := &agentAsk{m: m, reply: make(chan agentAnswer, 1)}
+			a.system.Root.Send(pid, q)
+			return q.reply
+		},
+		func(r agentAnswer) bool { return errors.Is(r.err, actor.ErrDeadLetter) })
+	if err == nil {
+		err = res.err
 	}
-	return nil, errors.New("actors: agent actor unavailable")
+	return res.d, err
 }
 
 func (a *Authorizer) agentProps(key string) func(*actorRef) *actor.Props {

@@ -1,9 +1,12 @@
 package actors
 
 import (
+	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -78,4 +81,44 @@ func (t *actorTable) len() int {
 	n := 0
 	t.m.Range(func(_, _ any) bool { n++; return true })
 	return n
+}
+
+// errIncarnationsGone is askIncarnation's error when every incarnation it
+// asked stopped without answering.
+var errIncarnationsGone = errors.New("actors: actor unavailable: every incarnation asked stopped")
+
+// askDeadline is ctx's deadline, or 10 s from now without one.
+func askDeadline(ctx context.Context) time.Time {
+	if dl, ok := ctx.Deadline(); ok {
+		return dl
+	}
+	return time.Now().Add(10 * time.Second)
+}
+
+// askIncarnation sends a request (send returns its reply channel) to key's
+// live incarnation, spawning one with spawn when there is none (only then:
+// a name and props allocate), and awaits the answer until deadline. A
+// request that reaches an incarnation as it stops is dead-lettered (its
+// answer reports it: dead) or dropped (the incarnation's stopped channel
+// closes first); either way it goes to a fresh incarnation, three tries in
+// all.
+func askIncarnation[R any](t *actorTable, key string, spawn func() (*actorRef, error), deadline time.Time,
+	send func(*actor.PID) chan R, dead func(R) bool) (R, error) {
+	var zero R
+	for range 3 {
+		ref, ok := t.load(key)
+		if !ok {
+			var err error
+			if ref, err = spawn(); err != nil {
+				return zero, err
+			}
+		}
+		r, err := awaitUnlessGone(send(ref.pid), ref.stopped, max(time.Until(deadline), time.Millisecond))
+		if errors.Is(err, actor.ErrDeadLetter) || (err == nil && dead(r)) {
+			t.drop(key, ref)
+			continue
+		}
+		return r, err
+	}
+	return zero, errIncarnationsGone
 }
