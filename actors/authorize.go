@@ -81,6 +81,7 @@ type Authorizer struct {
 
 	bestEffortFailures atomic.Uint64
 	decisions          atomic.Uint64
+	earlyAnswers       atomic.Uint64
 	refusals           atomic.Uint64
 }
 
@@ -241,6 +242,10 @@ func (a *Authorizer) Stats() (decisions, bestEffortFailures, refusals uint64) {
 	}
 	return a.decisions.Load(), lost, a.refusals.Load()
 }
+
+// EarlyAnswers counts the decisions answered before their commit (low-risk
+// read-only allows on a lone node, SPEC 4.2 rule 10), for /metrics.
+func (a *Authorizer) EarlyAnswers() uint64 { return a.earlyAnswers.Load() }
 
 // ---- the request path ----
 
@@ -441,6 +446,9 @@ func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft
 		commitErr = err
 	} else {
 		commitErr, receiptHash = c.Err, c.ReceiptHash
+		if c.Early && c.Err == nil {
+			a.earlyAnswers.Add(1)
+		}
 	}
 	a.decisions.Add(1)
 	if d.approvalID != "" {

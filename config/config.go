@@ -97,6 +97,10 @@ type Config struct {
 
 	AuditBatchSize  int           // SVC_AUDIT_BATCH_SIZE
 	AuditBatchFlush time.Duration // SVC_AUDIT_BATCH_FLUSH_MS (milliseconds)
+	// EarlyAnswer is SVC_EARLY_ANSWER: on a lone node, low-risk read-only
+	// allows are answered once their receipt is sealed, before their commit
+	// (SPEC 4.2 rule 10). A clustered node never answers early.
+	EarlyAnswer bool
 	// EarlyCommitWait is SVC_EARLY_COMMIT_WAIT_MS (milliseconds; 0 commits
 	// each early-answered allow at once).
 	EarlyCommitWait time.Duration
@@ -200,6 +204,7 @@ func Settings() []Setting {
 		{"SVC_MAX_CONCURRENT_REQUESTS", "1000", "concurrent requests; excess requests get 503"},
 		{"SVC_AUDIT_BATCH_SIZE", "100", "early flush of buffered audit events"},
 		{"SVC_AUDIT_BATCH_FLUSH_MS", "500", "timer flush of buffered audit events, milliseconds"},
+		{"SVC_EARLY_ANSWER", "true", "on a lone node, answer low-risk read-only allows once their receipt is sealed, before it is committed (SPEC 4.2 rule 10): a crash can lose up to SVC_EARLY_COMMIT_WAIT_MS of them, each already answered; false answers every decision after its commit. A node with SVC_CLUSTER=true never answers early"},
 		{"SVC_EARLY_COMMIT_WAIT_MS", "20", "longest wait of a low-risk read allow that was answered before its commit (SPEC 4.2 rule 10) for a transaction to share, milliseconds; such writes go at once with any write whose caller waits, a read that needs them, or 64 of them; 0 commits each at once"},
 		{"SVC_LEADER_ELECTION_INTERVAL_SECS", "5", "leader lease renewal"},
 		{"SVC_LEADER_LEASE_SECS", "20", "leader lease length; must exceed the election interval"},
@@ -328,6 +333,7 @@ func validate(env environment) (*Config, []error) {
 
 	c.AuditBatchSize = v.count("SVC_AUDIT_BATCH_SIZE", 1)
 	c.AuditBatchFlush = v.duration("SVC_AUDIT_BATCH_FLUSH_MS", time.Millisecond, 1)
+	c.EarlyAnswer = v.boolean("SVC_EARLY_ANSWER")
 	c.EarlyCommitWait = v.duration("SVC_EARLY_COMMIT_WAIT_MS", time.Millisecond, 0)
 
 	c.LeaderElectionInterval = v.seconds("SVC_LEADER_ELECTION_INTERVAL_SECS", 1)

@@ -73,6 +73,13 @@ func newMetrics(s *Server) *metrics {
 			_, f, _ := s.Authorizer.Stats()
 			return float64(f)
 		}),
+		counter("svc_authorize_early_answers_total", "Decisions answered before their commit: low-risk read-only allows on a lone node with SVC_EARLY_ANSWER (SPEC 4.2 rule 10).",
+			func() float64 {
+				if s.Authorizer == nil {
+					return 0
+				}
+				return float64(s.Authorizer.EarlyAnswers())
+			}),
 		counter("svc_receipts_resealed_total", "Early-sealed receipts resealed because a write before them failed (their early answer's receipt_hash is not the stored one).",
 			func() float64 {
 				if s.Resealed == nil {

@@ -231,148 +231,165 @@ func TestE2EReliability(t *testing.T) {
 			}
 		})
 
-		t.Run("SIGKILL under load loses no acknowledged receipt", func(t *testing.T) {
-			dbURL := dbURLFor(t, backend)
-			k := startServerOn(t, dbURL, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000"})
-			_, admin := k.tenant(t, "rel-kill-"+uniq())
-			// A high-risk read is a protected call: answered only after its
-			// receipt is durable, like every mutating call (SPEC 4.2 rule 10).
-			k.want(t, 200, "PUT", "/v2/skills/vault", admin, map[string]any{"actions": map[string]any{
-				"read": map[string]any{"risk": "high", "mutates_state": false}}})
-			bodies := []struct {
-				kind string
-				body []byte
-			}{
-				{"mutating deny", azJSON(t, azUntrustedWrite(nil))},
-				{"protected read allow", azJSON(t, azBody("vault", "read", false, azSigned, nil))},
-				{"low-risk read allow", azJSON(t, azRead(nil))},
+		// By default a low-risk read allow may be answered before its
+		// receipt is durable (SPEC 4.2 rule 10); with SVC_EARLY_ANSWER=false
+		// every acknowledged receipt must survive the kill.
+		for _, strict := range []bool{false, true} {
+			name := "SIGKILL under load loses no acknowledged receipt"
+			env := map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000"}
+			if strict {
+				name += ", none at all with SVC_EARLY_ANSWER=false"
+				env["SVC_EARLY_ANSWER"] = "false"
 			}
-			// An answered request_id is answered again after the crash.
-			_, idemTok := k.agent(t, admin, "idempotent", nil)
-			rid := "before-kill-" + uniq()
-			answered := azDecide(t, k, idemTok, azTrustedWrite(map[string]any{"request_id": rid}), "allow", "")
+			t.Run(name, func(t *testing.T) { killUnderLoad(t, backend, env, strict) })
+		}
+	})
+}
 
-			const workers = 8
-			var toks []string
-			for i := range workers {
-				_, tok := k.agent(t, admin, fmt.Sprintf("worker-%d", i), nil)
-				toks = append(toks, tok)
-			}
-			type ack struct{ receipt, kind string }
-			var (
-				mu         sync.Mutex
-				acks       []ack
-				unexpected []string
-				stop       atomic.Bool
-				wg         sync.WaitGroup
-			)
-			client := azClient(workers)
-			for w := range workers {
-				wg.Go(func() {
-					for i := w; !stop.Load(); i++ {
-						b := bodies[i%len(bodies)]
-						r := azSend(client, k.base, toks[w], b.body)
-						if r.err != nil {
-							continue // the process was killed under this call
-						}
-						mu.Lock()
-						if rid, _ := r.body["receipt_id"].(string); r.status == 200 && rid != "" {
-							acks = append(acks, ack{rid, b.kind})
-						} else if !stop.Load() {
-							unexpected = append(unexpected, fmt.Sprintf("%s: %d %s", b.kind, r.status, r.raw))
-						}
-						mu.Unlock()
-					}
-				})
-			}
-			checkFor(t, 20*time.Second, "1000 acknowledged decisions under load", func() bool {
+// killUnderLoad drives three kinds of call from 8 workers, SIGKILLs the
+// server after 1000 acknowledged decisions, restarts it on the same
+// database, and checks every acknowledged receipt and the chain; strict
+// also refuses any lost low-risk read allow.
+func killUnderLoad(t *testing.T, backend string, env map[string]string, strict bool) {
+	dbURL := dbURLFor(t, backend)
+	k := startServerOn(t, dbURL, env)
+	_, admin := k.tenant(t, "rel-kill-"+uniq())
+	// A high-risk read is a protected call: answered only after its
+	// receipt is durable, like every mutating call (SPEC 4.2 rule 10).
+	k.want(t, 200, "PUT", "/v2/skills/vault", admin, map[string]any{"actions": map[string]any{
+		"read": map[string]any{"risk": "high", "mutates_state": false}}})
+	bodies := []struct {
+		kind string
+		body []byte
+	}{
+		{"mutating deny", azJSON(t, azUntrustedWrite(nil))},
+		{"protected read allow", azJSON(t, azBody("vault", "read", false, azSigned, nil))},
+		{"low-risk read allow", azJSON(t, azRead(nil))},
+	}
+	// An answered request_id is answered again after the crash.
+	_, idemTok := k.agent(t, admin, "idempotent", nil)
+	rid := "before-kill-" + uniq()
+	answered := azDecide(t, k, idemTok, azTrustedWrite(map[string]any{"request_id": rid}), "allow", "")
+
+	const workers = 8
+	var toks []string
+	for i := range workers {
+		_, tok := k.agent(t, admin, fmt.Sprintf("worker-%d", i), nil)
+		toks = append(toks, tok)
+	}
+	type ack struct{ receipt, kind string }
+	var (
+		mu         sync.Mutex
+		acks       []ack
+		unexpected []string
+		stop       atomic.Bool
+		wg         sync.WaitGroup
+	)
+	client := azClient(workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; !stop.Load(); i++ {
+				b := bodies[i%len(bodies)]
+				r := azSend(client, k.base, toks[w], b.body)
+				if r.err != nil {
+					continue // the process was killed under this call
+				}
 				mu.Lock()
-				defer mu.Unlock()
-				return len(acks) >= 1000
-			})
-			if err := k.cmd.Process.Kill(); err != nil {
-				t.Fatalf("SIGKILL: %v", err)
+				if rid, _ := r.body["receipt_id"].(string); r.status == 200 && rid != "" {
+					acks = append(acks, ack{rid, b.kind})
+				} else if !stop.Load() {
+					unexpected = append(unexpected, fmt.Sprintf("%s: %d %s", b.kind, r.status, r.raw))
+				}
+				mu.Unlock()
 			}
-			<-k.done
-			stop.Store(true)
-			wg.Wait()
-			client.CloseIdleConnections()
-			mu.Lock()
-			collected := append([]ack(nil), acks...)
-			if len(unexpected) > 0 {
-				t.Errorf("%d unexpected answers before the kill, first: %s", len(unexpected), unexpected[0])
-			}
-			mu.Unlock()
+		})
+	}
+	checkFor(t, 20*time.Second, "1000 acknowledged decisions under load", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acks) >= 1000
+	})
+	if err := k.cmd.Process.Kill(); err != nil {
+		t.Fatalf("SIGKILL: %v", err)
+	}
+	<-k.done
+	stop.Store(true)
+	wg.Wait()
+	client.CloseIdleConnections()
+	mu.Lock()
+	collected := append([]ack(nil), acks...)
+	if len(unexpected) > 0 {
+		t.Errorf("%d unexpected answers before the kill, first: %s", len(unexpected), unexpected[0])
+	}
+	mu.Unlock()
 
-			k2 := startServerOn(t, dbURL, nil)
-			vc := azClient(8)
-			defer vc.CloseIdleConnections()
-			var missing, invalid, lowRiskLost atomic.Int64
-			var firstProblem atomic.Value
-			jobs := make(chan ack)
-			var vwg sync.WaitGroup
-			for range 8 {
-				vwg.Go(func() {
-					for a := range jobs {
-						req, _ := http.NewRequest("GET", k2.base+"/v2/receipts/"+a.receipt+"/verify", nil)
-						req.Header.Set("Authorization", "Bearer "+admin)
-						resp, err := vc.Do(req)
-						if err != nil {
-							firstProblem.CompareAndSwap(nil, err.Error())
-							missing.Add(1)
-							continue
-						}
-						raw, _ := io.ReadAll(resp.Body)
-						_ = resp.Body.Close()
-						var v map[string]any
-						_ = json.Unmarshal(raw, &v)
-						switch {
-						case resp.StatusCode == 404 && a.kind == "low-risk read allow":
-							// SPEC 4.2 rule 10: a low-risk read allow may be
-							// answered before its receipt is durable.
-							lowRiskLost.Add(1)
-						case resp.StatusCode != 200:
-							missing.Add(1)
-							firstProblem.CompareAndSwap(nil, fmt.Sprintf("%s receipt %s: %d %s", a.kind, a.receipt, resp.StatusCode, raw))
-						case v["valid"] != true:
-							invalid.Add(1)
-							firstProblem.CompareAndSwap(nil, fmt.Sprintf("%s receipt %s: %s", a.kind, a.receipt, raw))
-						}
-					}
-				})
-			}
-			for _, a := range collected {
-				jobs <- a
-			}
-			close(jobs)
-			vwg.Wait()
-			if missing.Load() > 0 || invalid.Load() > 0 {
-				t.Errorf("of %d acknowledged receipts, %d missing and %d invalid after SIGKILL and restart; first: %v",
-					len(collected), missing.Load(), invalid.Load(), firstProblem.Load())
-			}
-			if n := lowRiskLost.Load(); n > 0 {
-				t.Logf("%d low-risk read allows were acknowledged but not durable (allowed by SPEC 4.2 rule 10)", n)
-			}
-			chain := obj(t, k2.want(t, 200, "POST", "/v2/receipts/verify-chain", admin, nil))
-			checked, _ := chain["checked"].(float64)
-			if chain["valid"] != true || int(checked) < len(collected)-int(lowRiskLost.Load()) {
-				t.Errorf("chain after restart = %.300v; want valid with at least %d receipts", fmt.Sprint(chain), len(collected))
-			}
-			replay := azDecide(t, k2, idemTok, azTrustedWrite(map[string]any{"request_id": rid}), "allow", "")
-			for _, f := range []string{"decision_id", "receipt_id", "receipt_hash", "action_hash"} {
-				if replay[f] != answered[f] {
-					t.Errorf("request_id replayed after restart: %s %v, want %v", f, replay[f], answered[f])
+	k2 := startServerOn(t, dbURL, nil)
+	vc := azClient(8)
+	defer vc.CloseIdleConnections()
+	var missing, invalid, lowRiskLost atomic.Int64
+	var firstProblem atomic.Value
+	jobs := make(chan ack)
+	var vwg sync.WaitGroup
+	for range 8 {
+		vwg.Go(func() {
+			for a := range jobs {
+				req, _ := http.NewRequest("GET", k2.base+"/v2/receipts/"+a.receipt+"/verify", nil)
+				req.Header.Set("Authorization", "Bearer "+admin)
+				resp, err := vc.Do(req)
+				if err != nil {
+					firstProblem.CompareAndSwap(nil, err.Error())
+					missing.Add(1)
+					continue
+				}
+				raw, _ := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				var v map[string]any
+				_ = json.Unmarshal(raw, &v)
+				switch {
+				case resp.StatusCode == 404 && a.kind == "low-risk read allow" && !strict:
+					// SPEC 4.2 rule 10: a low-risk read allow may be
+					// answered before its receipt is durable.
+					lowRiskLost.Add(1)
+				case resp.StatusCode != 200:
+					missing.Add(1)
+					firstProblem.CompareAndSwap(nil, fmt.Sprintf("%s receipt %s: %d %s", a.kind, a.receipt, resp.StatusCode, raw))
+				case v["valid"] != true:
+					invalid.Add(1)
+					firstProblem.CompareAndSwap(nil, fmt.Sprintf("%s receipt %s: %s", a.kind, a.receipt, raw))
 				}
 			}
-			// The chain goes on from the durable head.
-			azWant(t, k2, toks[0], azUntrustedWrite(nil), 200)
-			after := obj(t, k2.want(t, 200, "POST", "/v2/receipts/verify-chain", admin, nil))
-			if after["valid"] != true || after["checked"] != checked+1 {
-				t.Errorf("chain after one more decision = %.300v; want valid with %d receipts", fmt.Sprint(after), int(checked)+1)
-			}
-			t.Logf("%d acknowledged receipts before SIGKILL, %d in the chain after restart", len(collected), int(checked))
 		})
-	})
+	}
+	for _, a := range collected {
+		jobs <- a
+	}
+	close(jobs)
+	vwg.Wait()
+	if missing.Load() > 0 || invalid.Load() > 0 {
+		t.Errorf("of %d acknowledged receipts, %d missing and %d invalid after SIGKILL and restart; first: %v",
+			len(collected), missing.Load(), invalid.Load(), firstProblem.Load())
+	}
+	if n := lowRiskLost.Load(); n > 0 {
+		t.Logf("%d low-risk read allows were acknowledged but not durable (allowed by SPEC 4.2 rule 10)", n)
+	}
+	chain := obj(t, k2.want(t, 200, "POST", "/v2/receipts/verify-chain", admin, nil))
+	checked, _ := chain["checked"].(float64)
+	if chain["valid"] != true || int(checked) < len(collected)-int(lowRiskLost.Load()) {
+		t.Errorf("chain after restart = %.300v; want valid with at least %d receipts", fmt.Sprint(chain), len(collected))
+	}
+	replay := azDecide(t, k2, idemTok, azTrustedWrite(map[string]any{"request_id": rid}), "allow", "")
+	for _, f := range []string{"decision_id", "receipt_id", "receipt_hash", "action_hash"} {
+		if replay[f] != answered[f] {
+			t.Errorf("request_id replayed after restart: %s %v, want %v", f, replay[f], answered[f])
+		}
+	}
+	// The chain goes on from the durable head.
+	azWant(t, k2, toks[0], azUntrustedWrite(nil), 200)
+	after := obj(t, k2.want(t, 200, "POST", "/v2/receipts/verify-chain", admin, nil))
+	if after["valid"] != true || after["checked"] != checked+1 {
+		t.Errorf("chain after one more decision = %.300v; want valid with %d receipts", fmt.Sprint(after), int(checked)+1)
+	}
+	t.Logf("%d acknowledged receipts before SIGKILL, %d in the chain after restart", len(collected), int(checked))
 }
 
 // azProxy is a TCP proxy in front of Postgres whose link can be cut: while
@@ -696,5 +713,49 @@ func TestE2EReliabilityPostgresRestart(t *testing.T) {
 	azRecover(t, s, admin, tok)
 	if m := obj(t, s.want(t, 200, "GET", "/health", "", nil)); m["db"] != "up" {
 		t.Errorf("/health after restart = %v", m)
+	}
+}
+
+// TestE2EEarlyAnswerSetting: a lone node answers low-risk read-only allows
+// before their commit (SPEC 4.2 rule 10) unless SVC_EARLY_ANSWER=false, with
+// which every decision is answered after its commit. The metric counts the
+// early answers; every receipt answered is verifiable either way.
+func TestE2EEarlyAnswerSetting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		early bool
+	}{
+		{"default answers early", nil, true},
+		{"false answers after the commit", map[string]string{"SVC_EARLY_ANSWER": "false"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, "sqlite", tc.env)
+			_, admin := s.tenant(t, "early-"+uniq())
+			_, tok := s.agent(t, admin, "reader", nil)
+			var receipts []string
+			// The first write of a tenant reads its chain head and is never
+			// answered early; the reads after it can be.
+			for i := range 6 {
+				body := azRead(nil)
+				if i == 0 {
+					body = azTrustedWrite(nil)
+				}
+				r := azDecide(t, s, tok, body, "allow", "")
+				receipts = append(receipts, r["receipt_id"].(string))
+			}
+			early := metricValue(t, s, "svc_authorize_early_answers_total")
+			if tc.early && early < 1 || !tc.early && early != 0 {
+				t.Errorf("svc_authorize_early_answers_total = %v after 5 low-risk reads; early answers wanted: %v", early, tc.early)
+			}
+			for _, id := range receipts {
+				v := obj(t, s.want(t, 200, "GET", "/v2/receipts/"+id+"/verify", admin, nil))
+				if v["valid"] != true {
+					t.Errorf("receipt %s: %v", id, v)
+				}
+			}
+		})
 	}
 }

@@ -106,7 +106,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// synchronous invalidation (persistence.CachedStore).
 		store = persistence.NewCachedStore(store, 100_000)
 		if cfg.DBBackend == config.BackendPostgres && cmd == "serve" {
-			log.Warn("SVC_CLUSTER is false: this node caches agent tokens and answers low-risk allows early, as a lone node; "+
+			log.Warn("SVC_CLUSTER is false: this node caches agent tokens and seals receipts on arrival (and answers low-risk allows early unless SVC_EARLY_ANSWER=false), as a lone node; "+
 				"if another node shares this database, set SVC_CLUSTER=true on every node", "cache_lifetime", persistence.CacheLifetime)
 		}
 	}
@@ -298,7 +298,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	authorizer, err := actors.NewAuthorizer(system, store, shared, engine, writerPID, bus, heartbeat, actors.AuthorizerOptions{
 		RateCapacity: cfg.RateLimitCapacity, RateRefill: cfg.RateLimitRefillRate, QuotaLimit: cfg.QuotaLimit, QuotaWindow: cfg.QuotaWindow,
 		ReplayWindow: cfg.ReplayWindow, SkillCacheCapacity: cfg.SkillCacheCapacity, RiskWeightsTTL: cfg.RiskWeightsCacheTTL,
-		CommitTimeout: cfg.RequestTimeout, EarlyAnswer: !cfg.Cluster, Lost: &earlyLost, Pending: earlyPending,
+		CommitTimeout: cfg.RequestTimeout, EarlyAnswer: !cfg.Cluster && cfg.EarlyAnswer, Lost: &earlyLost, Pending: earlyPending,
 		Approvals: approvals}, log.Named("authorize"))
 	if err != nil {
 		return err
