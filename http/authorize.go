@@ -3,6 +3,7 @@ package httpapi
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"net"
@@ -60,7 +61,18 @@ func (s *Server) authorize(c *Call) (any, error) {
 	switch {
 	case tok == "":
 		return fail(unauthorized("missing bearer token"))
-	case strings.HasPrefix(tok, operatorTokenPrefix) || (s.cfg.SuperAdminEnabled() && tok == s.cfg.AdminToken):
+	case strings.HasPrefix(tok, operatorTokenPrefix):
+		// A live operator token is the wrong kind (403); an unknown or
+		// deleted one is an unknown token (401, counted) like any other.
+		_, err := s.Store.LookupOperatorToken(ctx, hashToken(tok))
+		if errors.Is(err, persistence.ErrNotFound) {
+			return fail(unauthorized("invalid token"))
+		}
+		if err != nil {
+			return nil, err
+		}
+		return nil, forbidden("authorize requires an agent token")
+	case s.cfg.SuperAdminEnabled() && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminToken)) == 1:
 		return nil, forbidden("authorize requires an agent token")
 	case !strings.HasPrefix(tok, agentTokenPrefix):
 		return fail(unauthorized("invalid agent token"))
