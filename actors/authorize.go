@@ -303,6 +303,9 @@ func (a *Authorizer) auditRefusal(m *messages.Authorize, o *messages.AuthorizeOu
 		return
 	}
 	a.refusals.Add(1)
+	if m.Request.DryRun {
+		return // SPEC 4.2 rule 11: a dry run writes no audit row, refused or not
+	}
 	tool := canonical.NormalizeIdentifier(m.Request.ToolCall.Tool)
 	a.system.Root.Send(a.writer, &BufferAudit{Events: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: m.TenantID,
 		EventType: "authorize_refused", Action: f.Code, Actor: "agent:" + m.AgentID, AgentID: m.AgentID, CreatedAt: time.Now().UTC(),

@@ -686,6 +686,23 @@ func TestE2EAuthorize(t *testing.T) {
 				t.Errorf("%d decisions, want 2", total)
 			}
 
+			// A dry run refused before policy writes no audit row either
+			// (rule 11): after a real refusal's event is flushed, it is the
+			// only authorize_refused event (one buffer, written in order).
+			_, etok := s.agent(t, admin, "dry-prod-only", map[string]any{"allowed_environments": []string{"prod"}})
+			for _, dry := range []bool{true, false} {
+				resp, _, raw := azPost(t, s, etok, azRead(map[string]any{"environment": "dev", "dry_run": dry}))
+				if resp.StatusCode != 403 {
+					t.Fatalf("dry_run %v outside the allowed environments: status %d, want 403: %s", dry, resp.StatusCode, raw)
+				}
+			}
+			checkFor(t, 10*time.Second, "the refusal's audit event", func() bool {
+				return len(s.auditEvents(t, admin, "event_type=authorize_refused")) > 0
+			})
+			if n := len(s.auditEvents(t, admin, "event_type=authorize_refused")); n != 1 {
+				t.Errorf("%d authorize_refused events after a refused dry run and a refused call, want 1", n)
+			}
+
 			// A simulated quarantine changes nothing.
 			qid, qtok := s.agent(t, admin, "dry-malicious", nil)
 			q := azDecide(t, s, qtok, azBody("github", "delete_repo", true, azMalicious, map[string]any{"dry_run": true}), "quarantine", "")
