@@ -337,6 +337,17 @@ func (a *Authorizer) claimRequest(ctx context.Context, m *messages.Authorize, ke
 		d, err := a.store.FindDecisionByRequest(ctx, m.TenantID, m.AgentID, *m.Request.RequestID)
 		if err == nil {
 			resp := responseFromDecision(d, m.Request.RequestID)
+			if d.Decision == "require_approval" {
+				// The approval to present goes with the answer (CONTRACT §4);
+				// one deleted since (SVC_APPROVAL_RETENTION_DAYS) is left out.
+				if ap, err := a.store.ApprovalForDecision(ctx, m.TenantID, d.ID); err == nil {
+					expires := ap.ExpiresAt
+					resp.ApprovalID, resp.ApprovalExpiresAt = ap.ID, &expires
+				} else if !errors.Is(err, persistence.ErrNotFound) {
+					a.releaseRequest(key)
+					return failure(status500, "InternalError", "database_unavailable", "the database is unavailable", 1), true
+				}
+			}
 			a.rememberResponse(key, resp)
 			return messages.AuthorizeOutcome{Response: resp, Status: status200}, true
 		}

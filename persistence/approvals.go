@@ -77,6 +77,9 @@ type ApprovalStore interface {
 	GetApproval(ctx context.Context, tenantID, id string) (Approval, error)
 	// ListApprovals lists newest first; agentID "" lists every agent's.
 	ListApprovals(ctx context.Context, tenantID, agentID string, p Page) ([]Approval, error)
+	// ApprovalForDecision returns the approval a require_approval decision
+	// created (ErrNotFound when there is none, or it was deleted).
+	ApprovalForDecision(ctx context.Context, tenantID, decisionID string) (Approval, error)
 	// DecideApproval moves a PENDING, unexpired approval to d.Status:
 	// ErrNotFound when there is none, ErrStateConflict when it is decided
 	// or expired.

@@ -270,6 +270,10 @@ func killUnderLoad(t *testing.T, backend string, env map[string]string, strict b
 	_, idemTok := k.agent(t, admin, "idempotent", nil)
 	rid := "before-kill-" + uniq()
 	answered := azDecide(t, k, idemTok, azTrustedWrite(map[string]any{"request_id": rid}), "allow", "")
+	// ... and a require_approval one with its approval (CONTRACT §4).
+	_, highTok := k.agent(t, admin, "needs-approval", map[string]any{"risk_tier": "high"})
+	ridApproval := "before-kill-approval-" + uniq()
+	pending := azDecide(t, k, highTok, apCall(nil, map[string]any{"request_id": ridApproval}), "require_approval", "")
 
 	const workers = 8
 	var toks []string
@@ -381,6 +385,12 @@ func killUnderLoad(t *testing.T, backend string, env map[string]string, strict b
 	for _, f := range []string{"decision_id", "receipt_id", "receipt_hash", "action_hash"} {
 		if replay[f] != answered[f] {
 			t.Errorf("request_id replayed after restart: %s %v, want %v", f, replay[f], answered[f])
+		}
+	}
+	again := azDecide(t, k2, highTok, apCall(nil, map[string]any{"request_id": ridApproval}), "require_approval", "")
+	for _, f := range []string{"decision_id", "receipt_id", "approval_id", "approval_expires_at"} {
+		if again[f] == nil || again[f] != pending[f] {
+			t.Errorf("require_approval request_id replayed after restart: %s %v, want %v", f, again[f], pending[f])
 		}
 	}
 	// The chain goes on from the durable head.

@@ -59,6 +59,12 @@ func getApprovalTx(ctx context.Context, q Querier, tenantID, id string) (persist
 	return scanApproval(q.QueryRow(ctx, `SELECT `+approvalCols+` FROM approvals WHERE tenant_id = $1 AND id = $2`, tenantID, id))
 }
 
+// ApprovalForDecision implements persistence.ApprovalStore.
+func (s *Store) ApprovalForDecision(ctx context.Context, tenantID, decisionID string) (persistence.Approval, error) {
+	return scanApproval(s.DB.Reader().QueryRow(ctx, `SELECT `+approvalCols+` FROM approvals WHERE tenant_id = $1 AND decision_id = $2`,
+		tenantID, decisionID))
+}
+
 // ListApprovals implements persistence.ApprovalStore.
 func (s *Store) ListApprovals(ctx context.Context, tenantID, agentID string, p persistence.Page) ([]persistence.Approval, error) {
 	q := `SELECT ` + approvalCols + ` FROM approvals WHERE tenant_id = $1`

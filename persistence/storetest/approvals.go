@@ -246,6 +246,18 @@ func testApprovalCreateRead(t *testing.T, s persistence.Store) {
 	if d, err := s.GetDecision(ctx(t), a.ID, w.Decision.ID); err != nil || d.Decision != "require_approval" {
 		t.Fatalf("the approval's decision = %+v, %v", d, err)
 	}
+	// From the decision back to its approval, within its tenant only.
+	byDecision, err := s.ApprovalForDecision(ctx(t), a.ID, w.Decision.ID)
+	if err != nil {
+		t.Fatalf("ApprovalForDecision: %v", err)
+	}
+	sameApproval(t, "ApprovalForDecision", byDecision, want)
+	if _, err := s.ApprovalForDecision(ctx(t), b.ID, w.Decision.ID); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("ApprovalForDecision from another tenant: %v, want ErrNotFound", err)
+	}
+	if _, err := s.ApprovalForDecision(ctx(t), a.ID, "00000000-0000-4000-8000-000000000000"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("ApprovalForDecision of an unknown decision: %v, want ErrNotFound", err)
+	}
 	if st := got.EffectiveStatus(now); st != persistence.ApprovalPending {
 		t.Fatalf("EffectiveStatus before expiry = %s", st)
 	}
