@@ -9,6 +9,8 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3gen"
+
+	"svc/rules/policy"
 )
 
 // registerOpenAPI serves the generated document.
@@ -55,6 +57,21 @@ func errorsFor(rt Route) []int {
 	return out
 }
 
+// policyInputDescription documents the policy input (CONTRACT §6) in the
+// document's description and its PolicyInput schema.
+const policyInputDescription = "The input of every policy module (the embedded base set, SVC_POLICY_FILE and tenant " +
+	"policies), as `input` in Rego: `tenant_id`; `agent` (`id`, `name`, `risk_tier` as the server holds it, after any " +
+	"escalation, never the caller's, and `status`); `tool_call` (`tool`, `action` normalized by percent-decoding, NFC, " +
+	"trimming and lower-casing, `resource` or null, `parameters`); `mutates_state`; `trust_level` (the effective, " +
+	"tightened trust of this hop) and `root_trust_level`; `environment` (\"\" when not given); `skill` (the skill " +
+	"registry's `key`, `description`, `action`, `risk`, `mutates_state`, `approval_required` for the call's tool and " +
+	"action, or null when it is not registered); `mcp` (for tools `mcp:<server_key>`: `server_key`, `server_status`, " +
+	"`tool_status`, `trust_level`; null otherwise). A module (package `svc.policies.<name>`) contributes objects to the " +
+	"set `results`, each with `decision` (allow, deny, require_approval, redact or quarantine), `reason`, optional " +
+	"`policy` (its id in `matched_policies`, by default the module's name) and, for redact, `redact_fields` (paths such as " +
+	"`parameters.card_number`). Outcomes combine as quarantine > deny > require_approval > redact > allow; no result at " +
+	"all is a deny with reason `no_matching_policy`. Example input: testdata/policy/input_example.json in the repository."
+
 // OpenAPI generates the OpenAPI 3.0 document from the routes.
 func (s *Server) OpenAPI() ([]byte, error) {
 	doc := &openapi3.T{
@@ -65,7 +82,8 @@ func (s *Server) OpenAPI() ([]byte, error) {
 				"the Accept header picks the version (application/vnd.svc.v2+json: v2, anything else: v1). Errors use the " +
 				"status envelope (`kind`, `apiVersion`, `status`, `message`, `reason`, `details`, `code`) with a machine-readable " +
 				"`details.error`; reasons map one-to-one to statuses, plus ServiceUnavailable (503) for load shedding and, " +
-				"clustered, an unreachable Valkey; a database failure is InternalError (500). Every GET 200 carries a quoted SHA-256 ETag and answers 304 to a matching If-None-Match."},
+				"clustered, an unreachable Valkey; a database failure is InternalError (500). Every GET 200 carries a quoted SHA-256 ETag and answers 304 to a matching If-None-Match.\n\n" +
+				"Policy input (schema PolicyInput). " + policyInputDescription},
 		Paths: openapi3.NewPaths(),
 		Components: &openapi3.Components{
 			Schemas: openapi3.Schemas{},
@@ -88,6 +106,14 @@ func (s *Server) OpenAPI() ([]byte, error) {
 	}
 	doc.Components.Schemas["Status"] = env
 	statusRef := &openapi3.SchemaRef{Ref: "#/components/schemas/Status"}
+	// The input every policy module sees (CONTRACT §6); an example is
+	// testdata/policy/input_example.json.
+	in, err := schema(policy.Input{})
+	if err != nil {
+		return nil, err
+	}
+	in.Value.Description = policyInputDescription
+	doc.Components.Schemas["PolicyInput"] = in
 
 	for _, rt := range s.routes {
 		op := openapi3.NewOperation()

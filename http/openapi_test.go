@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -80,6 +81,34 @@ func TestOpenAPIDocumentIsValidAndComplete(t *testing.T) {
 		}
 		if doc.OpenAPI != "3.0.3" {
 			t.Fatalf("openapi = %q", doc.OpenAPI)
+		}
+		// The policy input is documented (CONTRACT §6): a schema with every
+		// field of testdata/policy/input_example.json, described in the
+		// document's description.
+		in := doc.Components.Schemas["PolicyInput"]
+		if in == nil || in.Value == nil {
+			t.Fatalf("%s has no PolicyInput schema", path)
+		}
+		raw, err := os.ReadFile("../testdata/policy/input_example.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var example map[string]any
+		if err := json.Unmarshal(raw, &example); err != nil {
+			t.Fatal(err)
+		}
+		for field := range example {
+			if in.Value.Properties[field] == nil {
+				t.Errorf("PolicyInput lacks %s", field)
+			}
+			if !strings.Contains(doc.Info.Description, "`"+field+"`") {
+				t.Errorf("the description does not document the policy input's %s", field)
+			}
+		}
+		for _, field := range []string{"server_key", "server_status", "tool_status", "risk_tier", "approval_required"} {
+			if !strings.Contains(doc.Info.Description, "`"+field+"`") {
+				t.Errorf("the description does not document the policy input's %s", field)
+			}
 		}
 		// Every mounted route is documented: the static table and every
 		// registered route under each prefix.
