@@ -14,6 +14,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -371,14 +372,83 @@ func (s *Server) readBody(c *Call, rt Route) *Error {
 			if te.Field == "" {
 				return badRequest("invalid_json", "request body must be a JSON object")
 			}
-			e := badRequest("invalid_type", "field %s must be %s", te.Field, jsonKind(te.Type))
-			e.Details["field"] = te.Field
+			field := te.Field
+			if p := jsonPathAt(raw, te.Offset); p != "" {
+				field = p // names map keys and array indexes, which te.Field leaves out
+			}
+			e := badRequest("invalid_type", "field %s must be %s", field, jsonKind(te.Type))
+			e.Details["field"] = field
 			return e
 		}
 		return badRequest("invalid_json", "request body is not valid JSON")
 	}
 	c.body = v
 	return nil
+}
+
+// jsonPathAt names the value of raw (a valid JSON object) that
+// encoding/json's UnmarshalTypeError points at: the dotted path of object
+// keys and array indexes (tool_call.tool, actions.deploy.risk, items.2) of
+// the scalar that ends at offset, or of the object or array that opens
+// there. "" when no value matches.
+func jsonPathAt(raw []byte, offset int64) string {
+	type frame struct {
+		object bool
+		key    string // object: the member being read
+		index  int    // array: the next element's index
+		keyed  bool   // object: key read, its value not yet
+	}
+	var stack []frame
+	path := func() string {
+		parts := make([]string, 0, len(stack))
+		for _, f := range stack {
+			if f.object {
+				parts = append(parts, f.key)
+			} else {
+				parts = append(parts, strconv.Itoa(f.index))
+			}
+		}
+		return strings.Join(parts, ".")
+	}
+	// valueDone moves the innermost container past the value just read.
+	valueDone := func() {
+		if n := len(stack); n > 0 {
+			if stack[n-1].object {
+				stack[n-1].keyed = false
+			} else {
+				stack[n-1].index++
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		top := len(stack) - 1
+		if top >= 0 && stack[top].object && !stack[top].keyed {
+			if key, ok := tok.(string); ok {
+				stack[top].key, stack[top].keyed = key, true
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			if top >= 0 && dec.InputOffset() == offset {
+				return path()
+			}
+			stack = append(stack, frame{object: tok == json.Delim('{')})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:top]
+			valueDone()
+		default:
+			if dec.InputOffset() == offset {
+				return path()
+			}
+			valueDone()
+		}
+	}
 }
 
 func jsonKind(t reflect.Type) string {

@@ -294,6 +294,12 @@ func TestE2EAuthorize(t *testing.T) {
 				if e := envelope(t, raw, 400, "v2", "BadRequest"); !strings.HasPrefix(fmt.Sprint(detail(e, "field")), "actions.") {
 					t.Errorf("two action keys that normalize alike: details.field %v", detail(e, "field"))
 				}
+				// A wrong type inside the actions map is named down to its key.
+				_, raw = s.do(t, "PUT", "/v2/skills/typed", admin, map[string]any{"actions": map[string]any{
+					"deploy": map[string]any{"risk": "low", "mutates_state": "yes"}}})
+				if e := envelope(t, raw, 400, "v2", "BadRequest"); detail(e, "field") != "actions.deploy.mutates_state" || detail(e, "error") != "invalid_type" {
+					t.Errorf("mutates_state a string: details %v, want field actions.deploy.mutates_state", e["details"])
+				}
 				s.want(t, 204, "DELETE", "/v2/skills/Danger%20Zone", admin, nil)
 				azDecide(t, s, tok, azBody("danger zone", "wipe", false, azSigned, nil), "allow", "")
 			})
