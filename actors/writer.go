@@ -152,7 +152,23 @@ type GroupWriter struct {
 	auditEvery    time.Duration
 	auditInFlight bool
 	ticker        *ticker
+
+	// failing is set while the database refuses writes (the last batch
+	// failed as busy or unavailable and none of it committed): no early
+	// answers then, and every probeEvery a one-row write (probeWrite)
+	// checks whether writes succeed again, so that the audit writer's
+	// health recovers without waiting for traffic.
+	failing    bool
+	probeWrite func(context.Context) error
+	probeEvery time.Duration
+	probe      *time.Timer
+	probing    bool
 }
+
+// probeDue and probeDone run the write probe while writes fail.
+type probeDue struct{}
+
+type probeDone struct{ err error }
 
 // batchDone reports a finished group commit back to the writer.
 type batchDone struct {
@@ -190,6 +206,9 @@ type WriterOptions struct {
 	// it carried, how long it took (retries included) and whether any of
 	// them failed.
 	Observe func(decisions int, took time.Duration, failed bool)
+	// ProbeEvery is the interval of the write probe while writes fail
+	// (default 1 s).
+	ProbeEvery time.Duration
 }
 
 type barrierWait struct {
@@ -206,12 +225,16 @@ func NewGroupWriter(store persistence.Store, seal persistence.Sealer, health Wri
 	if o.EarlyCommitMax <= 0 {
 		o.EarlyCommitMax = 64
 	}
+	if o.ProbeEvery <= 0 {
+		o.ProbeEvery = time.Second
+	}
 	return func() actor.Actor {
 		return &GroupWriter{store: store, audit: store, seal: seal, health: health, log: log, maxBatch: o.MaxBatch,
 			auditSize: max(o.AuditBatchSize, 1), auditEvery: o.AuditBatchFlush,
 			earlySeal: o.EarlySeal, seal1: seal, heads: map[string]persistence.ChainHead{}, earlyLost: o.EarlyLost,
 			resync:  map[string]bool{},
-			pending: o.Pending, observe: o.Observe, earlyWait: o.EarlyCommitWait, earlyMax: min(o.EarlyCommitMax, o.MaxBatch)}
+			pending: o.Pending, observe: o.Observe, earlyWait: o.EarlyCommitWait, earlyMax: min(o.EarlyCommitMax, o.MaxBatch),
+			probeWrite: store.ProbeWrite, probeEvery: o.ProbeEvery}
 	}
 }
 
@@ -245,6 +268,7 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 		w.maybeStart(ctx)
 	case batchDone:
 		w.inFlight = false
+		w.noteOutcome(ctx, m.errs)
 		w.reply(ctx, m)
 		w.done += int64(len(m.batch))
 		if len(w.resync) > 0 {
@@ -265,14 +289,84 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 			w.log.Warn("buffered audit flush failed; keeping the events", "events", len(m.events), "error", m.err)
 			w.auditBuf = append(m.events, w.auditBuf...)
 		}
+	case probeDue:
+		w.probe = nil
+		w.startProbe(ctx)
+	case probeDone:
+		w.probing = false
+		if w.health != nil {
+			w.health(m.err)
+		}
+		if m.err == nil {
+			w.failing = false
+		} else if w.failing {
+			w.scheduleProbe(ctx)
+		}
 	case *actor.Stopping:
 		w.ticker.Stop()
 		w.stopDue()
+		w.stopProbe()
 		w.drain(ctx)
 	case *actor.Restarting:
 		w.ticker.Stop()
 		w.stopDue()
+		w.stopProbe()
 	}
+}
+
+// noteOutcome tracks whether the database refuses writes: a batch of which
+// nothing committed because the database was busy or unavailable starts the
+// write probe; any committed write ends it.
+func (w *GroupWriter) noteOutcome(ctx actor.Context, errs []error) {
+	refused := false
+	for _, err := range errs {
+		if err == nil {
+			w.failing = false
+			w.stopProbe()
+			return
+		}
+		refused = refused || transient(err)
+	}
+	if refused {
+		w.failing = true
+		w.scheduleProbe(ctx)
+	}
+}
+
+func (w *GroupWriter) scheduleProbe(ctx actor.Context) {
+	if w.probe != nil || w.probing {
+		return
+	}
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	w.probe = time.AfterFunc(w.probeEvery, func() { root.Send(self, probeDue{}) })
+}
+
+func (w *GroupWriter) stopProbe() {
+	if w.probe != nil {
+		w.probe.Stop()
+		w.probe = nil
+	}
+}
+
+// startProbe writes the probe row unless writes succeed again already or a
+// group commit is in flight (its outcome tells as much; the probe is
+// scheduled again if it fails).
+func (w *GroupWriter) startProbe(ctx actor.Context) {
+	if !w.failing || w.probing {
+		return
+	}
+	if w.inFlight {
+		w.scheduleProbe(ctx)
+		return
+	}
+	w.probing = true
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	dispatcher.Schedule(func() {
+		c, cancel := ioContext(5 * time.Second)
+		err := w.probeWrite(c)
+		cancel()
+		root.Send(self, probeDone{err: err})
+	})
 }
 
 // earlyDue ends the wait of deferred early-answered writes.
@@ -456,6 +550,9 @@ func (w *GroupWriter) presealAndMaybeAnswer(ctx actor.Context, m *CommitDecision
 	}
 	w.heads[r.TenantID] = persistence.ChainHead{Seq: r.Seq, Hash: r.Hash}
 	m.sealedAs = r.Hash
+	if m.Early && w.failing {
+		m.Early = false // writes fail: no receipt_id that may never exist
+	}
 	if m.Early && m.awaited() {
 		if w.pending != nil {
 			w.pending.n.Add(1)

@@ -209,6 +209,10 @@ type Store interface {
 	Backend() string
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
+	// ProbeWrite commits a one-row write (the writer_probe table) the way a
+	// group commit writes: the audit writer's check, while its writes fail,
+	// of whether they would succeed again.
+	ProbeWrite(ctx context.Context) error
 	// PoolStats reports the connection pool.
 	PoolStats() PoolStats
 	// SampleAcquire acquires and releases one connection, reporting the wait.

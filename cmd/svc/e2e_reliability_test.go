@@ -526,14 +526,17 @@ func azOutageCall(t testing.TB, s *server, tok string, body map[string]any) (int
 // receipt again, then checks /readyz and the receipt.
 func azRecover(t testing.TB, s *server, admin, tok string) {
 	t.Helper()
+	// The writer probes the database while its writes fail: /readyz
+	// recovers by itself, before any call is made.
+	checkFor(t, 20*time.Second, "/readyz audit_writer ok with no traffic", func() bool {
+		r := azReady(t, s)
+		return r["audit_writer"] == "ok" && r["audit_writer_unhealthy"] == false
+	})
 	var m map[string]any
 	checkFor(t, 20*time.Second, "a mutating allowed call to be answered 200 allow after recovery", func() bool {
 		resp, body, _ := azPost(t, s, tok, azTrustedWrite(nil))
 		m = body
 		return resp.StatusCode == 200 && body["decision"] == "allow" && body["receipt_id"] != nil
-	})
-	checkFor(t, 10*time.Second, "/readyz audit_writer ok", func() bool {
-		return azReady(t, s)["audit_writer"] == "ok"
 	})
 	v := obj(t, s.want(t, 200, "GET", "/v2/receipts/"+str(t, m, "receipt_id")+"/verify", admin, nil))
 	if v["valid"] != true {
@@ -556,8 +559,7 @@ func TestE2EReliabilityPrimaryOutage(t *testing.T) {
 	t.Parallel()
 	forBackends(t, func(t *testing.T, backend string) {
 		if backend != "postgres" {
-			t.Skip("primary outage needs a network database: SQLite is an in-process file, and making it unwritable " +
-				"without breaking reads is not reliable as root (root ignores permissions)")
+			t.Skip("primary outage needs a network database; SQLite's unwritable file is TestE2EReliabilitySQLiteUnwritable")
 		}
 		direct := dbURLFor(t, backend)
 		u, err := url.Parse(direct)
@@ -581,14 +583,19 @@ func TestE2EReliabilityPrimaryOutage(t *testing.T) {
 				t.Errorf("protected call with the primary unreachable: %d %v; want 503 deny audit_writer_unavailable", status, m)
 			}
 		}
-		// A low-risk read may still be allowed on a best-effort record (SPEC
-		// 4.2 rule 10). A lone node answers it when its receipt is sealed,
-		// before the write, so it carries ids whose record may be lost (and is
-		// counted) or land once the database is back; it is never denied.
+		// A low-risk read is still allowed on a best-effort record (SPEC 4.2
+		// rule 10). While the writer knows its writes fail it answers no
+		// early answers, so the read waits for its write, which fails: the
+		// answer carries no decision or receipt ids that would never exist.
 		var earlyRead string
 		if resp, m, raw := azPost(t, s, tok, azRead(nil)); resp.StatusCode == 200 {
 			if m["decision"] != "allow" {
 				t.Errorf("best-effort read during the outage: %s; want allow", raw)
+			}
+			for _, f := range []string{"decision_id", "receipt_id", "receipt_hash"} {
+				if v, ok := m[f]; ok && v != "" {
+					t.Errorf("best-effort read during the outage answered %s %v: no record will have it", f, v)
+				}
 			}
 			earlyRead, _ = m["decision_id"].(string)
 		} else if resp.StatusCode < 500 {
@@ -767,5 +774,66 @@ func TestE2EEarlyAnswerSetting(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestE2EReliabilitySQLiteUnwritable makes the SQLite database and its log
+// immutable (chattr +i: as root, file permissions do not stop writes, and
+// the server holds its files open) under a running gateway: protected calls
+// must fail closed with the 503 deny, a low-risk read is allowed without ids
+// that no record will have, /readyz says audit_writer unhealthy, and once
+// the files are writable again the gateway recovers by itself, /readyz
+// first, with no call made.
+func TestE2EReliabilitySQLiteUnwritable(t *testing.T) {
+	t.Parallel()
+	dbURL := dbURLFor(t, "sqlite")
+	path := strings.TrimPrefix(dbURL, "sqlite://")
+	s := startServerOn(t, dbURL, nil)
+	_, admin := s.tenant(t, "rel-readonly-"+uniq())
+	_, tok := s.agent(t, admin, "steady", nil)
+	azDecide(t, s, tok, azTrustedWrite(nil), "allow", "")
+	before := len(azDecisions(t, s, admin))
+
+	immutable := func(on bool) error {
+		flag := "-i"
+		if on {
+			flag = "+i"
+		}
+		out, err := exec.Command("chattr", flag, path, path+"-wal").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("chattr %s: %w %s", flag, err, out)
+		}
+		return nil
+	}
+	if err := immutable(true); err != nil {
+		t.Skipf("cannot make the database immutable here (needs root and a file system with attributes): %v", err)
+	}
+	t.Cleanup(func() { _ = immutable(false) })
+
+	for _, body := range []map[string]any{azTrustedWrite(nil), azUntrustedWrite(nil)} {
+		status, m := azOutageCall(t, s, tok, body)
+		if status != 503 || m["decision"] != "deny" || m["reason"] != "audit_writer_unavailable" {
+			t.Errorf("protected call with the database unwritable: %d %v; want 503 deny audit_writer_unavailable", status, m)
+		}
+	}
+	resp, m, raw := azPost(t, s, tok, azRead(nil))
+	if resp.StatusCode != 200 || m["decision"] != "allow" {
+		t.Errorf("best-effort read with the database unwritable: %d %s; want 200 allow", resp.StatusCode, raw)
+	}
+	for _, f := range []string{"decision_id", "receipt_id", "receipt_hash"} {
+		if v, ok := m[f]; ok && v != "" {
+			t.Errorf("best-effort read with the database unwritable answered %s %v: no record will have it", f, v)
+		}
+	}
+	if ready := azReady(t, s); ready["audit_writer"] != "unhealthy" || ready["audit_writer_unhealthy"] != true {
+		t.Errorf("/readyz with the database unwritable = %v; want audit_writer unhealthy", ready)
+	}
+
+	if err := immutable(false); err != nil {
+		t.Fatal(err)
+	}
+	azRecover(t, s, admin, tok)
+	if after := len(azDecisions(t, s, admin)); after != before+1 {
+		t.Errorf("%d decisions after recovery, want %d (the recovery call only)", after, before+1)
 	}
 }

@@ -536,6 +536,16 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
 	})
 }
 
+// ProbeWrite implements persistence.Store: one row, rewritten in a write
+// transaction on the writer's connection.
+func (s *Store) ProbeWrite(ctx context.Context) error {
+	return s.DB.Tx(ctx, func(q Querier) error {
+		_, err := q.Exec(ctx, `INSERT INTO writer_probe (id, probed_at) VALUES (1, $1)
+			ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at`, now().Format(TimeLayout))
+		return err
+	})
+}
+
 // ---- helpers ----
 
 // seqRow scans a leading seq column and hands the rest to the inner scan.

@@ -32,6 +32,7 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"heartbeats keep the latest time", testHeartbeats},
 		{"audit listing, filter, search and cursor", testAudit},
 		{"leader lease is exclusive until it expires", testLease},
+		{"the write probe commits, again and again", testProbeWrite},
 		{"concurrent writers all land", testConcurrentWrites},
 		{"ping and pool stats", testPing},
 	}
@@ -409,6 +410,14 @@ func testAudit(t *testing.T, s persistence.Store) {
 	p3, _ := s.ListAudit(ctx(t), a.ID, persistence.AuditFilter{}, persistence.Page{Limit: 3, After: p2[2].Seq})
 	if len(p3) != 1 || p3[0].Action != "tenant_created" {
 		t.Fatalf("last page = %+v", p3)
+	}
+}
+
+func testProbeWrite(t *testing.T, s persistence.Store) {
+	for i := range 3 {
+		if err := s.ProbeWrite(ctx(t)); err != nil {
+			t.Fatalf("ProbeWrite %d: %v", i+1, err)
+		}
 	}
 }
 
