@@ -491,6 +491,7 @@ func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft
 	}
 	resp := d.response
 	resp.ReceiptHash = receiptHash
+	d.write.Decision.ReceiptHash = receiptHash // for the events' evidence
 	a.rememberResponse(d.idemKey, resp)
 	a.afterCommit(m, d)
 	return messages.AuthorizeOutcome{Response: resp, Status: status200}
@@ -504,6 +505,11 @@ func (a *Authorizer) afterCommit(m *messages.Authorize, d *draft) {
 	defer cancel()
 	dec := &d.write.Decision
 	for _, ev := range d.events {
+		// Built before the receipt was sealed: its hash joins the evidence now.
+		if ev.Evidence != nil && ev.Evidence.ReceiptID != nil && dec.ReceiptHash != "" {
+			h := dec.ReceiptHash
+			ev.Evidence.ReceiptHash = &h
+		}
 		a.events.Publish(ev)
 	}
 	if d.quarantine {
@@ -569,6 +575,10 @@ func (a *Authorizer) event(m *messages.Authorize, dec *persistence.Decision, kin
 	}
 	if rid != "" {
 		ev.Evidence.ReceiptID = &rid
+		if dec.ReceiptHash != "" {
+			h := dec.ReceiptHash
+			ev.Evidence.ReceiptHash = &h
+		}
 	}
 	return ev
 }

@@ -99,6 +99,21 @@ func TestE2EStreams(t *testing.T) {
 		if otherCol.has("event", "agent_id", agentID) {
 			t.Error("another tenant's feed received this tenant's event")
 		}
+		// The decision's event names its records by id and hash (SPEC 2.2).
+		col.mu.Lock()
+		var evidence map[string]any
+		for _, f := range col.frames {
+			d, _ := f["data"].(map[string]any)
+			if ev, _ := d["evidence"].(map[string]any); f["type"] == "event" && ev["decision_id"] == deny["decision_id"] {
+				evidence = ev
+			}
+		}
+		col.mu.Unlock()
+		for _, f := range []string{"receipt_id", "receipt_hash", "action_hash"} {
+			if evidence == nil || evidence[f] == nil || evidence[f] != deny[f] {
+				t.Errorf("the decision's event evidence %s = %v, want the answer's %v", f, evidence[f], deny[f])
+			}
+		}
 		// Agent tokens and missing credentials are refused.
 		if _, resp, err := wsDial(t, s, tok, ""); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 			t.Errorf("agent token on the feed: %v %v", err, resp)
