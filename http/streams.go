@@ -61,6 +61,13 @@ func newSSEServer() *sse.Server {
 	return srv
 }
 
+// feedFrame documents one WebSocket text frame of the live feed (the
+// FeedItem without the tenant id it travels with between nodes).
+type feedFrame struct {
+	Type string `json:"type"` // event, alert or incident
+	Data any    `json:"data"`
+}
+
 func (s *Server) registerStreams() {
 	s.register(Route{Method: "POST", Path: "/stream-tickets", Access: AccessViewer, Tag: "streams", Resp: ticketView{}, Status: 201,
 		Summary: "A one-time ticket for browsers, which cannot set headers on WebSocket or EventSource: the stream endpoints " +
@@ -75,7 +82,8 @@ func (s *Server) registerStreams() {
 			}
 			return ticketView{Ticket: ticket, ExpiresIn: int(ticketLifetime.Seconds())}, nil
 		}})
-	s.register(Route{Method: "GET", Path: "/ws/events", Access: AccessViewer, Stream: StreamAlways, Tag: "streams", Resp: messages.FeedItem{},
+	s.register(Route{Method: "GET", Path: "/ws/events", Access: AccessViewer, Stream: StreamAlways, Tag: "streams", Resp: feedFrame{},
+		Status: http.StatusSwitchingProtocols,
 		Summary: "The live SOC feed over WebSocket: one JSON text frame per item, {\"type\":\"event\"|\"alert\"|\"incident\",\"data\":{...}}, " +
 			"from every node. A client that falls 256 frames behind, or does not take a frame within 5 s, is disconnected (close " +
 			"status 1008) so that it never slows the pipeline or other subscribers.",
