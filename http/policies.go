@@ -152,7 +152,9 @@ func (s *Server) registerPolicies() {
 	s.register(Route{Method: "POST", Path: "/policies", Access: AccessAdmin, Tag: "policies", Status: 201, Body: &policyCreate{},
 		Resp: policyView{}, Errors: []int{409, 422},
 		Summary: "Create a tenant policy: a Rego module in package svc.policies.<name> contributing objects to `results` " +
-			"(decision, reason, optional policy id and redact_fields). 422 with details.errors (line, col, message) when it does not compile.",
+			"(decision, reason, optional policy id and redact_fields). 422 with details.errors (line, col, message) when it does not " +
+			"compile (Rego v1 syntax), names another package, or defines no `results` set: `results` must be a multi-value rule " +
+			"(`results contains {...} if {...}`), since a module without it contributes nothing and is almost always a typo.",
 		Handle: func(c *Call) (any, error) {
 			b := bodyOf[policyCreate](c)
 			if !policyNameRE.MatchString(b.Name) {
