@@ -87,6 +87,11 @@ func (s *Server) authorize(c *Call) (any, error) {
 	if agent.Status != persistence.AgentActive && agent.Status != persistence.AgentFrozen {
 		return fail(unauthorized("invalid agent token"))
 	}
+	// The body is read once the caller is known: a bad credential is
+	// answered (and counted, or refused while locked) whatever the body.
+	if err := c.ReadBody(); err != nil {
+		return nil, err
+	}
 	if len(agent.SigningKey) > 0 {
 		if !validSignature(agent.SigningKey, c.Raw, r.Header.Get(SignatureHeader)) {
 			e := unauthorized("missing or invalid %s", SignatureHeader)

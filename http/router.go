@@ -56,7 +56,8 @@ type Route struct {
 	Unversioned bool
 	// SelfAuth routes authenticate inside the handler (authorize, which
 	// counts failed attempts before it looks a token up); Access then only
-	// documents who may call.
+	// documents who may call. Their body is read when the handler calls
+	// Call.ReadBody, after authentication.
 	SelfAuth bool
 	// Stream marks a route that serves a live stream: always (StreamAlways,
 	// GET /ws/events) or when asked with watch=true (StreamOnWatch, the
@@ -100,6 +101,24 @@ type Call struct {
 	body   any
 	header http.Header
 	srv    *Server
+	// readBody, on a SelfAuth route with a body, reads and decodes it once
+	// the handler has authenticated the caller (ReadBody).
+	readBody func() *Error
+}
+
+// ReadBody reads and decodes the body of a SelfAuth route, which the
+// router leaves unread so that a bad credential is answered (and counted)
+// before a bad body; a no-op elsewhere.
+func (c *Call) ReadBody() error {
+	if c.readBody == nil {
+		return nil
+	}
+	read := c.readBody
+	c.readBody = nil
+	if e := read(); e != nil {
+		return e
+	}
+	return nil
 }
 
 // Ctx is the request's context, bounded by the request timeout.
@@ -312,7 +331,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		}
 		c.Principal = p
 	}
-	if rt.Body != nil {
+	switch {
+	case rt.Body != nil && rt.SelfAuth:
+		c.readBody = func() *Error { return s.readBody(c, rt) }
+	case rt.Body != nil:
 		if e := s.readBody(c, rt); e != nil {
 			return fail(e)
 		}

@@ -581,13 +581,19 @@ func TestE2EAuthorize(t *testing.T) {
 			_, tokU := lk.agent(t, adminU, "bystander", nil)
 			// An unknown operator token is an unknown token too: 401, counted.
 			bad := []string{"svc_agent_" + strings.Repeat("A", 43), "garbage", "svc_op_" + strings.Repeat("B", 43), "", "svc_agent_short"}
+			// The credential is judged before the body: a bad token with a
+			// malformed or missing body is still 401, and counted.
+			bodies := []any{azRead(nil), `{"tool_call":`, nil, azRead(nil), `[1,2]`}
 			for i, b := range bad {
-				resp, raw := lk.do(t, "POST", "/v2/authorize", b, azRead(nil), "X-Svc-Tenant-ID", tenantT)
+				resp, raw := lk.do(t, "POST", "/v2/authorize", b, bodies[i], "X-Svc-Tenant-ID", tenantT)
 				if resp.StatusCode != 401 {
 					t.Fatalf("bad token %d: status %d, want 401: %s", i+1, resp.StatusCode, raw)
 				}
 			}
 			resp, raw := lk.do(t, "POST", "/v2/authorize", tokT, azRead(nil), "X-Svc-Tenant-ID", tenantT)
+			azRetryAfter(t, resp, raw, "")
+			// Locked, even a malformed body is answered 429.
+			resp, raw = lk.do(t, "POST", "/v2/authorize", tokT, `{"tool_call":`, "X-Svc-Tenant-ID", tenantT)
 			azRetryAfter(t, resp, raw, "")
 			// Another tenant header from the same address is not locked.
 			if m := azWant(t, lk, tokU, azRead(nil), 200, "X-Svc-Tenant-ID", tenantU); m["decision"] != "allow" {
