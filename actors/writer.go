@@ -294,12 +294,15 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 		w.startProbe(ctx)
 	case probeDone:
 		w.probing = false
+		if !w.failing {
+			break // a commit since has told the outcome
+		}
 		if w.health != nil {
 			w.health(m.err)
 		}
 		if m.err == nil {
 			w.failing = false
-		} else if w.failing {
+		} else {
 			w.scheduleProbe(ctx)
 		}
 	case *actor.Stopping:
