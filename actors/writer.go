@@ -344,12 +344,7 @@ func (w *GroupWriter) scheduleProbe(ctx actor.Context) {
 	w.probe = time.AfterFunc(w.probeEvery, func() { root.Send(self, probeDue{}) })
 }
 
-func (w *GroupWriter) stopProbe() {
-	if w.probe != nil {
-		w.probe.Stop()
-		w.probe = nil
-	}
-}
+func (w *GroupWriter) stopProbe() { stopTimer(&w.probe) }
 
 // startProbe writes the probe row unless writes succeed again already or a
 // group commit is in flight (its outcome tells as much; the probe is
@@ -401,10 +396,13 @@ func (w *GroupWriter) maybeStart(ctx actor.Context) {
 	}
 }
 
-func (w *GroupWriter) stopDue() {
-	if w.due != nil {
-		w.due.Stop()
-		w.due = nil
+func (w *GroupWriter) stopDue() { stopTimer(&w.due) }
+
+// stopTimer stops and forgets a timer that would send the writer a message.
+func stopTimer(t **time.Timer) {
+	if *t != nil {
+		(*t).Stop()
+		*t = nil
 	}
 }
 
