@@ -583,6 +583,39 @@ func (a *Authorizer) event(m *messages.Authorize, dec *persistence.Decision, kin
 	return ev
 }
 
+// nonceKey is the shared-state key of an agent's replay nonce.
+func nonceKey(tenantID, agentID, nonce string) string {
+	return "nonce:" + tenantID + ":" + agentID + ":" + nonce
+}
+
+// RestoreNonces puts the replay nonces recorded within the last window back
+// into the shared state, each for what remains of its window from its first
+// use (SET NX: a nonce already there keeps its own expiry), so that a
+// restart (a lone node keeps them in process) or a wiped Valkey does not
+// reopen the window (SPEC 4.2 rule 13). It returns how many it restored.
+func RestoreNonces(ctx context.Context, store persistence.DecisionStore, shared sharedstate.State, window time.Duration) (int, error) {
+	now := time.Now()
+	uses, err := store.RecentNonces(ctx, now.Add(-window))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, u := range uses { // oldest first: the first use sets the expiry
+		left := u.At.Add(window).Sub(now)
+		if left <= 0 {
+			continue
+		}
+		fresh, err := shared.SetNX(ctx, nonceKey(u.TenantID, u.AgentID, u.Nonce), "1", left)
+		if err != nil {
+			return n, err
+		}
+		if fresh {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // ---- the agent actor ----
 
 // AgentActor serializes one agent's calls on this node. It blocks its own
@@ -714,7 +747,7 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 	}
 	// Rule 13: replay nonce (not consumed by a dry run).
 	if req.Nonce != nil && !req.DryRun {
-		fresh, err := a.shared.SetNX(ctx, "nonce:"+m.TenantID+":"+m.AgentID+":"+*req.Nonce, "1", a.opt.ReplayWindow)
+		fresh, err := a.shared.SetNX(ctx, nonceKey(m.TenantID, m.AgentID, *req.Nonce), "1", a.opt.ReplayWindow)
 		if err != nil {
 			return &draft{outcome: a.sharedFailure(err)}
 		}
@@ -852,7 +885,7 @@ func (a *Authorizer) draftDecision(ctx context.Context, m *messages.Authorize, t
 		Action: tc.Action, Resource: tc.Resource, ActionHash: hash, Decision: decision, Reason: res.Reason, RiskScore: advisory,
 		CompositeRiskScore: composite, MatchedPolicyIDs: nonNil(res.MatchedPolicies), RedactedFields: nonNil(res.RedactedFields),
 		MutatesState: req.MutatesState, TrustLevel: source, RootTrustLevel: effective, Environment: req.Environment,
-		ToolCall: toolCall, CreatedAt: now, ReceiptID: receiptID}
+		ToolCall: toolCall, CreatedAt: now, ReceiptID: receiptID, Nonce: req.Nonce}
 	if req.Trace != nil {
 		rec.RunID, rec.ParentRunID, rec.TraceID = req.Trace.RunID, req.Trace.ParentRunID, req.Trace.TraceID
 	}

@@ -36,10 +36,19 @@ type Decision struct {
 	// never copied into events.
 	ToolCall  json.RawMessage
 	CreatedAt time.Time
+	// Nonce is the request's replay nonce (written, not read back: see
+	// RecentNonces).
+	Nonce *string
 	// ReceiptID and ReceiptHash are filled on reads from the decision's
 	// receipt, empty when none was written.
 	ReceiptID   string
 	ReceiptHash string
+}
+
+// NonceUse is one recorded use of a replay nonce.
+type NonceUse struct {
+	TenantID, AgentID, Nonce string
+	At                       time.Time
 }
 
 // Receipt is one link of a tenant's receipt chain (CONTRACT §13).
@@ -109,6 +118,10 @@ type DecisionStore interface {
 	CommitDecisions(ctx context.Context, writes []DecisionWrite, seal Sealer) error
 	GetDecision(ctx context.Context, tenantID, id string) (Decision, error)
 	FindDecisionByRequest(ctx context.Context, tenantID, agentID, requestID string) (Decision, error)
+	// RecentNonces lists the replay nonces of decisions made since since,
+	// oldest first, in every tenant: what a starting node puts back into
+	// the shared state.
+	RecentNonces(ctx context.Context, since time.Time) ([]NonceUse, error)
 	// ListDecisions lists newest first; query is the raw `q` value.
 	ListDecisions(ctx context.Context, tenantID, query string, p Page) ([]Decision, error)
 	// ListReceipts lists newest first by seq (the cursor is the seq).

@@ -837,3 +837,26 @@ func TestE2EReliabilitySQLiteUnwritable(t *testing.T) {
 		t.Errorf("%d decisions after recovery, want %d (the recovery call only)", after, before+1)
 	}
 }
+
+// TestE2ENoncesSurviveARestart: a replay nonce used before a restart is
+// still refused after it, within its window (SPEC 4.2 rule 13): a starting
+// node restores the window's nonces from the decisions (a lone node keeps
+// them in process).
+func TestE2ENoncesSurviveARestart(t *testing.T) {
+	t.Parallel()
+	forBackends(t, func(t *testing.T, backend string) {
+		dbURL := dbURLFor(t, backend)
+		s := startServerOn(t, dbURL, nil)
+		_, admin := s.tenant(t, "rel-nonce-restart-"+uniq())
+		_, tok := s.agent(t, admin, "replayer", nil)
+		nonce := "restart-" + uniq()
+		azDecide(t, s, tok, azRead(map[string]any{"nonce": nonce}), "allow", "")
+		if code, _ := s.stop(t); code != 0 {
+			t.Fatalf("graceful stop exited %d", code)
+		}
+
+		s2 := startServerOn(t, dbURL, nil)
+		azDecide(t, s2, tok, azRead(map[string]any{"nonce": nonce}), "deny", "replay_nonce_reused")
+		azDecide(t, s2, tok, azRead(map[string]any{"nonce": "fresh-" + uniq()}), "allow", "")
+	})
+}

@@ -198,6 +198,15 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		return fmt.Errorf("shared state: %w", err)
 	}
 	defer func() { _ = shared.Close() }()
+	// The replay nonces of the last window, back from the database: a lone
+	// node's in-process state starts empty, and Valkey may have been wiped.
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	if n, err := actors.RestoreNonces(rctx, store, shared, cfg.ReplayWindow); err != nil {
+		log.Warn("replay nonces not restored; nonces used before this start may be accepted again within their window", "error", err)
+	} else if n > 0 {
+		log.Info("replay nonces restored", "nonces", n, "window", cfg.ReplayWindow)
+	}
+	cancel()
 	// A lone node (SVC_CLUSTER=false) seals receipts on arrival and answers
 	// low-risk read-only allows before their commit (SPEC 4.2 rule 10);
 	// these count what that costs when a write then fails.

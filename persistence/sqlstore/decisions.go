@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"svc/persistence"
 )
@@ -56,7 +57,7 @@ func jsonText(v any) string {
 }
 
 // rowsPerStatement bounds a multi-row INSERT (SQLite allows 32766 bound
-// variables; 24 columns × 256 rows stays well below).
+// variables; 25 columns × 256 rows stays well below).
 const rowsPerStatement = 256
 
 // multiInsert builds multi-row INSERT statements: one statement per table
@@ -122,7 +123,7 @@ func decisionRow(d persistence.Decision) []any {
 	return []any{d.ID, d.TenantID, d.AgentID, d.RequestID, d.Tool, d.Action, d.Resource, d.ActionHash, d.Decision,
 		d.Reason, d.RiskScore, d.CompositeRiskScore, jsonText(d.MatchedPolicyIDs), jsonText(d.RedactedFields),
 		d.MutatesState, d.TrustLevel, d.RootTrustLevel, d.Environment, d.RunID, d.ParentRunID, d.TraceID, toolCall,
-		d.CreatedAt, nullIfEmpty(d.ReceiptID)}
+		d.CreatedAt, nullIfEmpty(d.ReceiptID), d.Nonce}
 }
 
 func nullIfEmpty(s string) *string {
@@ -134,7 +135,7 @@ func nullIfEmpty(s string) *string {
 
 const decisionInsertHead = `INSERT INTO decisions (id, tenant_id, agent_id, request_id, tool, action, resource, action_hash, decision,
 		reason, risk_score, composite_risk_score, matched_policy_ids, redacted_fields, mutates_state, trust_level,
-		root_trust_level, environment, run_id, parent_run_id, trace_id, tool_call, created_at, receipt_id)`
+		root_trust_level, environment, run_id, parent_run_id, trace_id, tool_call, created_at, receipt_id, nonce)`
 
 func auditRow(e persistence.AuditEvent) []any {
 	details := "{}"
@@ -271,7 +272,7 @@ func (s *Store) commitDecisions(ctx context.Context, writes []persistence.Decisi
 				approvals = append(approvals, approvalRow(w.Approval))
 			}
 		}
-		stmts = append(stmts, multiInsert(decisionInsertHead, 24, decisions)...)
+		stmts = append(stmts, multiInsert(decisionInsertHead, 25, decisions)...)
 		stmts = append(stmts, multiInsert(auditInsertHead, 9, audits)...)
 		stmts = append(stmts, multiInsert(receiptInsertHead, 11, receipts)...)
 		stmts = append(stmts, multiInsert(approvalInsertHead, 9, approvals)...)
@@ -301,6 +302,20 @@ func (s *Store) GetDecision(ctx context.Context, tenantID, id string) (persisten
 func (s *Store) FindDecisionByRequest(ctx context.Context, tenantID, agentID, requestID string) (persistence.Decision, error) {
 	return scanDecision(s.DB.Reader().QueryRow(ctx, `SELECT `+decisionCols+decisionFrom+
 		` WHERE d.tenant_id = $1 AND d.agent_id = $2 AND d.request_id = $3`, tenantID, agentID, requestID))
+}
+
+// RecentNonces implements persistence.DecisionStore.
+func (s *Store) RecentNonces(ctx context.Context, since time.Time) ([]persistence.NonceUse, error) {
+	rows, err := s.DB.Reader().Query(ctx, `SELECT tenant_id, agent_id, nonce, created_at FROM decisions
+		WHERE nonce IS NOT NULL AND created_at >= $1 ORDER BY created_at, seq`, since)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r Row) (persistence.NonceUse, error) {
+		var u persistence.NonceUse
+		err := r.Scan(&u.TenantID, &u.AgentID, &u.Nonce, Time{&u.At})
+		return u, err
+	})
 }
 
 // ListDecisions implements persistence.DecisionStore.

@@ -52,6 +52,7 @@ func RunDecisions(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"search finds an id pasted whole and a hyphenated word as typed", testSearchHyphens},
 		{"policies bump the tenant version", testPolicies},
 		{"skills and risk settings", testSkillsRisk},
+		{"recent replay nonces, oldest first, in every tenant", testRecentNonces},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -365,6 +366,45 @@ func testSearchHyphens(t *testing.T, s persistence.Store) {
 		}
 		if len(ds) != c.decisions || len(es) != c.audit {
 			t.Errorf("q=%s: %d decisions and %d audit events, want %d and %d", c.q, len(ds), len(es), c.decisions, c.audit)
+		}
+	}
+}
+
+func testRecentNonces(t *testing.T, s persistence.Store) {
+	a, _ := mustTenant(t, s, "a")
+	b, _ := mustTenant(t, s, "b")
+	base := time.Now().UTC().Truncate(time.Microsecond)
+	write := func(tenantID, agentID string, nonce *string, at time.Time) {
+		t.Helper()
+		w := decisionWrite(tenantID, agentID, "allow", nil)
+		w.Decision.Nonce, w.Decision.CreatedAt, w.Receipt.CreatedAt = nonce, at, at
+		if err := s.CommitDecisions(ctx(t), []persistence.DecisionWrite{w}, testSeal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	str := func(v string) *string { return &v }
+	write(a.ID, "bot", str("too-old-nonce"), base.Add(-10*time.Minute))
+	write(a.ID, "bot", str("nonce-two"), base.Add(-2*time.Minute))
+	write(a.ID, "bot", nil, base.Add(-time.Minute))
+	write(b.ID, "other", str("nonce-b"), base.Add(-3*time.Minute))
+	write(a.ID, "bot", str("nonce-two"), base.Add(-30*time.Second)) // reused: recorded again
+
+	got, err := s.RecentNonces(ctx(t), base.Add(-5*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []persistence.NonceUse{
+		{TenantID: b.ID, AgentID: "other", Nonce: "nonce-b", At: base.Add(-3 * time.Minute)},
+		{TenantID: a.ID, AgentID: "bot", Nonce: "nonce-two", At: base.Add(-2 * time.Minute)},
+		{TenantID: a.ID, AgentID: "bot", Nonce: "nonce-two", At: base.Add(-30 * time.Second)},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("RecentNonces = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].TenantID != want[i].TenantID || got[i].AgentID != want[i].AgentID || got[i].Nonce != want[i].Nonce ||
+			!got[i].At.Equal(want[i].At) {
+			t.Errorf("RecentNonces[%d] = %+v, want %+v", i, got[i], want[i])
 		}
 	}
 }
