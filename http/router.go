@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/julienschmidt/httprouter"
 )
@@ -371,6 +372,9 @@ func (s *Server) readBody(c *Call, rt Route) *Error {
 		mt, _, perr := mime.ParseMediaType(ct)
 		yamlBody := rt.AcceptYAML && perr == nil && (mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml")
 		if yamlBody {
+			if !utf8.Valid(raw) {
+				return badRequest("invalid_yaml", "request body is not valid UTF-8")
+			}
 			converted, err := yamlToJSON(raw)
 			if err != nil {
 				return badRequest("invalid_yaml", "request body is not valid YAML: %v", err)
@@ -384,6 +388,12 @@ func (s *Server) readBody(c *Call, rt Route) *Error {
 		}
 		if !json.Valid(raw) {
 			return badRequest("invalid_json", "request body is not valid JSON")
+		}
+		if !utf8.Valid(raw) {
+			// RFC 8259 §8.1: JSON between systems is UTF-8. Decoding would
+			// replace the bad bytes, and the action hash and the stored call
+			// would then differ from what the client sent (and signed).
+			return badRequest("invalid_json", "request body is not valid UTF-8")
 		}
 	}
 	c.Raw = raw

@@ -42,6 +42,7 @@ func TestE2EBadInput(t *testing.T) {
 					{name: "empty name", body: `{"name":""}`, status: 400, reason: "BadRequest"},
 					{name: "blank name", body: `{"name":"   "}`, status: 400, reason: "BadRequest"},
 					{name: "array body", body: `[{"name":"x"}]`, status: 400, reason: "BadRequest", errCode: "invalid_json"},
+					{name: "invalid UTF-8", body: "{\"name\":\"bad-\xff-" + uniq() + "\"}", status: 400, reason: "BadRequest", errCode: "invalid_json"},
 					{name: "name too long", body: `{"name":"` + strings.Repeat("n", 129) + `"}`, status: 400, reason: "BadRequest"},
 					{name: "unknown fields ignored", body: `{"name":"unk-` + uniq() + `","bogus_field":{"x":1}}`, status: ep.ok},
 				}

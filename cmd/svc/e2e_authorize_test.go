@@ -1247,6 +1247,8 @@ func TestE2EAuthorize(t *testing.T) {
 				code, field string
 			}{
 				{name: "malformed json", body: `{"tool_call":`, status: 400, reason: "BadRequest", code: "invalid_json"},
+				{name: "invalid UTF-8 in a parameter", body: "{\"tool_call\":{\"tool\":\"github\",\"action\":\"x\",\"parameters\":{\"q\":\"caf\xe9\"}},\"source_trust\":\"trusted_internal_signed\"}",
+					status: 400, reason: "BadRequest", code: "invalid_json"},
 				{name: "parameters as a string", body: `{"tool_call":{"tool":"github","action":"x","parameters":"a=b"},"source_trust":"trusted_internal_signed"}`,
 					status: 400, reason: "BadRequest", field: "tool_call.parameters"},
 				{name: "missing tool", body: `{"tool_call":{"action":"x"},"source_trust":"trusted_internal_signed"}`,
