@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -84,21 +85,16 @@ func (s *Server) viewApproval(a persistence.Approval) approvalView {
 }
 
 func (s *Server) registerApprovals() {
-	s.register(Route{Method: "GET", Path: "/approvals", Access: AccessAgentOrViewer, Tag: "approvals", Resp: []approvalView{}, Paginated: true,
-		Query:   []QueryParam{{Name: "agent_id", Type: "string", Description: "only this agent's approvals (an agent token always sees only its own)"}},
-		Summary: "The tenant's approvals, newest first. An expired approval shows status EXPIRED.",
+	s.register(Route{Method: "GET", Path: "/approvals", Access: AccessViewer, Tag: "approvals", Resp: []approvalView{}, Paginated: true,
+		Query: []QueryParam{{Name: "agent_id", Type: "string", Description: "only this agent's approvals"}},
+		Summary: "The tenant's approvals, newest first. An expired approval shows status EXPIRED. Operators only: an agent " +
+			"token reads its own approvals by id (CONTRACT §2) and gets 403 here.",
 		Handle: func(c *Call) (any, error) {
 			pg, err := c.page()
 			if err != nil {
 				return nil, err
 			}
 			agent := c.R.URL.Query().Get("agent_id")
-			if c.Principal.Kind == KindAgent {
-				if agent != "" && agent != c.Principal.AgentID {
-					return []approvalView{}, nil
-				}
-				agent = c.Principal.AgentID
-			}
 			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
 				return nil, err
 			}
@@ -127,7 +123,7 @@ func (s *Server) registerApprovals() {
 	decide := func(status string) func(c *Call) (any, error) {
 		return func(c *Call) (any, error) {
 			id := c.Param("approval_id")
-			return s.guardApproval(c, c.Principal.TenantID, id, func() (any, error) {
+			return s.guardApprovalCall(c, func() (any, error) {
 				b := bodyOf[approvalDecideReq](c)
 				if strings.TrimSpace(b.ApproverUserID) == "" {
 					return nil, invalidField("approver_user_id", "required")
@@ -143,21 +139,21 @@ func (s *Server) registerApprovals() {
 	}
 	limits := " Approve, reject and edit share a per-source-IP token bucket (SVC_APPROVAL_CALLBACK_IP_LIMIT, refilling at limit/60 per second) " +
 		"and a cap on failed (4xx) attempts per approval id (SVC_APPROVAL_ATTEMPT_LIMIT in SVC_APPROVAL_ATTEMPT_WINDOW_SECS); both answer 429 with Retry-After."
-	s.register(Route{Method: "POST", Path: "/approvals/:approval_id/approve", Access: AccessApprover, Tag: "approvals",
+	s.register(Route{Method: "POST", Path: "/approvals/:approval_id/approve", Access: AccessApprover, SelfAuth: true, Tag: "approvals",
 		Body: &approvalDecideReq{}, Resp: approvalView{}, Errors: []int{404, 409, 429},
 		Summary: "Grant a pending approval once. 400 without approver_user_id; 409 when already decided or expired." + limits,
 		Handle:  decide(persistence.ApprovalApproved)})
-	s.register(Route{Method: "POST", Path: "/approvals/:approval_id/reject", Access: AccessApprover, Tag: "approvals",
+	s.register(Route{Method: "POST", Path: "/approvals/:approval_id/reject", Access: AccessApprover, SelfAuth: true, Tag: "approvals",
 		Body: &approvalDecideReq{}, Resp: approvalView{}, Errors: []int{404, 409, 429},
 		Summary: "Reject a pending approval (status REJECTED). 400 without approver_user_id; 409 when already decided or expired." + limits,
 		Handle:  decide(persistence.ApprovalRejected)})
-	s.register(Route{Method: "POST", Path: "/approvals/:approval_id/edit", Access: AccessApprover, Tag: "approvals",
+	s.register(Route{Method: "POST", Path: "/approvals/:approval_id/edit", Access: AccessApprover, SelfAuth: true, Tag: "approvals",
 		Body: &approvalEditReq{}, Resp: approvalView{}, Errors: []int{404, 409, 429},
 		Summary: "Grant a pending approval with its tool_call.parameters replaced and action_hash recomputed; the agent must present " +
 			"the edited call. 400 without approver_user_id or parameters (an object); 409 when already decided or expired." + limits,
 		Handle: func(c *Call) (any, error) {
 			id := c.Param("approval_id")
-			return s.guardApproval(c, c.Principal.TenantID, id, func() (any, error) {
+			return s.guardApprovalCall(c, func() (any, error) {
 				b := bodyOf[approvalEditReq](c)
 				if strings.TrimSpace(b.ApproverUserID) == "" {
 					return nil, invalidField("approver_user_id", "required")
@@ -228,36 +224,90 @@ func stateError(err error, what, code, conflict string) error {
 // than these 429s) counts as a failed attempt. Both limits live in shared
 // state, so they hold across nodes.
 func (s *Server) guardApproval(c *Call, tenantID, id string, run func() (any, error)) (any, error) {
-	ctx := c.Ctx()
+	if err := s.approvalIPToken(c); err != nil {
+		return nil, err
+	}
+	failKey := approvalFailKey(tenantID, id)
+	if err := s.approvalAttemptCap(c.Ctx(), failKey); err != nil {
+		return nil, err
+	}
+	out, err := run()
+	s.countApprovalFailure(c.Ctx(), failKey, err)
+	return out, err
+}
+
+// guardApprovalCall is guardApproval for the REST approve, reject and edit
+// (SelfAuth routes): every call takes its token from the per-IP bucket
+// before its credential is judged, and once the caller's tenant is known,
+// every 4xx counts toward the approval's cap, a wrong role or a bad body
+// included, not only the handler's own refusals.
+func (s *Server) guardApprovalCall(c *Call, run func() (any, error)) (any, error) {
+	if err := s.approvalIPToken(c); err != nil {
+		return nil, err
+	}
+	p, err := s.authenticate(c.R, AccessApprover)
+	c.Principal = p
+	failKey := ""
+	if p.TenantID != "" {
+		failKey = approvalFailKey(p.TenantID, c.Param("approval_id"))
+		if capErr := s.approvalAttemptCap(c.Ctx(), failKey); capErr != nil {
+			return nil, capErr
+		}
+	}
+	if err == nil {
+		err = c.ReadBody()
+	}
+	var out any
+	if err == nil {
+		out, err = run()
+	}
+	s.countApprovalFailure(c.Ctx(), failKey, err)
+	return out, err
+}
+
+func approvalFailKey(tenantID, id string) string { return "apfail:" + tenantID + ":" + id }
+
+// approvalIPToken takes one token from the caller's per-IP bucket.
+func (s *Server) approvalIPToken(c *Call) error {
 	limit := float64(s.cfg.ApprovalCallbackIPLimit)
-	ok, retry, err := s.Shared.TakeToken(ctx, "apip:"+clientIP(c.R), limit, limit/60, 1)
+	ok, retry, err := s.Shared.TakeToken(c.Ctx(), "apip:"+clientIP(c.R), limit, limit/60, 1)
 	if err != nil {
-		return nil, unavailable("shared_state_unavailable", "shared state is unavailable; the call is refused (fail closed)")
+		return unavailable("shared_state_unavailable", "shared state is unavailable; the call is refused (fail closed)")
 	}
 	if !ok {
 		e := apiErr("TooManyRequests", "approval_ip_limited", "too many approval calls from this address; retry later")
 		e.RetryAfter = max(1, int(math.Ceil(retry.Seconds())))
-		return nil, e
+		return e
 	}
-	failKey := "apfail:" + tenantID + ":" + id
+	return nil
+}
+
+// approvalAttemptCap refuses a call on an approval whose failed attempts
+// reached the cap within the window.
+func (s *Server) approvalAttemptCap(ctx context.Context, failKey string) error {
 	n, ttl, err := s.Shared.Count(ctx, failKey)
 	if err != nil {
-		return nil, unavailable("shared_state_unavailable", "shared state is unavailable; the call is refused (fail closed)")
+		return unavailable("shared_state_unavailable", "shared state is unavailable; the call is refused (fail closed)")
 	}
 	if n >= int64(s.cfg.ApprovalAttemptLimit) {
 		e := apiErr("TooManyRequests", "approval_attempts_exceeded", "too many failed attempts on this approval; retry later")
 		e.RetryAfter = max(1, int(math.Ceil(ttl.Seconds())))
-		return nil, e
+		return e
 	}
-	out, err := run()
-	if err != nil {
-		if ae, _ := toAPIError(err); ae.Status() >= 400 && ae.Status() < 500 {
-			if _, _, ierr := s.Shared.Incr(ctx, failKey, s.cfg.ApprovalAttemptWindow); ierr != nil {
-				s.log.Warn("failed approval attempt not counted", "error", ierr)
-			}
+	return nil
+}
+
+// countApprovalFailure counts a 4xx answer as a failed attempt (failKey ""
+// when the caller's tenant is unknown: the per-IP bucket alone applies).
+func (s *Server) countApprovalFailure(ctx context.Context, failKey string, err error) {
+	if err == nil || failKey == "" {
+		return
+	}
+	if ae, _ := toAPIError(err); ae.Status() >= 400 && ae.Status() < 500 {
+		if _, _, ierr := s.Shared.Incr(ctx, failKey, s.cfg.ApprovalAttemptWindow); ierr != nil {
+			s.log.Warn("failed approval attempt not counted", "error", ierr)
 		}
 	}
-	return out, err
 }
 
 // chatPayload is the part of the chat platform's callback payload svc reads.
