@@ -190,7 +190,7 @@ func (s *Server) registerApprovals() {
 			}
 			return s.viewApproval(a), nil
 		}})
-	s.register(Route{Method: "POST", Path: "/callbacks/chat", Access: AccessPublic, Tag: "approvals", Resp: chatCallbackView{},
+	s.register(Route{Method: "POST", Path: "/callbacks/chat", Access: AccessPublic, OwnBody: true, Tag: "approvals", Resp: chatCallbackView{},
 		Errors: []int{400, 401, 404, 409, 429},
 		Summary: "The chat platform's interactive-button callback (SPEC 4.9): application/x-www-form-urlencoded with one field payload " +
 			"(JSON: actions[0].value is {tenant_id}:{approval_id}, actions[0].action_id approve or reject, user.username or user.id the " +

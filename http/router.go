@@ -55,6 +55,10 @@ type Route struct {
 	Handle func(c *Call) (any, error)
 	// Unversioned routes are mounted once, at Path, outside /v1 and /v2.
 	Unversioned bool
+	// OwnBody routes read their own body (the chat callback's form); every
+	// other route without a Body still refuses an oversized, non-JSON or
+	// malformed one (checkUnusedBody).
+	OwnBody bool
 	// SelfAuth routes authenticate inside the handler (authorize, which
 	// counts failed attempts before it looks a token up); Access then only
 	// documents who may call. Their body is read when the handler calls
@@ -339,6 +343,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		if e := s.readBody(c, rt); e != nil {
 			return fail(e)
 		}
+	case !rt.OwnBody && r.Method != http.MethodGet && r.Method != http.MethodHead:
+		if e := s.checkUnusedBody(c, rt); e != nil {
+			return fail(e)
+		}
 	}
 	out, err := rt.Handle(c)
 	if err != nil {
@@ -353,48 +361,73 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 
 // readBody enforces the content type, the size cap and JSON validity, then
 // decodes into a fresh value of the route's Body type.
-func (s *Server) readBody(c *Call, rt Route) *Error {
+// readRaw reads the body under the size cap and checks its content type
+// (JSON, or YAML where the route accepts it, converted to JSON), JSON
+// validity and UTF-8; nil for an empty body.
+func (s *Server) readRaw(c *Call, rt Route) ([]byte, *Error) {
 	raw, err := io.ReadAll(http.MaxBytesReader(nil, c.R.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return badRequest("body_too_large", "request body exceeds %d bytes", s.cfg.MaxBodyBytes)
+			return nil, badRequest("body_too_large", "request body exceeds %d bytes", s.cfg.MaxBodyBytes)
 		}
-		return badRequest("invalid_body", "could not read the request body")
+		return nil, badRequest("invalid_body", "could not read the request body")
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil
+	}
+	ct := c.R.Header.Get("Content-Type")
+	mt, _, perr := mime.ParseMediaType(ct)
+	yamlBody := rt.AcceptYAML && perr == nil && (mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml")
+	if yamlBody {
+		if !utf8.Valid(raw) {
+			return nil, badRequest("invalid_yaml", "request body is not valid UTF-8")
+		}
+		converted, err := yamlToJSON(raw)
+		if err != nil {
+			return nil, badRequest("invalid_yaml", "request body is not valid YAML: %v", err)
+		}
+		raw = converted
+	} else if ct == "" || perr != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		if rt.AcceptYAML {
+			return nil, apiErr("UnsupportedMediaType", "unsupported_media_type", "Content-Type must be application/json or application/yaml")
+		}
+		return nil, apiErr("UnsupportedMediaType", "unsupported_media_type", "Content-Type must be application/json")
+	}
+	if !json.Valid(raw) {
+		return nil, badRequest("invalid_json", "request body is not valid JSON")
+	}
+	if !utf8.Valid(raw) {
+		// RFC 8259 §8.1: JSON between systems is UTF-8. Decoding would
+		// replace the bad bytes, and the action hash and the stored call
+		// would then differ from what the client sent (and signed).
+		return nil, badRequest("invalid_json", "request body is not valid UTF-8")
+	}
+	return raw, nil
+}
+
+// checkUnusedBody holds a route that takes no body to the same rules when
+// a client sends one anyway (CONTRACT §10): over the cap 400, another
+// content type 415, not JSON 400; an empty body is fine and a valid one is
+// ignored.
+func (s *Server) checkUnusedBody(c *Call, rt Route) *Error {
+	raw, e := s.readRaw(c, rt)
+	if e == nil {
+		c.Raw = raw
+	}
+	return e
+}
+
+func (s *Server) readBody(c *Call, rt Route) *Error {
+	raw, e := s.readRaw(c, rt)
+	if e != nil {
+		return e
+	}
+	if raw == nil {
 		if !rt.OptionalBody {
 			return badRequest("invalid_json", "request body is empty; a JSON object is required")
 		}
 		raw = []byte("{}")
-	} else {
-		ct := c.R.Header.Get("Content-Type")
-		mt, _, perr := mime.ParseMediaType(ct)
-		yamlBody := rt.AcceptYAML && perr == nil && (mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml")
-		if yamlBody {
-			if !utf8.Valid(raw) {
-				return badRequest("invalid_yaml", "request body is not valid UTF-8")
-			}
-			converted, err := yamlToJSON(raw)
-			if err != nil {
-				return badRequest("invalid_yaml", "request body is not valid YAML: %v", err)
-			}
-			raw = converted
-		} else if ct == "" || perr != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			if rt.AcceptYAML {
-				return apiErr("UnsupportedMediaType", "unsupported_media_type", "Content-Type must be application/json or application/yaml")
-			}
-			return apiErr("UnsupportedMediaType", "unsupported_media_type", "Content-Type must be application/json")
-		}
-		if !json.Valid(raw) {
-			return badRequest("invalid_json", "request body is not valid JSON")
-		}
-		if !utf8.Valid(raw) {
-			// RFC 8259 §8.1: JSON between systems is UTF-8. Decoding would
-			// replace the bad bytes, and the action hash and the stored call
-			// would then differ from what the client sent (and signed).
-			return badRequest("invalid_json", "request body is not valid UTF-8")
-		}
 	}
 	c.Raw = raw
 	v := reflect.New(reflect.TypeOf(rt.Body).Elem()).Interface()

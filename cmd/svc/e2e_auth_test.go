@@ -95,6 +95,43 @@ func TestE2EBadInput(t *testing.T) {
 				}
 			})
 		}
+
+		// Endpoints that take no body refuse a bad one all the same, and act
+		// on nothing they refused.
+		t.Run("bodyless endpoints", func(t *testing.T) {
+			id, agentTok := s.agent(t, admin, "bodyless-"+uniq(), nil)
+			big := `{"x":"` + strings.Repeat("x", 2048) + `"}`
+			for _, ep := range []struct{ path, token string }{
+				{"/v2/agents/" + id + "/freeze", admin},
+				{"/v2/agents/heartbeat", agentTok},
+			} {
+				for _, tc := range []struct {
+					name, body string
+					headers    []string
+					status     int
+					code       string
+				}{
+					{"oversized", big, nil, 400, "body_too_large"},
+					{"malformed", `{"oops`, nil, 400, "invalid_json"},
+					{"text/plain", `{"x":1}`, []string{"Content-Type", "text/plain"}, 415, "unsupported_media_type"},
+				} {
+					resp, raw := s.do(t, "POST", ep.path, ep.token, tc.body, tc.headers...)
+					if resp.StatusCode != tc.status {
+						t.Fatalf("%s %s: %d %s, want %d", ep.path, tc.name, resp.StatusCode, raw, tc.status)
+					}
+					if e := envelope(t, raw, tc.status, "v2", map[int]string{400: "BadRequest", 415: "UnsupportedMediaType"}[tc.status]); detail(e, "error") != tc.code {
+						t.Errorf("%s %s: details.error %v, want %s", ep.path, tc.name, detail(e, "error"), tc.code)
+					}
+				}
+			}
+			if a := s.getAgent(t, admin, id); a["status"] != "active" {
+				t.Errorf("a refused freeze froze the agent: %v", a["status"])
+			}
+			// No body, or an empty JSON object, is fine.
+			s.want(t, 200, "POST", "/v2/agents/"+id+"/freeze", admin, nil)
+			s.want(t, 200, "POST", "/v2/agents/"+id+"/unfreeze", admin, map[string]any{})
+			s.want(t, 204, "POST", "/v2/agents/heartbeat", agentTok, nil)
+		})
 	})
 }
 
