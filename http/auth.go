@@ -132,6 +132,10 @@ func (s *Server) authenticate(r *http.Request, need Access) (Principal, error) {
 
 	switch need {
 	case AccessSuperAdmin:
+		if !s.cfg.SuperAdminEnabled() {
+			// CONTRACT §2: fail closed, 401 for every caller.
+			return p, unauthorized("super-admin endpoints are disabled: SVC_ADMIN_TOKEN is unset or shorter than 32 characters")
+		}
 		if p.Kind != KindSuperAdmin {
 			return p, forbidden("this endpoint requires the super-admin token")
 		}

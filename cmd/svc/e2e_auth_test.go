@@ -213,6 +213,18 @@ func TestE2EAuth(t *testing.T) {
 			if resp.StatusCode != 401 {
 				t.Fatalf("GET /v2/tenants with a short admin token: %d, want 401: %s", resp.StatusCode, raw)
 			}
+			// Every super-admin endpoint answers 401, whoever calls: a valid
+			// operator token too (it would get 403 were super-admin enabled).
+			dbURL := dbURLFor(t, backend)
+			first := startServerOn(t, dbURL, nil)
+			_, opTok := first.tenant(t, "short-admin-"+uniq())
+			first.stop(t)
+			again := startServerOn(t, dbURL, map[string]string{"SVC_ADMIN_TOKEN": "short"})
+			resp, raw = again.do(t, "GET", "/v2/tenants", opTok, nil)
+			if resp.StatusCode != 401 {
+				t.Fatalf("GET /v2/tenants with an operator token while super-admin is disabled: %d, want 401: %s", resp.StatusCode, raw)
+			}
+			again.want(t, 200, "GET", "/v2/agents", opTok, nil) // the operator token itself works
 		})
 	})
 }
