@@ -54,15 +54,15 @@ type Export struct {
 }
 
 // ExportFromEvent maps a bus event to an export: exactly the
-// authorize_decision events with decision deny or require_approval (the
-// chat notifier's triggers). Everything else reports false.
+// authorize_decision events with decision deny, quarantine or
+// require_approval (the chat notifier's triggers). Everything else reports false.
 func ExportFromEvent(ev *messages.AseEvent) (Export, bool) {
 	if ev == nil || ev.Kind != messages.KindAuthorizeDecision {
 		return Export{}, false
 	}
 	var sev string
 	switch ev.Decision {
-	case "deny":
+	case "deny", "quarantine": // a quarantine is a deny that also quarantines (CONTRACT §13)
 		sev = detect.SeverityHigh
 	case "require_approval":
 		sev = detect.SeverityInfo

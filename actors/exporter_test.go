@@ -277,6 +277,7 @@ func TestExportMapping(t *testing.T) {
 		admittedHigh bool
 	}{
 		{name: "deny", ev: ev(messages.KindAuthorizeDecision, "deny"), ok: true, kind: "deny", sev: "HIGH", admittedHigh: true},
+		{name: "quarantine is a deny", ev: ev(messages.KindAuthorizeDecision, "quarantine"), ok: true, kind: "quarantine", sev: "HIGH", admittedHigh: true},
 		{name: "require_approval", ev: ev(messages.KindAuthorizeDecision, "require_approval"), ok: true, kind: "require_approval", sev: "INFO"},
 		{name: "allow", ev: ev(messages.KindAuthorizeDecision, "allow")},
 		{name: "redact", ev: ev(messages.KindAuthorizeDecision, "redact")},

@@ -180,7 +180,8 @@ func (n *Notifier) Receive(ctx actor.Context) {
 }
 
 // NotificationFromEvent maps a bus event to a notification: exactly the
-// authorize_decision events with decision deny (severity medium) or
+// authorize_decision events with decision deny or quarantine (a deny that
+// also quarantines the agent, CONTRACT §13; severity medium) or
 // require_approval (severity low). Everything else reports false.
 //
 // The summary names the decision, tool, action and agent; the detail line
@@ -193,7 +194,7 @@ func NotificationFromEvent(ev *messages.AseEvent) (messages.Notification, bool) 
 	}
 	var sev string
 	switch ev.Decision {
-	case "deny":
+	case "deny", "quarantine":
 		sev = messages.NotifySeverityMedium
 	case "require_approval":
 		sev = messages.NotifySeverityLow

@@ -279,6 +279,10 @@ func TestNotifierDeliversDecisionsSigned(t *testing.T) {
 			kind: messages.KindAuthorizeDecision, severity: "medium", color: "warning", agent: agent, at: ntOccurred,
 			summary:   "deny: github.create_issue by agent " + agent,
 			detailHas: []string{"policy_matched", "70", "pol-no-prod", "pol-review", denyID}}},
+		{"quarantine is a deny", ntEvent(messages.KindAuthorizeDecision, "quarantine", agent, denyID), ntWant{
+			kind: messages.KindAuthorizeDecision, severity: "medium", color: "warning", agent: agent, at: ntOccurred,
+			summary:   "quarantine: github.create_issue by agent " + agent,
+			detailHas: []string{"policy_matched", denyID}}},
 		{"require_approval", ntEvent(messages.KindAuthorizeDecision, "require_approval", agent, apprID), ntWant{
 			kind: messages.KindAuthorizeDecision, severity: "low", color: "good", agent: agent, at: ntOccurred,
 			summary:   "require_approval: github.create_issue by agent " + agent,
@@ -341,7 +345,6 @@ func TestNotifierIgnoresOtherEvents(t *testing.T) {
 	ignored := []*messages.AseEvent{
 		ntEvent(messages.KindAuthorizeDecision, "allow", agent, uuid.NewString()),
 		ntEvent(messages.KindAuthorizeDecision, "redact", agent, uuid.NewString()),
-		ntEvent(messages.KindAuthorizeDecision, "quarantine", agent, uuid.NewString()),
 		ntEvent(messages.KindReplayAttempt, "deny", agent, uuid.NewString()),
 		ntEvent(messages.KindMCPManifestDrift, "deny", messages.UnknownAgent, uuid.NewString()),
 		ntEvent(messages.KindAgentQuarantined, "quarantine", agent, uuid.NewString()),

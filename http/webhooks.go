@@ -69,8 +69,8 @@ func viewWebhook(w persistence.WebhookSubscription) webhookView {
 		CreatedAt: w.CreatedAt.UTC(), UpdatedAt: w.UpdatedAt.UTC(), LastDeliveryAt: utcPtr(w.LastDeliveryAt)}
 }
 
-const webhookPayloadDoc = " Deliveries (SPEC 6.5) go out for every deny decision (severity MEDIUM, CEF 5), every require_approval decision " +
-	"(LOW, CEF 3) and every HIGH alert or incident (HIGH, CEF 8); min_severity info receives all of them, high only the HIGH " +
+const webhookPayloadDoc = " Deliveries (SPEC 6.5) go out for every deny decision, a quarantine included (severity HIGH, CEF 8), every " +
+	"require_approval decision (INFO, CEF 1) and every HIGH alert or incident (HIGH, CEF 8); min_severity info receives all of them, high only the HIGH " +
 	"alerts and incidents. Each is one POST, up to 3 attempts (backoff 200 ms, 400 ms; 5 s timeout each; a 2xx answer is " +
 	"success, redirects are not followed), signed in X-Svc-Signature: sha256=<hex HMAC-SHA256 of the body under the " +
 	"delivery_secret>, with X-Svc-Delivery-ID (the same on every attempt) and X-Svc-Subscription-ID. json (application/json): " +

@@ -43,10 +43,13 @@ func buildDefaults() []Rule {
 	medium.Match = func(e Event) bool { return e.RiskScore <= 74 }
 
 	return []Rule{
+		// A quarantine is a deny that also quarantines the agent (CONTRACT
+		// §13), and the base policies quarantine every mutating call at
+		// malicious_suspected: with "deny" alone that half never matched.
 		rule(KeyConfusedDeputyBlock, KeyConfusedDeputyBlock, SeverityHigh,
-			"decision deny, mutates_state true, source_trust untrusted_external or malicious_suspected",
+			"decision deny (a quarantine included), mutates_state true, source_trust untrusted_external or malicious_suspected",
 			map[string]any{
-				FieldDecision:     "deny",
+				FieldDecision:     map[string]any{OpIn: []string{"deny", "quarantine"}},
 				FieldMutatesState: true,
 				FieldSourceTrust:  map[string]any{OpIn: []string{"untrusted_external", "malicious_suspected"}},
 			}),

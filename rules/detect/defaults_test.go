@@ -13,7 +13,7 @@ func TestDefaultsTable(t *testing.T) {
 		hasMatch                        bool
 	}{
 		{KeyConfusedDeputyBlock, "confused_deputy_block", SeverityHigh,
-			`{"decision":{"eq":"deny"},"mutates_state":{"eq":true},"source_trust":{"in":["untrusted_external","malicious_suspected"]}}`, false},
+			`{"decision":{"in":["deny","quarantine"]},"mutates_state":{"eq":true},"source_trust":{"in":["untrusted_external","malicious_suspected"]}}`, false},
 		{KeyApprovalRequiredSurface, "approval_required_surface", SeverityInfo,
 			`{"decision":{"eq":"require_approval"}}`, false},
 		{KeyCriticalDenyRiskScore, "critical_deny", SeverityHigh,
@@ -151,7 +151,12 @@ func TestDefaultRulesBoundaries(t *testing.T) {
 		{name: "deputy semi trusted", event: deputy(func(e *Event) { e.SourceTrust = "semi_trusted_customer" }), want: nil},
 		{name: "deputy not mutating", event: deputy(func(e *Event) { e.MutatesState = false }), want: nil},
 		{name: "deputy allowed", event: deputy(func(e *Event) { e.Decision = "allow" }), want: nil},
-		{name: "deputy quarantine is not deny", event: deputy(func(e *Event) { e.Decision = "quarantine" }), want: nil},
+		// A quarantine is a deny that also quarantines (CONTRACT §13); the base
+		// policies quarantine every mutating call at malicious_suspected.
+		{name: "deputy quarantine is a deny", event: deputy(func(e *Event) {
+			e.Decision, e.SourceTrust = "quarantine", "malicious_suspected"
+		}), want: []string{KeyConfusedDeputyBlock}},
+		{name: "deputy redact is not a deny", event: deputy(func(e *Event) { e.Decision = "redact" }), want: nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

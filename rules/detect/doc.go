@@ -99,7 +99,7 @@
 // operator; its Condition shows the rest and its Description all of it:
 //
 //	key                        alert                      severity  condition
-//	confused_deputy_block      confused_deputy_block      HIGH      decision deny, mutates_state true,
+//	confused_deputy_block      confused_deputy_block      HIGH      decision in [deny, quarantine], mutates_state true,
 //	                                                                source_trust in [untrusted_external, malicious_suspected]
 //	approval_required_surface  approval_required_surface  INFO      decision require_approval
 //	critical_deny_risk_score   critical_deny              HIGH      risk_score gte 100
