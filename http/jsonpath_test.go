@@ -3,7 +3,9 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
+	"time"
 )
 
 // The field named in a 400 invalid_type is the exact path of the value
@@ -48,6 +50,33 @@ func TestJSONPathAtNamesTheRefusedValue(t *testing.T) {
 		}
 		if got := jsonPathAt([]byte(tc.raw), te.Offset); got != tc.want {
 			t.Errorf("%s: path %q (encoding/json's Field %q, offset %d), want %q", tc.raw, got, te.Field, te.Offset, tc.want)
+		}
+	}
+}
+
+// A field whose own decoder refuses its value (a timestamp as a number or
+// in another format) is named too.
+func TestRefusedFieldNamesTheField(t *testing.T) {
+	type window struct {
+		From *time.Time `json:"from"`
+	}
+	type body struct {
+		Name   string    `json:"name"`
+		Window window    `json:"window"`
+		At     time.Time `json:"at"`
+	}
+	cases := []struct{ raw, want string }{
+		{`{"at":5}`, "at"},
+		{`{"name":"x","at":"2026-11-20"}`, "at"},
+		{`{"window":{"from":true}}`, "window.from"},
+		{`{"window":{"from":"2026-11-20T00:00:00Z"},"at":"yesterday"}`, "at"},
+		{`{"name":"x"}`, ""},
+		{`[1]`, ""},
+	}
+	for _, tc := range cases {
+		got, err := refusedField([]byte(tc.raw), reflect.TypeFor[body](), "")
+		if got != tc.want || (got != "") != (err != nil) {
+			t.Errorf("%s: field %q (%v), want %q", tc.raw, got, err, tc.want)
 		}
 	}
 }

@@ -445,6 +445,13 @@ func (s *Server) readBody(c *Call, rt Route) *Error {
 			e.Details["field"] = field
 			return e
 		}
+		// The body is valid JSON, so a field's own decoder refused its value
+		// (a timestamp given as a number or in another format): name it.
+		if field, ferr := refusedField(raw, reflect.TypeOf(rt.Body).Elem(), ""); field != "" {
+			e := badRequest("invalid_type", "field %s: %v", field, ferr)
+			e.Details["field"] = field
+			return e
+		}
 		return badRequest("invalid_json", "request body is not valid JSON")
 	}
 	c.body = v
@@ -514,6 +521,49 @@ func jsonPathAt(raw []byte, offset int64) string {
 			valueDone()
 		}
 	}
+}
+
+// refusedField finds the first field of struct type t whose value in raw
+// does not decode, descending into nested structs that decode themselves
+// field by field; "" when none (or raw is not an object).
+func refusedField(raw []byte, t reflect.Type, prefix string) (string, error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var members map[string]json.RawMessage
+	if t.Kind() != reflect.Struct || json.Unmarshal(raw, &members) != nil {
+		return "", nil
+	}
+	unmarshaler := reflect.TypeFor[json.Unmarshaler]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		v, ok := members[name]
+		if !ok {
+			continue
+		}
+		path := prefix + name
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct && !reflect.PointerTo(ft).Implements(unmarshaler) {
+			if p, err := refusedField(v, ft, path+"."); p != "" {
+				return p, err
+			}
+			continue
+		}
+		if err := json.Unmarshal(v, reflect.New(f.Type).Interface()); err != nil {
+			return path, err
+		}
+	}
+	return "", nil
 }
 
 func jsonKind(t reflect.Type) string {

@@ -229,6 +229,11 @@ func TestE2ESOC(t *testing.T) {
 			s.want(t, 404, "POST", "/v2/soc/rules/no_such_rule/backtest", admin, nil)
 			s.want(t, 400, "POST", "/v2/soc/rules/confused_deputy_block/backtest", admin, map[string]any{"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"})
 			s.want(t, 400, "POST", "/v2/soc/rules/confused_deputy_block/backtest", admin, map[string]any{"from": "yesterday"})
+			// A mistyped timestamp is named (CONTRACT §10).
+			_, raw := s.do(t, "POST", "/v2/soc/rules/confused_deputy_block/backtest", admin, map[string]any{"from": 5})
+			if e := envelope(t, raw, 400, "v2", "BadRequest"); detail(e, "field") != "from" || detail(e, "error") != "invalid_type" {
+				t.Errorf("from as a number: details %v, want invalid_type naming from", e["details"])
+			}
 			if o := obj(t, s.want(t, 200, "POST", "/v2/soc/rules/confused_deputy_block/backtest", other, nil)); o["match_count"].(float64) != 0 {
 				t.Errorf("another tenant's backtest sees %v matches", o["match_count"])
 			}
