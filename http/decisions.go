@@ -168,7 +168,7 @@ func (s *Server) registerDecisions() {
 			chk := receipt.Verify(actors.ToReceipt(r, r.Seq), s.receiptKey)
 			return verifyView{ReceiptID: r.ID, Valid: chk.Valid, HashValid: chk.HashValid, SignatureValid: chk.SignatureValid, Error: nullable(chk.Error)}, nil
 		}})
-	s.register(Route{Method: "POST", Path: "/receipts/verify-chain", Access: AccessViewer, Tag: "receipts", Body: &verifyChainReq{}, OptionalBody: true,
+	s.register(Route{Method: "POST", Path: "/receipts/verify-chain", Access: AccessAdmin, Tag: "receipts", Body: &verifyChainReq{}, OptionalBody: true,
 		Resp:    verifyChainView{},
 		Summary: "Verify a chain: the receipts named by receipt_ids (in that order; each error's index is a position in receipt_ids), or seq from_seq..to_seq, or by default the whole chain. A range that reaches the stored chain head must end at it (receipts missing at the end are an error at the index after the last one checked). Always 200; failures are per-index entries of errors.",
 		Handle: func(c *Call) (any, error) {

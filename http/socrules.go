@@ -158,7 +158,7 @@ func (s *Server) registerSOCRules() {
 		Handle: func(*Call) (any, error) {
 			return map[string]any{"reloaded": true, "note": "rules are evaluated fresh per event; nothing to reload"}, nil
 		}})
-	s.register(Route{Method: "POST", Path: "/soc/rules/:rule_key/backtest", Access: AccessViewer, Tag: "soc", Body: &backtestReq{},
+	s.register(Route{Method: "POST", Path: "/soc/rules/:rule_key/backtest", Access: AccessAdmin, Tag: "soc", Body: &backtestReq{},
 		OptionalBody: true, Resp: backtestView{}, Errors: []int{404},
 		Summary: "Replay a default or enabled custom rule over the tenant's recorded decisions from `from` to `to` (RFC 3339; " +
 			"default the trailing 7 days), read-only and in memory, scanning at most 50,000 decisions (the newest). " +

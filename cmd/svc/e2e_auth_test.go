@@ -168,6 +168,11 @@ func TestE2EAuth(t *testing.T) {
 			{name: "unknown operator token on authorize", method: "POST", path: "/v2/authorize", token: "svc_op_" + strings.Repeat("B", 43), body: azRead(nil), status: 401, reason: "Unauthorized"},
 			{name: "viewer creates agent", method: "POST", path: "/v2/agents", token: viewer, body: newAgent(), status: 403, reason: "Forbidden"},
 			{name: "viewer lists agents", method: "GET", path: "/v2/agents", token: viewer, status: 200},
+			// CONTRACT §2: viewer and approver are every GET and stream (the
+			// approver also decides approvals); a read-only POST is admin's.
+			{name: "viewer verifies the chain", method: "POST", path: "/v2/receipts/verify-chain", token: viewer, status: 403, reason: "Forbidden"},
+			{name: "approver backtests a rule", method: "POST", path: "/v2/soc/rules/confused_deputy_block/backtest", token: approver, status: 403, reason: "Forbidden"},
+			{name: "admin verifies the chain", method: "POST", path: "/v2/receipts/verify-chain", token: admin, status: 200},
 			{name: "viewer lists audit", method: "GET", path: "/v2/audit/events", token: viewer, status: 200},
 			{name: "approver lists agents", method: "GET", path: "/v2/agents", token: approver, status: 200},
 			{name: "approver creates operator token", method: "POST", path: "/v2/operator-tokens", token: approver, body: map[string]any{"name": "n", "role": "viewer"}, status: 403, reason: "Forbidden"},
