@@ -134,15 +134,13 @@ func (a *Approvals) Reserve(ctx context.Context, tenantID, id, agentID, hash str
 }
 
 // Settle ends a reservation: consumed when the decision that used the
-// approval was committed.
+// approval was committed. The reservation lives in the approval's live
+// incarnation; with none there is nothing to end (a fresh one holds no
+// reservation), so none is spawned.
 func (a *Approvals) Settle(tenantID, id string, consumed bool) {
-	key := tenantID + "/" + id
-	ref, err := a.actors.get(a.system, key, approvalActorPrefix+key, a.props(tenantID, id))
-	if err != nil {
-		a.log.Error("settle approval", "approval", key, "error", err)
-		return
+	if ref, ok := a.actors.load(tenantID + "/" + id); ok {
+		a.system.Root.Send(ref.pid, &approvalReq{op: opSettle, consumed: consumed})
 	}
-	a.system.Root.Send(ref.pid, &approvalReq{op: opSettle, consumed: consumed})
 }
 
 // ask runs one operation on the approval's actor, on a fresh actor when it

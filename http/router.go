@@ -359,8 +359,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 	return s.writeOK(w, r, rt, out)
 }
 
-// readBody enforces the content type, the size cap and JSON validity, then
-// decodes into a fresh value of the route's Body type.
 // readRaw reads the body under the size cap and checks its content type
 // (JSON, or YAML where the route accepts it, converted to JSON), JSON
 // validity and UTF-8; nil for an empty body.
@@ -418,6 +416,8 @@ func (s *Server) checkUnusedBody(c *Call, rt Route) *Error {
 	return e
 }
 
+// readBody enforces the content type, the size cap and JSON validity
+// (readRaw), then decodes into a fresh value of the route's Body type.
 func (s *Server) readBody(c *Call, rt Route) *Error {
 	raw, e := s.readRaw(c, rt)
 	if e != nil {
