@@ -771,10 +771,10 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 	if req.Environment != nil {
 		in.Environment = *req.Environment
 	}
-	var skillRisk string
+	var facts skillFacts
 	if skill.found {
 		if act, ok := skill.skill.Actions[tc.Action]; ok {
-			skillRisk = act.Risk
+			facts = skillFacts{risk: act.Risk, mutates: act.MutatesState}
 			in.Skill = &policy.SkillInput{Key: skill.skill.Key, Description: skill.skill.Description, Action: tc.Action,
 				Risk: act.Risk, MutatesState: act.MutatesState, ApprovalRequired: act.ApprovalRequired}
 		}
@@ -794,9 +794,9 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 		res = policy.Result{Decision: "deny", Reason: "policy_error"}
 	}
 	if req.ApprovalID != nil && *req.ApprovalID != "" && res.Decision != "deny" && !res.Quarantine && a.opt.Approvals != nil {
-		return a.presentApproval(ctx, m, tc, hash, source, effective, res, &skillRisk)
+		return a.presentApproval(ctx, m, tc, hash, source, effective, res, &facts)
 	}
-	return a.draftDecision(ctx, m, tc, hash, source, effective, res, &skillRisk)
+	return a.draftDecision(ctx, m, tc, hash, source, effective, res, &facts)
 }
 
 // presentApproval decides a call that presents approval_id (CONTRACT §4):
@@ -806,11 +806,11 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 // reason that applies. A deny or quarantine from the policy wins over any
 // approval (the caller checks that first).
 func (a *Authorizer) presentApproval(ctx context.Context, m *messages.Authorize, tc canonical.ToolCall, hash, source, effective string,
-	res policy.Result, skillRisk *string) *draft {
+	res policy.Result, skill *skillFacts) *draft {
 	id := *m.Request.ApprovalID
 	deny := func(reason string) *draft {
 		d := a.draftDecision(ctx, m, tc, hash, source, effective,
-			policy.Result{Decision: "deny", Reason: reason, MatchedPolicies: res.MatchedPolicies}, skillRisk)
+			policy.Result{Decision: "deny", Reason: reason, MatchedPolicies: res.MatchedPolicies}, skill)
 		if reason == ApprovalConsumedR && d.write != nil {
 			ev := a.event(m, &d.write.Decision, messages.KindReplayAttempt, "approval presented again after use")
 			ev.RiskScore, ev.Decision = 100, "deny"
@@ -839,7 +839,7 @@ func (a *Authorizer) presentApproval(ctx context.Context, m *messages.Authorize,
 		return deny(reason)
 	}
 	d := a.draftDecision(ctx, m, tc, hash, source, effective,
-		policy.Result{Decision: "allow", Reason: ApprovalGranted, MatchedPolicies: res.MatchedPolicies, RedactedFields: res.RedactedFields}, skillRisk)
+		policy.Result{Decision: "allow", Reason: ApprovalGranted, MatchedPolicies: res.MatchedPolicies, RedactedFields: res.RedactedFields}, skill)
 	if d.write != nil {
 		d.write.Use = &persistence.ApprovalUse{ApprovalID: id, AgentID: m.AgentID, ActionHash: hash, At: d.write.Decision.CreatedAt}
 		d.approvalID, d.denied, d.lowRisk = id, deny, false
@@ -852,19 +852,30 @@ func ptr[T any](v T) *T { return &v }
 func retrySeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
 
 // draftDecision scores the outcome and builds the response and the rows.
+// skillFacts is what the skill registry says of the call's action.
+type skillFacts struct {
+	risk    string
+	mutates bool
+}
+
 func (a *Authorizer) draftDecision(ctx context.Context, m *messages.Authorize, tc canonical.ToolCall, hash, source, effective string,
-	res policy.Result, skillRisk *string) *draft {
+	res policy.Result, skill *skillFacts) *draft {
 	req := &m.Request
-	sr := ""
-	if skillRisk != nil {
-		sr = *skillRisk
+	// A call mutates state when the request or the skill registry says so:
+	// the policy sees both (base.rego's mutating), and the record, the risk
+	// score, the SOC event and the early answer go by the same fact, or an
+	// agent could send mutates_state false for a registered mutation and
+	// have it scored, detected and answered as a read.
+	sr, mutates := "", req.MutatesState
+	if skill != nil {
+		sr, mutates = skill.risk, mutates || skill.mutates
 	}
 	settings := a.riskSettings(ctx, m.TenantID)
 	denials := 0
 	if v, ok, err := a.shared.Get(ctx, "denycount:"+m.TenantID+":"+m.AgentID); err == nil && ok {
 		denials, _ = strconv.Atoi(v)
 	}
-	inputs := risk.Inputs{TrustLevel: effective, MutatesState: req.MutatesState, SkillRisk: sr, RiskTier: m.RiskTier, RecentDenials: denials}
+	inputs := risk.Inputs{TrustLevel: effective, MutatesState: mutates, SkillRisk: sr, RiskTier: m.RiskTier, RecentDenials: denials}
 	composite := risk.Composite(inputs, settings.Weights)
 	advisory := risk.Advisory(inputs)
 	decision := res.Decision
@@ -884,7 +895,7 @@ func (a *Authorizer) draftDecision(ctx context.Context, m *messages.Authorize, t
 	rec := persistence.Decision{ID: decisionID, TenantID: m.TenantID, AgentID: m.AgentID, RequestID: req.RequestID, Tool: tc.Tool,
 		Action: tc.Action, Resource: tc.Resource, ActionHash: hash, Decision: decision, Reason: res.Reason, RiskScore: advisory,
 		CompositeRiskScore: composite, MatchedPolicyIDs: nonNil(res.MatchedPolicies), RedactedFields: nonNil(res.RedactedFields),
-		MutatesState: req.MutatesState, TrustLevel: source, RootTrustLevel: effective, Environment: req.Environment,
+		MutatesState: mutates, TrustLevel: source, RootTrustLevel: effective, Environment: req.Environment,
 		ToolCall: toolCall, CreatedAt: now, ReceiptID: receiptID, Nonce: req.Nonce}
 	if req.Trace != nil {
 		rec.RunID, rec.ParentRunID, rec.TraceID = req.Trace.RunID, req.Trace.ParentRunID, req.Trace.TraceID
@@ -905,7 +916,7 @@ func (a *Authorizer) draftDecision(ctx context.Context, m *messages.Authorize, t
 	}
 	d := &draft{write: w,
 		response:   resp,
-		lowRisk:    decision == "allow" && !req.MutatesState && sr != "high" && sr != "critical",
+		lowRisk:    decision == "allow" && !mutates && sr != "high" && sr != "critical",
 		quarantine: decision == "quarantine", deny: decision == "deny" || decision == "quarantine"}
 	d.events = append(d.events, a.event(m, &rec, messages.KindAuthorizeDecision, res.Reason))
 	return d

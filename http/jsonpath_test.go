@@ -80,3 +80,22 @@ func TestRefusedFieldNamesTheField(t *testing.T) {
 		}
 	}
 }
+
+// The invalid_type message names the kind the field takes: a fraction
+// given for an integer field is refused as "must be an integer", not as
+// "must be a number" (which it is).
+func TestJSONKindSaysInteger(t *testing.T) {
+	cases := []struct {
+		v    any
+		want string
+	}{
+		{int64(0), "an integer"}, {uint32(0), "an integer"}, {new(int), "an integer"},
+		{0.5, "a number"}, {float32(0), "a number"},
+		{"", "a string"}, {true, "a boolean"}, {[]string{}, "an array"}, {map[string]int{}, "an object"},
+	}
+	for _, tc := range cases {
+		if got := jsonKind(reflect.TypeOf(tc.v)); got != tc.want {
+			t.Errorf("jsonKind(%T) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}

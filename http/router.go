@@ -575,7 +575,10 @@ func jsonKind(t reflect.Type) string {
 		return "a string"
 	case reflect.Bool:
 		return "a boolean"
-	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint, reflect.Uint64, reflect.Float64, reflect.Float32:
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Int16, reflect.Int8,
+		reflect.Uint, reflect.Uint64, reflect.Uint32, reflect.Uint16, reflect.Uint8:
+		return "an integer"
+	case reflect.Float64, reflect.Float32:
 		return "a number"
 	case reflect.Slice, reflect.Array:
 		return "an array"

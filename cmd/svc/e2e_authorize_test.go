@@ -271,9 +271,14 @@ func TestE2EAuthorize(t *testing.T) {
 				azMatched(t, m, "critical")
 				m = azDecide(t, s, tok, azBody("deploy", "staging", true, azSigned, nil), "require_approval", "")
 				azMatched(t, m, "registered_approval")
-				// The registry's mutates_state wins over a client that calls it a read.
+				// The registry's mutates_state wins over a client that calls it a
+				// read, in the policy and in the record, the risk score and the
+				// answer's timing alike.
 				m = azDecide(t, s, tok, azBody("deploy", "prod", false, azSigned, nil), "deny", "")
 				azMatched(t, m, "critical")
+				if d := obj(t, s.want(t, 200, "GET", "/v2/decisions/"+str(t, m, "decision_id"), admin, nil)); d["mutates_state"] != true {
+					t.Errorf("registered mutation sent as a read recorded with mutates_state %v, want true", d["mutates_state"])
+				}
 
 				// Keys are normalized as calls are (rule 7): a skill registered
 				// in capitals applies to every spelling of its tool and action.

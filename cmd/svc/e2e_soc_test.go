@@ -83,6 +83,13 @@ func TestE2ESOC(t *testing.T) {
 			// The first use of a tool/action pair is a behavioural INFO alert.
 			waitAlert(t, s, admin, str(t, deny, "decision_id"), "behavioral_anomaly_new_tool")
 
+			// A registered mutation sent as a read is still a mutation to the
+			// detector: the agent cannot hide it by sending mutates_state false.
+			s.want(t, 200, "PUT", "/v2/skills/payments", admin, map[string]any{"actions": map[string]any{
+				"peek": map[string]any{"risk": "low", "mutates_state": true}}})
+			hidden := azDecide(t, s, tok, azBody("payments", "peek", false, azUntrusted, nil), "deny", "")
+			waitAlert(t, s, admin, str(t, hidden, "decision_id"), "confused_deputy_block")
+
 			_, htok := s.agent(t, admin, "soc-high-"+uniq(), map[string]any{"risk_tier": "high"})
 			req := azDecide(t, s, htok, apCall(map[string]any{"x": 1}, nil), "require_approval", "")
 			if a := waitAlert(t, s, admin, str(t, req, "decision_id"), "approval_required_surface"); a["severity"] != "INFO" {
