@@ -177,7 +177,11 @@ func VerifyExport(r io.Reader) (Report, error) {
 		i := lines
 		lines++
 		var rec Receipt
-		if err := json.Unmarshal(line, &rec); err != nil {
+		err := duplicateKey(line)
+		if err == nil {
+			err = json.Unmarshal(line, &rec)
+		}
+		if err != nil {
 			v.errs = append(v.errs, ChainError{Index: i, Error: "malformed receipt: " + err.Error()})
 			v.skip()
 			rep.HeadHash = ""
@@ -204,7 +208,11 @@ func VerifyExport(r io.Reader) (Report, error) {
 // the export is unsigned.
 func parseHeader(line []byte) (exportHeader, ed25519.PublicKey, error) {
 	var h exportHeader
-	if err := json.Unmarshal(line, &h); err != nil {
+	err := duplicateKey(line)
+	if err == nil {
+		err = json.Unmarshal(line, &h)
+	}
+	if err != nil {
 		return h, nil, fmt.Errorf("malformed header: %w", err)
 	}
 	switch {
@@ -240,4 +248,58 @@ func parseHeader(line []byte) (exportHeader, ed25519.PublicKey, error) {
 func verifyHeader(h exportHeader, pub ed25519.PublicKey) bool {
 	sig, err := base64.StdEncoding.Strict().DecodeString(*h.HeaderSignature)
 	return err == nil && len(sig) == ed25519.SignatureSize && ed25519.Verify(pub, headerMessage(h), sig)
+}
+
+// duplicateKey refuses a line in which an object names a key twice.
+// encoding/json keeps the last value, another reader may keep the first: a
+// receipt verified under one reading would be read as another, so an export
+// with a repeated key is malformed rather than verified.
+func duplicateKey(line []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	type frame struct {
+		keys   map[string]bool
+		object bool
+		key    bool // the next string token in this object is a key
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		top := len(stack) - 1
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{':
+				if top >= 0 && stack[top].object {
+					stack[top].key = true
+				}
+				stack = append(stack, frame{keys: map[string]bool{}, object: true, key: true})
+			case '[':
+				if top >= 0 && stack[top].object {
+					stack[top].key = true
+				}
+				stack = append(stack, frame{})
+			default:
+				stack = stack[:top]
+			}
+			continue
+		}
+		if top < 0 || !stack[top].object {
+			continue
+		}
+		if stack[top].key {
+			k, _ := tok.(string)
+			if stack[top].keys[k] {
+				return fmt.Errorf("duplicate key %q", k)
+			}
+			stack[top].keys[k] = true
+			stack[top].key = false
+		} else {
+			stack[top].key = true
+		}
+	}
 }

@@ -354,6 +354,16 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 			l[rec(2)] = "[1,2,3]"
 			return l
 		}), want: []wantErr{{2, "malformed receipt: *"}}},
+		// A repeated key: encoding/json would keep the last value, so the
+		// verified receipt keeps its decision while a first-wins reader sees quarantine.
+		{name: "receipt with a repeated key", checked: n - 1, input: edit(good, func(l []string) []string {
+			l[rec(5)] = strings.Replace(l[rec(5)], `"decision":"`, `"decision":"quarantine","decision":"`, 1)
+			return l
+		}), want: []wantErr{{5, `malformed receipt: duplicate key "decision"`}}},
+		{name: "header with a repeated key", input: edit(good, func(l []string) []string {
+			l[0] = strings.Replace(l[0], `"tenant_id":"t1"`, `"tenant_id":"t2","tenant_id":"t1"`, 1)
+			return l
+		}), want: []wantErr{{-1, `malformed header: duplicate key "tenant_id"`}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
