@@ -851,13 +851,13 @@ func ptr[T any](v T) *T { return &v }
 
 func retrySeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
 
-// draftDecision scores the outcome and builds the response and the rows.
 // skillFacts is what the skill registry says of the call's action.
 type skillFacts struct {
 	risk    string
 	mutates bool
 }
 
+// draftDecision scores the outcome and builds the response and the rows.
 func (a *Authorizer) draftDecision(ctx context.Context, m *messages.Authorize, tc canonical.ToolCall, hash, source, effective string,
 	res policy.Result, skill *skillFacts) *draft {
 	req := &m.Request
