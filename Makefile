@@ -13,8 +13,11 @@ LDFLAGS := -X main.version=$(VERSION)
 GOTESTFLAGS ?=
 # Extra flags for `make bench`, e.g. BENCHFLAGS='-benchtime=2s -count=3'.
 BENCHFLAGS ?=
+# Time per fuzz target for `make fuzz` (a go test -fuzztime value; `make
+# test` fuzzes each target for scripts/fuzz.sh's short default).
+FUZZTIME ?= 60s
 
-.PHONY: help build run test test-short lint bench fmt vet clean
+.PHONY: help build run test test-short fuzz lint bench fmt vet clean
 
 help:
 	@echo "targets:"
@@ -22,6 +25,7 @@ help:
 	@echo "  run         build, then SVC_BOOTSTRAP_TENANT=default ./bin/svc serve"
 	@echo "  test        all tests with real Postgres + Valkey (scripts/testenv.sh); GOTESTFLAGS=..."
 	@echo "  test-short  go test -short ./... without services"
+	@echo "  fuzz        every fuzz target for FUZZTIME each (scripts/fuzz.sh; default $(FUZZTIME))"
 	@echo "  lint        scripts/lint.sh (gofmt, go vet, golangci-lint)"
 	@echo "  bench       benchmarks with real services; BENCHFLAGS=..."
 	@echo "  fmt         gofmt -w"
@@ -36,12 +40,16 @@ run: build
 
 test:
 	bash scripts/testenv.sh -- $(GO) test -race -count=1 -timeout 12m $(GOTESTFLAGS) ./...
+	GO='$(GO)' bash scripts/fuzz.sh
 
 test-short:
 	$(GO) test -short -count=1 $(GOTESTFLAGS) ./...
 
 lint:
 	bash scripts/lint.sh
+
+fuzz:
+	FUZZTIME='$(FUZZTIME)' GO='$(GO)' bash scripts/fuzz.sh
 
 bench:
 	GO='$(GO)' BENCHFLAGS='$(BENCHFLAGS)' bash scripts/bench.sh

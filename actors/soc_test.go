@@ -1,6 +1,9 @@
 package actors
 
 import (
+	"context"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,6 +12,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/messages"
+	"svc/persistence"
+	"svc/rules/detect"
 )
 
 // A correlator whose windows still hold an event when its idle timeout
@@ -34,4 +39,40 @@ func TestCorrelatorStopsOnceItsWindowsEmpty(t *testing.T) {
 	checkFor(t, 3*time.Second, "the correlator to stop once its windows are empty", func() bool { return stats.Correlators.Load() == 0 })
 	deny(time.Now())
 	checkFor(t, 3*time.Second, "a new correlator for the agent's next event", func() bool { return stats.Correlators.Load() == 1 })
+}
+
+// A decision answered before its commit and then lost is a hole in the
+// tenant's audit: a HIGH alert at once, then at most one a minute with
+// the losses in between counted into it.
+func TestRecordLostRaisesRateLimitedHighAlert(t *testing.T) {
+	store, tenant := tenantStore(t)
+	sys := NewSystem(hclog.NewNullLogger())
+	var notified atomic.Int64
+	pipeline := sys.Root.Spawn(actor.PropsFromProducer(NewSOCPipeline(store, &SOCStats{},
+		SOCOptions{Notify: func(n messages.Notification) {
+			if n.Kind == AlertRecordLost && n.Severity == messages.NotifySeverityHigh {
+				notified.Add(1)
+			}
+		}}, hclog.NewNullLogger())))
+	t.Cleanup(func() { _ = sys.Root.StopFuture(pipeline).Wait() })
+	lost := func(id string) {
+		sys.Root.Send(pipeline, &messages.RecordLost{TenantID: tenant, AgentID: "agent-1", DecisionID: id, Error: "disk full", At: time.Now()})
+	}
+	lost("d1")
+	lost("d2")
+	lost("d3")
+	var alerts []persistence.Alert
+	checkFor(t, 5*time.Second, "the audit-hole alert written", func() bool {
+		alerts, _ = store.ListAlerts(context.Background(), tenant, persistence.AlertFilter{}, persistence.Page{Limit: 10})
+		return len(alerts) > 0
+	})
+	time.Sleep(2 * flushEvery) // a second alert, were there one, would be written by now
+	alerts, _ = store.ListAlerts(context.Background(), tenant, persistence.AlertFilter{}, persistence.Page{Limit: 10})
+	if len(alerts) != 1 || alerts[0].RuleKey != AlertRecordLost || alerts[0].Severity != detect.SeverityHigh ||
+		alerts[0].DecisionID != "d1" || !strings.Contains(alerts[0].Summary, "1 decision(s)") {
+		t.Fatalf("alerts = %+v, want one HIGH %s for d1", alerts, AlertRecordLost)
+	}
+	if notified.Load() != 1 {
+		t.Fatalf("notifications = %d, want 1", notified.Load())
+	}
 }

@@ -127,7 +127,7 @@ type GroupWriter struct {
 	// arrival; then its head is read again and its queued receipts are
 	// sealed against it (resyncHeads).
 	resync    map[string]bool
-	earlyLost func()
+	earlyLost func(*persistence.DecisionWrite, error)
 	pending   *EarlyPending
 	observe   func(int, time.Duration, bool)
 
@@ -191,7 +191,7 @@ type WriterOptions struct {
 	EarlySeal bool
 	// EarlyLost is called for each early-answered decision whose write
 	// failed afterwards.
-	EarlyLost func()
+	EarlyLost func(*persistence.DecisionWrite, error)
 	// Pending, when set, counts early-answered writes not yet committed.
 	Pending *EarlyPending
 	// EarlyCommitWait, when positive, lets early-answered writes wait up to
@@ -442,7 +442,7 @@ func (w *GroupWriter) reply(ctx actor.Context, d batchDone) {
 		if d.errs[i] != nil && c.Early {
 			// Answered already: the write was best effort.
 			if w.earlyLost != nil {
-				w.earlyLost()
+				w.earlyLost(&c.Write, d.errs[i])
 			}
 			w.log.Warn("early-answered decision not recorded (best effort)", "decision_id", c.Write.Decision.ID, "error", d.errs[i])
 			continue

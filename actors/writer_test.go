@@ -128,9 +128,15 @@ func TestGroupWriterFlushesOnStop(t *testing.T) {
 func TestGroupWriterEarlyAnswersAndReseals(t *testing.T) {
 	store, tenant := tenantStore(t)
 	var lost, resealed atomic.Int64
+	var lostID atomic.Value
 	sys := NewSystem(hclog.NewNullLogger())
 	pid := sys.Root.Spawn(actor.PropsFromProducer(NewGroupWriter(store, NewSealer(nil, func(n int) { resealed.Add(int64(n)) }), nil,
-		WriterOptions{EarlySeal: true, EarlyLost: func() { lost.Add(1) }}, hclog.NewNullLogger())))
+		WriterOptions{EarlySeal: true, EarlyLost: func(w *persistence.DecisionWrite, err error) {
+			if err != nil {
+				lostID.Store(w.Decision.ID)
+			}
+			lost.Add(1)
+		}}, hclog.NewNullLogger())))
 
 	req := "dup"
 	w1, w3 := write(tenant), write(tenant)
@@ -156,6 +162,9 @@ func TestGroupWriterEarlyAnswersAndReseals(t *testing.T) {
 		answers = append(answers, c)
 	}
 	checkFor(t, 5*time.Second, "the failed early write counted", func() bool { return lost.Load() == 1 })
+	if got, _ := lostID.Load().(string); got != w2.Decision.ID {
+		t.Fatalf("lost write reported as %q, want w2 %s with its error", got, w2.Decision.ID)
+	}
 	checkFor(t, 5*time.Second, "w3 committed", func() bool {
 		_, err := store.GetDecision(context.Background(), tenant, w3.Decision.ID)
 		return err == nil

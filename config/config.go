@@ -94,6 +94,12 @@ type Config struct {
 	MaxBodyBytes          int64         // SVC_MAX_BODY_LIMIT_BYTES
 	RequestTimeout        time.Duration // SVC_REQUEST_TIMEOUT_SECS
 	MaxConcurrentRequests int           // SVC_MAX_CONCURRENT_REQUESTS
+	// MaxConcurrentPerTenant is SVC_MAX_CONCURRENT_PER_TENANT: one
+	// tenant's share of the concurrent requests (default half of them), so
+	// that no tenant can take every slot from the others.
+	MaxConcurrentPerTenant int
+	HeaderReadTimeout      time.Duration // SVC_HEADER_READ_TIMEOUT_SECS
+	BodyReadTimeout        time.Duration // SVC_BODY_READ_TIMEOUT_SECS
 
 	AuditBatchSize  int           // SVC_AUDIT_BATCH_SIZE
 	AuditBatchFlush time.Duration // SVC_AUDIT_BATCH_FLUSH_MS (milliseconds)
@@ -202,6 +208,9 @@ func Settings() []Setting {
 		{"SVC_MAX_BODY_LIMIT_BYTES", "1048576", "request body cap"},
 		{"SVC_REQUEST_TIMEOUT_SECS", "30", "per-request timeout"},
 		{"SVC_MAX_CONCURRENT_REQUESTS", "1000", "concurrent requests; excess requests get 503"},
+		{"SVC_MAX_CONCURRENT_PER_TENANT", "half of SVC_MAX_CONCURRENT_REQUESTS", "concurrent requests of one tenant (counted once its credential is known); excess requests of that tenant get 429 tenant_concurrency, so no tenant can take every slot from the others; at most SVC_MAX_CONCURRENT_REQUESTS"},
+		{"SVC_HEADER_READ_TIMEOUT_SECS", "10", "time a client has to send a request's headers; the connection is closed after it"},
+		{"SVC_BODY_READ_TIMEOUT_SECS", "10", "time a client has to send a request's body once its headers are in; a body still arriving is cut off with 408 body_timeout and the connection closed"},
 		{"SVC_AUDIT_BATCH_SIZE", "100", "early flush of buffered audit events"},
 		{"SVC_AUDIT_BATCH_FLUSH_MS", "500", "timer flush of buffered audit events, milliseconds"},
 		{"SVC_EARLY_ANSWER", "true", "on a lone node, answer low-risk read-only allows once their receipt is sealed, before it is committed (SPEC 4.2 rule 10): a crash can lose up to SVC_EARLY_COMMIT_WAIT_MS of them, each already answered; false answers every decision after its commit. A node with SVC_CLUSTER=true never answers early"},
@@ -330,6 +339,9 @@ func validate(env environment) (*Config, []error) {
 	c.MaxBodyBytes = v.integer("SVC_MAX_BODY_LIMIT_BYTES", 1, 64)
 	c.RequestTimeout = v.seconds("SVC_REQUEST_TIMEOUT_SECS", 1)
 	c.MaxConcurrentRequests = v.count("SVC_MAX_CONCURRENT_REQUESTS", 1)
+	perTenant, perTenantSet := v.optionalCount("SVC_MAX_CONCURRENT_PER_TENANT", 1)
+	c.HeaderReadTimeout = v.seconds("SVC_HEADER_READ_TIMEOUT_SECS", 1)
+	c.BodyReadTimeout = v.seconds("SVC_BODY_READ_TIMEOUT_SECS", 1)
 
 	c.AuditBatchSize = v.count("SVC_AUDIT_BATCH_SIZE", 1)
 	c.AuditBatchFlush = v.duration("SVC_AUDIT_BATCH_FLUSH_MS", time.Millisecond, 1)
@@ -383,6 +395,11 @@ func validate(env environment) (*Config, []error) {
 	default:
 		c.DBPoolSize = defaultPoolSizeSQLite
 	}
+	if perTenantSet {
+		c.MaxConcurrentPerTenant = perTenant
+	} else {
+		c.MaxConcurrentPerTenant = max(1, c.MaxConcurrentRequests/2)
+	}
 	if testSet {
 		c.DBTestBeforeAcquire = testBeforeAcquire
 	} else {
@@ -413,6 +430,12 @@ func (v *validator) crossChecks(c *Config) {
 		case c.ValkeyURL == "" && !v.bad["SVC_VALKEY_URL"]:
 			v.fail("SVC_VALKEY_URL", "must be set when SVC_CLUSTER is true")
 		}
+	}
+
+	if !v.bad["SVC_MAX_CONCURRENT_PER_TENANT"] && !v.bad["SVC_MAX_CONCURRENT_REQUESTS"] &&
+		c.MaxConcurrentPerTenant > c.MaxConcurrentRequests {
+		v.fail("SVC_MAX_CONCURRENT_PER_TENANT", "%d must be at most SVC_MAX_CONCURRENT_REQUESTS (%d)",
+			c.MaxConcurrentPerTenant, c.MaxConcurrentRequests)
 	}
 
 	if !v.bad["SVC_LEADER_LEASE_SECS"] && !v.bad["SVC_LEADER_ELECTION_INTERVAL_SECS"] &&

@@ -132,6 +132,9 @@ func sqliteDefaults(t *testing.T) config.Config {
 		MaxBodyBytes:               1048576,
 		RequestTimeout:             30 * time.Second,
 		MaxConcurrentRequests:      1000,
+		MaxConcurrentPerTenant:     500,
+		HeaderReadTimeout:          10 * time.Second,
+		BodyReadTimeout:            10 * time.Second,
 		AuditBatchSize:             100,
 		AuditBatchFlush:            500 * time.Millisecond,
 		EarlyAnswer:                true,
@@ -318,6 +321,8 @@ func TestInvalidValueNamesTheVariable(t *testing.T) {
 		{name: "int zero where at least 1", env: map[string]string{"SVC_EVENT_BUFFER_SIZE": "0"}, wantVar: "SVC_EVENT_BUFFER_SIZE", want: `config: SVC_EVENT_BUFFER_SIZE: "0" must be at least 1`},
 		{name: "capacity negative", env: map[string]string{"SVC_SKILL_CACHE_CAPACITY": "-1"}, wantVar: "SVC_SKILL_CACHE_CAPACITY", want: `"-1" must be at least 0`, partial: true},
 		{name: "quota negative", env: map[string]string{"SVC_QUOTA_LIMIT": "-5"}, wantVar: "SVC_QUOTA_LIMIT", want: "must be at least 0", partial: true},
+		{name: "tenant share over the total", env: map[string]string{"SVC_MAX_CONCURRENT_REQUESTS": "10", "SVC_MAX_CONCURRENT_PER_TENANT": "11"}, wantVar: "SVC_MAX_CONCURRENT_PER_TENANT", want: "must be at most SVC_MAX_CONCURRENT_REQUESTS", partial: true},
+		{name: "body timeout zero", env: map[string]string{"SVC_BODY_READ_TIMEOUT_SECS": "0"}, wantVar: "SVC_BODY_READ_TIMEOUT_SECS", want: "must be at least 1", partial: true},
 		{name: "pool size zero", env: map[string]string{"SVC_DB_POOL_SIZE": "0"}, wantVar: "SVC_DB_POOL_SIZE", want: "must be at least 1", partial: true},
 		{name: "pool size text", env: map[string]string{"SVC_DB_POOL_SIZE": "ten"}, wantVar: "SVC_DB_POOL_SIZE", want: "not a whole number", partial: true},
 		{name: "legacy pool negative", env: map[string]string{"SVC_DB_MAX_CONNECTIONS": "-2"}, wantVar: "SVC_DB_MAX_CONNECTIONS", want: "must be at least 1", partial: true},
@@ -739,6 +744,9 @@ func TestEverySettingTakesEffect(t *testing.T) {
 		"SVC_MAX_BODY_LIMIT_BYTES":             {value: "2048"},
 		"SVC_REQUEST_TIMEOUT_SECS":             {value: "31"},
 		"SVC_MAX_CONCURRENT_REQUESTS":          {value: "10"},
+		"SVC_MAX_CONCURRENT_PER_TENANT":        {value: "400"},
+		"SVC_HEADER_READ_TIMEOUT_SECS":         {value: "11"},
+		"SVC_BODY_READ_TIMEOUT_SECS":           {value: "12"},
 		"SVC_AUDIT_BATCH_SIZE":                 {value: "1"},
 		"SVC_AUDIT_BATCH_FLUSH_MS":             {value: "50"},
 		"SVC_EARLY_ANSWER":                     {value: "false"},
@@ -803,9 +811,10 @@ func TestEverySettingTakesEffect(t *testing.T) {
 // Default text and expects the same Config as leaving it unset.
 func TestDocumentedDefaultsAreLoadDefaults(t *testing.T) {
 	described := map[string]bool{ // defaults that are descriptions, checked in TestLoadDefaults
-		"SVC_DB_POOL_SIZE":           true,
-		"SVC_DB_TEST_BEFORE_ACQUIRE": true,
-		"SVC_NODE_ID":                true,
+		"SVC_DB_POOL_SIZE":              true,
+		"SVC_DB_TEST_BEFORE_ACQUIRE":    true,
+		"SVC_NODE_ID":                   true,
+		"SVC_MAX_CONCURRENT_PER_TENANT": true,
 	}
 	unsetDefault := mustLoad(t, nil)
 	for _, s := range config.Settings() {
@@ -831,6 +840,23 @@ func TestREADMEListsEverySetting(t *testing.T) {
 		row := "| `" + s.Name + "` | " + strings.ReplaceAll(s.Default, "|", "\\|") + " |"
 		if !strings.Contains(string(raw), row) {
 			t.Errorf("README.md lacks the row for %s with default %q", s.Name, s.Default)
+		}
+	}
+}
+
+// A tenant's share of the concurrent requests defaults to half of them.
+func TestTenantShareDefaultsToHalf(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want int
+	}{
+		{nil, 500},
+		{map[string]string{"SVC_MAX_CONCURRENT_REQUESTS": "10"}, 5},
+		{map[string]string{"SVC_MAX_CONCURRENT_REQUESTS": "1"}, 1},
+		{map[string]string{"SVC_MAX_CONCURRENT_REQUESTS": "10", "SVC_MAX_CONCURRENT_PER_TENANT": "10"}, 10},
+	} {
+		if got := mustLoad(t, tc.env).MaxConcurrentPerTenant; got != tc.want {
+			t.Errorf("%v: MaxConcurrentPerTenant = %d, want %d", tc.env, got, tc.want)
 		}
 	}
 }

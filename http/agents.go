@@ -15,27 +15,27 @@ import (
 )
 
 type agentCreate struct {
-	Name                string    `json:"name"`
-	AllowedEnvironments *[]string `json:"allowed_environments"`
-	RiskTier            string    `json:"risk_tier"`
+	Name                string    `json:"name" openapi:"required,pattern=nonblank,maxLength=128"`
+	AllowedEnvironments *[]string `json:"allowed_environments" openapi:"items.pattern=nonblank,items.maxLength=128"`
+	RiskTier            string    `json:"risk_tier" openapi:"enum=|low|medium|high"`
 	// SigningKey is "generate" or the standard base64 of at least 32 bytes.
-	SigningKey *string `json:"signing_key"`
+	SigningKey *string `json:"signing_key" openapi:"pattern=signing_key"`
 }
 
 type agentPatch struct {
-	Name                *string   `json:"name"`
-	RiskTier            *string   `json:"risk_tier"`
-	AllowedEnvironments *[]string `json:"allowed_environments"`
+	Name                *string   `json:"name" openapi:"notnull,pattern=nonblank,maxLength=128"`
+	RiskTier            *string   `json:"risk_tier" openapi:"notnull,enum=low|medium|high"`
+	AllowedEnvironments *[]string `json:"allowed_environments" openapi:"items.pattern=nonblank,items.maxLength=128"`
 	// SigningKey is "generate", base64 of at least 32 bytes, or null to remove.
-	SigningKey *string `json:"signing_key"`
+	SigningKey *string `json:"signing_key" openapi:"pattern=signing_key"`
 }
 
 type agentView struct {
-	AgentID             string     `json:"agent_id"`
+	AgentID             string     `json:"agent_id" openapi:"format=uuid"`
 	Name                string     `json:"name"`
-	Status              string     `json:"status"`
-	RiskTier            string     `json:"risk_tier"`
-	AllowedEnvironments []string   `json:"allowed_environments"`
+	Status              string     `json:"status" openapi:"enum=active|quarantined|frozen|revoked|deleted"`
+	RiskTier            string     `json:"risk_tier" openapi:"enum=low|medium|high"`
+	AllowedEnvironments []string   `json:"allowed_environments" openapi:"nullable,minItems=1"`
 	HasSigningKey       bool       `json:"has_signing_key"`
 	CreatedAt           time.Time  `json:"created_at"`
 	UpdatedAt           time.Time  `json:"updated_at"`
@@ -56,22 +56,22 @@ type agentPatched struct {
 }
 
 type tokenRotated struct {
-	AgentID    string `json:"agent_id"`
+	AgentID    string `json:"agent_id" openapi:"format=uuid"`
 	AgentToken string `json:"agent_token"`
 }
 
 type leakReported struct {
-	AgentID    string `json:"agent_id"`
+	AgentID    string `json:"agent_id" openapi:"format=uuid"`
 	Rotated    bool   `json:"rotated"`
 	AgentToken string `json:"agent_token,omitempty"`
 }
 
 type permissionCreate struct {
-	ToolKey string `json:"tool_key"`
+	ToolKey string `json:"tool_key" openapi:"required,pattern=nonblank,maxLength=128"`
 }
 
 type permissionView struct {
-	AgentID   string    `json:"agent_id"`
+	AgentID   string    `json:"agent_id" openapi:"format=uuid"`
 	ToolKey   string    `json:"tool_key"`
 	CreatedAt time.Time `json:"created_at"`
 }

@@ -7,9 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -23,13 +21,13 @@ import (
 
 // approvalView is the approval shape of CONTRACT §5 (tenant_id added).
 type approvalView struct {
-	ApprovalID     string          `json:"approval_id"`
-	TenantID       string          `json:"tenant_id"`
-	DecisionID     string          `json:"decision_id"`
-	AgentID        string          `json:"agent_id"`
-	ToolCall       json.RawMessage `json:"tool_call"`
+	ApprovalID     string          `json:"approval_id" openapi:"format=uuid"`
+	TenantID       string          `json:"tenant_id" openapi:"format=uuid"`
+	DecisionID     string          `json:"decision_id" openapi:"format=uuid"`
+	AgentID        string          `json:"agent_id" openapi:"format=uuid"`
+	ToolCall       json.RawMessage `json:"tool_call" openapi:"notnull"`
 	ActionHash     string          `json:"action_hash"`
-	Status         string          `json:"status"`
+	Status         string          `json:"status" openapi:"enum=PENDING|APPROVED|REJECTED|EXPIRED"`
 	Reason         *string         `json:"reason"`
 	ApproverUserID *string         `json:"approver_user_id"`
 	CreatedAt      time.Time       `json:"created_at"`
@@ -39,20 +37,20 @@ type approvalView struct {
 }
 
 type approvalDecideReq struct {
-	ApproverUserID string  `json:"approver_user_id"`
+	ApproverUserID string  `json:"approver_user_id" openapi:"required,pattern=nonblank"`
 	Reason         *string `json:"reason"`
 }
 
 type approvalEditReq struct {
-	ApproverUserID string         `json:"approver_user_id"`
-	Parameters     map[string]any `json:"parameters"`
+	ApproverUserID string         `json:"approver_user_id" openapi:"required,pattern=nonblank"`
+	Parameters     map[string]any `json:"parameters" openapi:"required"`
 	Reason         *string        `json:"reason"`
 }
 
 type chatCallbackView struct {
 	OK         bool   `json:"ok"`
-	ApprovalID string `json:"approval_id"`
-	Status     string `json:"status"`
+	ApprovalID string `json:"approval_id" openapi:"format=uuid"`
+	Status     string `json:"status" openapi:"enum=PENDING|APPROVED|REJECTED|EXPIRED"`
 }
 
 // ChatReason is the reason recorded for a decision made from the chat
@@ -336,9 +334,9 @@ func (s *Server) chatCallback(c *Call) (any, error) {
 	if secret == "" {
 		return nil, notFound("path " + c.R.URL.Path)
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(nil, c.R.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		return nil, badRequest("body_too_large", "request body exceeds %d bytes", s.cfg.MaxBodyBytes)
+	raw, e := s.readCapped(c)
+	if e != nil {
+		return nil, e
 	}
 	ts := c.R.Header.Get(ChatTimestampHeader)
 	sec, err := strconv.ParseInt(ts, 10, 64)
@@ -352,8 +350,12 @@ func (s *Server) chatCallback(c *Call) (any, error) {
 	if err != nil || form.Get("payload") == "" {
 		return nil, badRequest("invalid_payload", "the body must be form-encoded with a payload field")
 	}
+	payload := []byte(form.Get("payload"))
+	if e := checkJSON(payload); e != nil {
+		return nil, e // invalid_json (a duplicate key) or nul_character, as in any JSON body
+	}
 	var p chatPayload
-	if err := json.Unmarshal([]byte(form.Get("payload")), &p); err != nil || len(p.Actions) == 0 {
+	if decodeStrict(payload, &p) != nil || len(p.Actions) == 0 {
 		return nil, badRequest("invalid_payload", "payload must be JSON with actions[0]")
 	}
 	act := p.Actions[0]

@@ -33,7 +33,8 @@ func (s *Server) registerAuthorize() {
 		Summary: "Decide a tool call (SPEC 4.2). Every policy outcome answers 200; a fail-closed deny when the decision " +
 			"cannot be recorded answers 503 with {\"decision\":\"deny\",\"reason\":\"audit_writer_unavailable\"}. Failed token " +
 			"attempts are counted per source IP and X-Svc-Tenant-ID; past SVC_AUTH_FAILURE_LIMIT in SVC_AUTH_FAILURE_WINDOW_SECS " +
-			"the pair is answered 429 before any token check. An agent with a signing_key must send " +
+			"further failed attempts from the pair are answered 429 auth_locked (with Retry-After) instead of 401, while a valid " +
+			"agent token from the same address is still served. An agent with a signing_key must send " +
 			"X-Svc-Request-Signature: sha256=<hex HMAC-SHA256 of the raw body> (401 when missing or wrong).",
 		Handle: s.authorize})
 }
@@ -41,19 +42,23 @@ func (s *Server) registerAuthorize() {
 func (s *Server) authorize(c *Call) (any, error) {
 	r := c.R
 	ctx := c.Ctx()
-	failKey := "authfail:" + clientIP(r) + ":" + strings.TrimSpace(r.Header.Get(TenantHeader))
-	n, ttl, err := s.Shared.Count(ctx, failKey)
-	if err != nil {
-		return nil, unavailable("shared_state_unavailable", "shared state is unavailable; the call is refused (fail closed)")
-	}
-	if n >= int64(s.cfg.AuthFailureLimit) {
-		e := apiErr("TooManyRequests", "auth_locked", "too many failed token attempts from this address; retry later")
-		e.RetryAfter = max(1, int(ttl.Seconds()+0.999))
-		return nil, e
-	}
+	// Failed token attempts count per source address and tenant; past
+	// the limit, further failures are 429 until the window passes. Only
+	// failures are counted and judged: a valid credential from a locked
+	// address is served (CONTRACT §13), so a stranger sharing a NAT or a
+	// proxy cannot lock the agents behind it out.
 	fail := func(e *Error) (any, error) {
-		if _, _, err := s.Shared.Incr(ctx, failKey, s.cfg.AuthFailureWindow); err != nil {
+		failKey := "authfail:" + clientIP(r) + ":" + strings.TrimSpace(r.Header.Get(TenantHeader))
+		n, ttl, err := s.Shared.Incr(ctx, failKey, s.cfg.AuthFailureWindow)
+		if err != nil {
 			s.log.Warn("auth failure not counted", "error", err)
+			return nil, e
+		}
+		if n > int64(s.cfg.AuthFailureLimit) {
+			s.metrics.authLocked.Inc()
+			locked := apiErr("TooManyRequests", "auth_locked", "too many failed token attempts from this address; retry later")
+			locked.RetryAfter = max(1, int(ttl.Seconds()+0.999))
+			return nil, locked
 		}
 		return nil, e
 	}
@@ -88,7 +93,11 @@ func (s *Server) authorize(c *Call) (any, error) {
 		return fail(unauthorized("invalid agent token"))
 	}
 	// The body is read once the caller is known: a bad credential is
-	// answered (and counted, or refused while locked) whatever the body.
+	// answered (and counted, or refused while locked) whatever the body,
+	// and a tenant past its share of the node waits no body.
+	if e := c.admitTenant(agent.TenantID); e != nil {
+		return nil, e
+	}
 	if err := c.ReadBody(); err != nil {
 		return nil, err
 	}

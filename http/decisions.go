@@ -14,15 +14,15 @@ import (
 )
 
 type decisionView struct {
-	DecisionID         string    `json:"decision_id"`
-	TenantID           string    `json:"tenant_id"`
-	AgentID            string    `json:"agent_id"`
+	DecisionID         string    `json:"decision_id" openapi:"format=uuid"`
+	TenantID           string    `json:"tenant_id" openapi:"format=uuid"`
+	AgentID            string    `json:"agent_id" openapi:"format=uuid"`
 	RequestID          *string   `json:"request_id"`
 	Tool               string    `json:"tool"`
 	Action             string    `json:"action"`
 	Resource           *string   `json:"resource"`
 	ActionHash         string    `json:"action_hash"`
-	Decision           string    `json:"decision"`
+	Decision           string    `json:"decision" openapi:"enum=allow|deny|require_approval|redact|quarantine"`
 	Reason             string    `json:"reason"`
 	RiskScore          int       `json:"risk_score"`
 	CompositeRiskScore int       `json:"composite_risk_score"`
@@ -35,13 +35,13 @@ type decisionView struct {
 	RunID              *string   `json:"run_id"`
 	ParentRunID        *string   `json:"parent_run_id"`
 	TraceID            *string   `json:"trace_id"`
-	ReceiptID          *string   `json:"receipt_id"`
+	ReceiptID          *string   `json:"receipt_id" openapi:"format=uuid"`
 	ReceiptHash        *string   `json:"receipt_hash"`
 	CreatedAt          time.Time `json:"created_at"`
 }
 
 type verifyView struct {
-	ReceiptID      string  `json:"receipt_id"`
+	ReceiptID      string  `json:"receipt_id" openapi:"format=uuid"`
 	Valid          bool    `json:"valid"`
 	HashValid      bool    `json:"hash_valid"`
 	SignatureValid *bool   `json:"signature_valid"`
@@ -49,9 +49,9 @@ type verifyView struct {
 }
 
 type verifyChainReq struct {
-	ReceiptIDs []string `json:"receipt_ids"`
-	FromSeq    *int64   `json:"from_seq"`
-	ToSeq      *int64   `json:"to_seq"`
+	ReceiptIDs []string `json:"receipt_ids" openapi:"maxItems=5000"`
+	FromSeq    *int64   `json:"from_seq" openapi:"min=1"`
+	ToSeq      *int64   `json:"to_seq" openapi:"min=1"`
 }
 
 type chainErrorView struct {
@@ -69,7 +69,7 @@ type verifyChainView struct {
 type publicKeyView struct {
 	KeyID     string `json:"key_id"`
 	PublicKey string `json:"public_key"`
-	Algorithm string `json:"algorithm"`
+	Algorithm string `json:"algorithm" openapi:"enum=Ed25519"`
 }
 
 func viewDecision(d persistence.Decision) decisionView {

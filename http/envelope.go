@@ -16,6 +16,8 @@ import (
 // SPEC requires without naming a reason: load shedding over
 // SVC_MAX_CONCURRENT_REQUESTS and, clustered, an unreachable Valkey
 // (CONTRACT §11). A database failure is InternalError (500), as SPEC 7 says.
+// RequestTimeout (408) is svc's too: a request body that does not arrive
+// within SVC_BODY_READ_TIMEOUT_SECS.
 var reasonStatus = map[string]int{
 	"BadRequest":           http.StatusBadRequest,
 	"Unauthorized":         http.StatusUnauthorized,
@@ -31,6 +33,7 @@ var reasonStatus = map[string]int{
 	"Timeout":              http.StatusGatewayTimeout,
 	"UnsupportedMediaType": http.StatusUnsupportedMediaType,
 	"ServiceUnavailable":   http.StatusServiceUnavailable,
+	"RequestTimeout":       http.StatusRequestTimeout,
 }
 
 // Error is an API error, rendered as the status envelope.
@@ -86,12 +89,12 @@ func invalidField(field, format string, args ...any) *Error {
 
 // envelope is the SPEC 7 status body.
 type envelope struct {
-	Kind       string         `json:"kind"`
-	APIVersion string         `json:"apiVersion"`
-	Status     string         `json:"status"`
+	Kind       string         `json:"kind" openapi:"enum=Status"`
+	APIVersion string         `json:"apiVersion" openapi:"enum=v1|v2"`
+	Status     string         `json:"status" openapi:"enum=Failure"`
 	Message    string         `json:"message"`
 	Reason     string         `json:"reason"`
-	Details    map[string]any `json:"details"`
+	Details    map[string]any `json:"details" openapi:"notnull"`
 	Code       int            `json:"code"`
 }
 
@@ -107,6 +110,8 @@ func toAPIError(err error) (*Error, bool) {
 		return notFound("resource"), false
 	case errors.Is(err, persistence.ErrConflict):
 		return apiErr("AlreadyExists", "already_exists", "a resource with these values already exists"), false
+	case errors.Is(err, persistence.ErrInvalidInput):
+		return badRequest("invalid_input", "a value in the request cannot be stored"), false
 	case errors.Is(err, persistence.ErrStateConflict):
 		return apiErr("Conflict", "conflict", "the operation does not apply in the resource's current state"), false
 	case errors.Is(err, context.DeadlineExceeded):

@@ -10,14 +10,14 @@ import (
 )
 
 type ingestReq struct {
-	Source    string         `json:"source"`
+	Source    string         `json:"source" openapi:"required,enum=codehost_webhook|modelvendor_trace"`
 	EventType *string        `json:"event_type"`
-	Payload   map[string]any `json:"payload"`
+	Payload   map[string]any `json:"payload" openapi:"required"`
 }
 
 type ingestView struct {
-	EventID string `json:"event_id"`
-	Kind    string `json:"kind"`
+	EventID string `json:"event_id" openapi:"format=uuid"`
+	Kind    string `json:"kind" openapi:"enum=external_event:codehost_webhook|external_event:modelvendor_trace"`
 }
 
 // ingestSources maps each accepted source to the system name its events

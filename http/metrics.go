@@ -17,6 +17,10 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	shed     prometheus.Counter
+	// refused counts requests refused for load or time by reason:
+	// overloaded (503), tenant_concurrency (429), body_timeout (408).
+	refused    *prometheus.CounterVec
+	authLocked prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -28,6 +32,14 @@ func newMetrics(s *Server) *metrics {
 		[]string{"method", "route"})
 	m.shed = prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_http_requests_shed_total",
 		Help: "Requests refused with 503 over SVC_MAX_CONCURRENT_REQUESTS."})
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svc_http_requests_refused_total",
+		Help: "Requests refused for load or time: overloaded (503, every slot held), tenant_concurrency (429, the tenant's share held), body_timeout (408, the body did not arrive in time)."},
+		[]string{"reason"})
+	for _, r := range []string{"overloaded", "tenant_concurrency", "body_timeout"} {
+		m.refused.WithLabelValues(r)
+	}
+	m.authLocked = prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_auth_locked_total",
+		Help: "Failed authorize token attempts answered 429 auth_locked (past SVC_AUTH_FAILURE_LIMIT for their address and tenant)."})
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
@@ -43,7 +55,12 @@ func newMetrics(s *Server) *metrics {
 	if w := s.WriterMetrics; w != nil {
 		m.reg.MustRegister(w.duration, w.size, w.failed)
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.shed,
+	m.reg.MustRegister(m.requests, m.latency, m.shed, m.refused, m.authLocked,
+		gauge("svc_http_requests_in_flight", "Requests holding one of the SVC_MAX_CONCURRENT_REQUESTS slots.", func() float64 { return float64(s.adm.inFlight()) }),
+		gauge("svc_http_requests_in_flight_max", "SVC_MAX_CONCURRENT_REQUESTS.", func() float64 { return float64(s.cfg.MaxConcurrentRequests) }),
+		gauge("svc_http_tenant_in_flight_max", "Slots held by the busiest tenant (its share is SVC_MAX_CONCURRENT_PER_TENANT).", func() float64 { return float64(s.adm.busiestTenant()) }),
+		gauge("svc_http_bodies_in_flight", "Request bodies being read.", func() float64 { return float64(s.adm.bodies.Load()) }),
+		gauge("svc_http_saturated", "1 while nine slots in ten are held or a request was refused for load within the last minute.", func() float64 { return boolean(s.adm.saturated()) }),
 		// The scheduler's run-queue latency beside the defaults: how long
 		// runnable goroutines (the group writer's among them) wait for a CPU.
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

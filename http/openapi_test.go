@@ -166,8 +166,8 @@ func TestEnvelopeReasonsMapToOneStatus(t *testing.T) {
 
 func TestLoadSheddingAnswers503(t *testing.T) {
 	s := newTestServer(t)
-	for i := 0; i < cap(s.slots); i++ {
-		s.slots <- struct{}{} // every slot busy
+	for i := 0; i < cap(s.adm.slots); i++ {
+		s.adm.slots <- struct{}{} // every slot busy
 	}
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, httptest.NewRequest("GET", "/v2/version", nil))

@@ -15,8 +15,8 @@ import (
 var policyNameRE = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
 
 type policyCreate struct {
-	Name        string `json:"name"`
-	Rego        string `json:"rego"`
+	Name        string `json:"name" openapi:"required,pattern=key"`
+	Rego        string `json:"rego" openapi:"required,minLength=1"`
 	Description string `json:"description"`
 	Enabled     *bool  `json:"enabled"`
 }
@@ -56,20 +56,20 @@ type skillView struct {
 }
 
 type riskWeights struct {
-	Trust         *float64 `json:"trust"`
-	Mutation      *float64 `json:"mutation"`
-	SkillRisk     *float64 `json:"skill_risk"`
-	RiskTier      *float64 `json:"risk_tier"`
-	RecentDenials *float64 `json:"recent_denials"`
+	Trust         *float64 `json:"trust" openapi:"required,min=0,max=1"`
+	Mutation      *float64 `json:"mutation" openapi:"required,min=0,max=1"`
+	SkillRisk     *float64 `json:"skill_risk" openapi:"required,min=0,max=1"`
+	RiskTier      *float64 `json:"risk_tier" openapi:"required,min=0,max=1"`
+	RecentDenials *float64 `json:"recent_denials" openapi:"required,min=0,max=1"`
 }
 
 type riskEscalation struct {
-	DenialThreshold *int `json:"denial_threshold"`
-	WindowMinutes   *int `json:"window_minutes"`
+	DenialThreshold *int `json:"denial_threshold" openapi:"required,min=1,max=10000"`
+	WindowMinutes   *int `json:"window_minutes" openapi:"required,min=1,max=10080"`
 }
 
 type statsView struct {
-	TenantID                 string           `json:"tenant_id"`
+	TenantID                 string           `json:"tenant_id" openapi:"format=uuid"`
 	TotalDecisions           int64            `json:"total_decisions"`
 	DecisionsAllow           int64            `json:"decisions_allow"`
 	DecisionsDeny            int64            `json:"decisions_deny"`

@@ -30,6 +30,15 @@ type readyBody struct {
 	Leader               bool               `json:"leader"`
 	NodeID               string             `json:"node_id"`
 	Components           []actors.Component `json:"components"`
+	// Load is "saturated" while nine slots in ten are held or a request
+	// was refused for load within the last minute, else "ok"; advisory,
+	// like audit_writer.
+	Load                   string `json:"load"`
+	InFlightRequests       int    `json:"in_flight_requests"`
+	MaxConcurrentRequests  int    `json:"max_concurrent_requests"`
+	BusiestTenantInFlight  int    `json:"busiest_tenant_in_flight"`
+	MaxConcurrentPerTenant int    `json:"max_concurrent_per_tenant"`
+	BodiesInFlight         int64  `json:"bodies_in_flight"`
 }
 
 type simpleStatus struct {
@@ -63,11 +72,17 @@ func (s *Server) registerProbes() {
 		Summary: "Liveness: no I/O, no dependency checks.",
 		Handle:  func(*Call) (any, error) { return simpleStatus{"ok"}, nil }})
 	s.register(Route{Method: "GET", Path: "/readyz", Unversioned: true, Tag: "operations", Resp: readyBody{}, Errors: []int{503},
-		Summary: "Readiness: 503 with background_tasks down and the dead tasks listed when a supervised task has spent its restart budget, or when clustered and Valkey is unreachable; audit_writer is advisory.",
+		Summary: "Readiness: 503 with background_tasks down and the dead tasks listed when a supervised task has spent its restart budget, or when clustered and Valkey is unreachable; audit_writer and load (saturated while nine request slots in ten are held or a request was refused for load in the last minute, with the counts beside it) are advisory.",
 		Handle: func(c *Call) (any, error) {
 			dead := s.Registry.DeadTasks()
 			b := readyBody{Status: "ready", BackgroundTasks: "up", DeadBackgroundTasks: dead, AuditWriter: "ok",
-				Leader: s.Leader.IsLeader(), NodeID: s.NodeID, Components: s.Registry.Snapshot()}
+				Leader: s.Leader.IsLeader(), NodeID: s.NodeID, Components: s.Registry.Snapshot(),
+				Load: "ok", InFlightRequests: s.adm.inFlight(), MaxConcurrentRequests: s.cfg.MaxConcurrentRequests,
+				BusiestTenantInFlight: s.adm.busiestTenant(), MaxConcurrentPerTenant: s.cfg.MaxConcurrentPerTenant,
+				BodiesInFlight: s.adm.bodies.Load()}
+			if s.adm.saturated() {
+				b.Load = "saturated"
+			}
 			if !s.auditWriterOK() {
 				b.AuditWriter, b.AuditWriterUnhealthy = "unhealthy", true
 			}

@@ -8,13 +8,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -109,6 +106,9 @@ type Call struct {
 	// readBody, on a SelfAuth route with a body, reads and decodes it once
 	// the handler has authenticated the caller (ReadBody).
 	readBody func() *Error
+	// tenantHeld is the tenant whose share of the node this request holds
+	// (admitTenant), released when the request ends.
+	tenantHeld string
 }
 
 // ReadBody reads and decodes the body of a SelfAuth route, which the
@@ -286,6 +286,7 @@ func (s *Server) handle(rt Route, version string) httprouter.Handle {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Params, rt Route, version string) int {
 	setVersionHeaders(w, version)
+	defer s.limitBodyTime(w, r)()
 	fail := func(e *Error) int {
 		writeEnvelope(w, version, e)
 		return e.Status()
@@ -304,15 +305,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		defer s.streams.open.Add(-1)
 	}
 	if !rt.Unversioned && !streaming { // a stream is not request work: it never holds a slot
-		select {
-		case s.slots <- struct{}{}:
-			defer func() { <-s.slots }()
-		default:
+		if !s.adm.enter() {
 			s.metrics.shed.Inc()
+			s.metrics.refused.WithLabelValues("overloaded").Inc()
 			e := apiErr("ServiceUnavailable", "overloaded", "too many concurrent requests; retry later")
 			e.RetryAfter = 1
 			return fail(e)
 		}
+		defer s.adm.leave()
 	}
 	if !streaming {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
@@ -321,6 +321,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 	}
 
 	c := &Call{R: r, Params: ps, Version: version, header: w.Header(), srv: s}
+	defer func() {
+		if c.tenantHeld != "" {
+			s.adm.leaveTenant(c.tenantHeld)
+		}
+	}()
 	if streaming && bearer(r) == "" && r.URL.Query().Get("ticket") != "" {
 		p, err := s.redeemTicket(r)
 		if err != nil {
@@ -335,6 +340,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 			return fail(ae)
 		}
 		c.Principal = p
+		if !rt.Unversioned && !streaming {
+			if e := c.admitTenant(p.TenantID); e != nil {
+				return fail(e)
+			}
+		}
+	}
+	if e := checkURL(c); e != nil {
+		return fail(e)
 	}
 	switch {
 	case rt.Body != nil && rt.SelfAuth:
@@ -359,17 +372,46 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 	return s.writeOK(w, r, rt, out)
 }
 
+// checkURL refuses, before any work, a path or query value that no store
+// holds alike (CONTRACT §10): U+0000 or bad UTF-8 in a path segment is the
+// 404 of any malformed id; in a query key or value, 400 nul_character (or
+// invalid_query) naming the parameter.
+func checkURL(c *Call) *Error {
+	for _, p := range c.Params {
+		if !storableText(p.Value) {
+			return notFound("resource")
+		}
+	}
+	if c.R.URL.RawQuery == "" {
+		return nil
+	}
+	for k, vs := range c.R.URL.Query() {
+		for _, v := range append([]string{k}, vs...) {
+			switch {
+			case strings.IndexByte(v, 0) >= 0:
+				e := badRequest("nul_character", "query parameter %q contains U+0000, which is not accepted", k)
+				e.Details["field"] = k
+				return e
+			case !utf8.ValidString(v):
+				e := badRequest("invalid_query", "query parameter %q is not valid UTF-8", k)
+				e.Details["field"] = k
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+// storableText reports whether s is UTF-8 without U+0000.
+func storableText(s string) bool { return strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) }
+
 // readRaw reads the body under the size cap and checks its content type
 // (JSON, or YAML where the route accepts it, converted to JSON), JSON
 // validity and UTF-8; nil for an empty body.
 func (s *Server) readRaw(c *Call, rt Route) ([]byte, *Error) {
-	raw, err := io.ReadAll(http.MaxBytesReader(nil, c.R.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, badRequest("body_too_large", "request body exceeds %d bytes", s.cfg.MaxBodyBytes)
-		}
-		return nil, badRequest("invalid_body", "could not read the request body")
+	raw, e := s.readCapped(c)
+	if e != nil {
+		return nil, e
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil
@@ -392,14 +434,8 @@ func (s *Server) readRaw(c *Call, rt Route) ([]byte, *Error) {
 		}
 		return nil, apiErr("UnsupportedMediaType", "unsupported_media_type", "Content-Type must be application/json")
 	}
-	if !json.Valid(raw) {
-		return nil, badRequest("invalid_json", "request body is not valid JSON")
-	}
-	if !utf8.Valid(raw) {
-		// RFC 8259 §8.1: JSON between systems is UTF-8. Decoding would
-		// replace the bad bytes, and the action hash and the stored call
-		// would then differ from what the client sent (and signed).
-		return nil, badRequest("invalid_json", "request body is not valid UTF-8")
+	if e := checkJSON(raw); e != nil {
+		return nil, e
 	}
 	return raw, nil
 }
@@ -431,160 +467,11 @@ func (s *Server) readBody(c *Call, rt Route) *Error {
 	}
 	c.Raw = raw
 	v := reflect.New(reflect.TypeOf(rt.Body).Elem()).Interface()
-	if err := json.Unmarshal(raw, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			if te.Field == "" {
-				return badRequest("invalid_json", "request body must be a JSON object")
-			}
-			field := te.Field
-			if p := jsonPathAt(raw, te.Offset); p != "" {
-				field = p // names map keys and array indexes, which te.Field leaves out
-			}
-			e := badRequest("invalid_type", "field %s must be %s", field, jsonKind(te.Type))
-			e.Details["field"] = field
-			return e
-		}
-		// The body is valid JSON, so a field's own decoder refused its value
-		// (a timestamp given as a number or in another format): name it.
-		if field, ferr := refusedField(raw, reflect.TypeOf(rt.Body).Elem(), ""); field != "" {
-			e := badRequest("invalid_type", "field %s: %v", field, ferr)
-			e.Details["field"] = field
-			return e
-		}
-		return badRequest("invalid_json", "request body is not valid JSON")
+	if e := decodeStrict(raw, v); e != nil {
+		return e
 	}
 	c.body = v
 	return nil
-}
-
-// jsonPathAt names the value of raw (a valid JSON object) that
-// encoding/json's UnmarshalTypeError points at: the dotted path of object
-// keys and array indexes (tool_call.tool, actions.deploy.risk, items.2) of
-// the scalar that ends at offset, or of the object or array that opens
-// there. "" when no value matches.
-func jsonPathAt(raw []byte, offset int64) string {
-	type frame struct {
-		object bool
-		key    string // object: the member being read
-		index  int    // array: the next element's index
-		keyed  bool   // object: key read, its value not yet
-	}
-	var stack []frame
-	path := func() string {
-		parts := make([]string, 0, len(stack))
-		for _, f := range stack {
-			if f.object {
-				parts = append(parts, f.key)
-			} else {
-				parts = append(parts, strconv.Itoa(f.index))
-			}
-		}
-		return strings.Join(parts, ".")
-	}
-	// valueDone moves the innermost container past the value just read.
-	valueDone := func() {
-		if n := len(stack); n > 0 {
-			if stack[n-1].object {
-				stack[n-1].keyed = false
-			} else {
-				stack[n-1].index++
-			}
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		top := len(stack) - 1
-		if top >= 0 && stack[top].object && !stack[top].keyed {
-			if key, ok := tok.(string); ok {
-				stack[top].key, stack[top].keyed = key, true
-				continue
-			}
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			if top >= 0 && dec.InputOffset() == offset {
-				return path()
-			}
-			stack = append(stack, frame{object: tok == json.Delim('{')})
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:top]
-			valueDone()
-		default:
-			if dec.InputOffset() == offset {
-				return path()
-			}
-			valueDone()
-		}
-	}
-}
-
-// refusedField finds the first field of struct type t whose value in raw
-// does not decode, descending into nested structs that decode themselves
-// field by field; "" when none (or raw is not an object).
-func refusedField(raw []byte, t reflect.Type, prefix string) (string, error) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	var members map[string]json.RawMessage
-	if t.Kind() != reflect.Struct || json.Unmarshal(raw, &members) != nil {
-		return "", nil
-	}
-	unmarshaler := reflect.TypeFor[json.Unmarshaler]()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if !f.IsExported() || name == "-" {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		v, ok := members[name]
-		if !ok {
-			continue
-		}
-		path := prefix + name
-		ft := f.Type
-		for ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		if ft.Kind() == reflect.Struct && !reflect.PointerTo(ft).Implements(unmarshaler) {
-			if p, err := refusedField(v, ft, path+"."); p != "" {
-				return p, err
-			}
-			continue
-		}
-		if err := json.Unmarshal(v, reflect.New(f.Type).Interface()); err != nil {
-			return path, err
-		}
-	}
-	return "", nil
-}
-
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Int16, reflect.Int8,
-		reflect.Uint, reflect.Uint64, reflect.Uint32, reflect.Uint16, reflect.Uint8:
-		return "an integer"
-	case reflect.Float64, reflect.Float32:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	default:
-		return "an object"
-	}
 }
 
 // writeOK encodes a success, with ETag and 304 for GET 200.

@@ -67,7 +67,7 @@ type Server struct {
 	routes  []Route
 	static  map[string]http.Handler
 	router  *httprouter.Router
-	slots   chan struct{}
+	adm     *admission
 	metrics *metrics
 	started time.Time
 	// receiptKey and keyID are ReceiptSigner's public key and key_id (nil
@@ -82,7 +82,7 @@ type Server struct {
 // New builds the server and registers every route.
 func New(d Deps) *Server {
 	s := &Server{Deps: d, cfg: d.Config, log: d.Log.Named("http"), started: time.Now(), sse: newSSEServer(),
-		slots: make(chan struct{}, d.Config.MaxConcurrentRequests)}
+		adm: newAdmission(d.Config.MaxConcurrentRequests, d.Config.MaxConcurrentPerTenant)}
 	if d.ReceiptSigner != nil {
 		s.receiptKey, s.keyID = d.ReceiptSigner.PublicKey(), d.ReceiptSigner.KeyID()
 	}

@@ -25,7 +25,7 @@ type closeIncidentReq struct {
 }
 
 type socSummaryView struct {
-	TenantID                string           `json:"tenant_id"`
+	TenantID                string           `json:"tenant_id" openapi:"format=uuid"`
 	AlertsTotal             int64            `json:"alerts_total"`
 	AlertsBySeverity        map[string]int64 `json:"alerts_by_severity"`
 	IncidentsTotal          int64            `json:"incidents_total"`

@@ -16,7 +16,7 @@ import (
 type ruleView struct {
 	RuleKey     string         `json:"rule_key"`
 	AlertName   string         `json:"alert_name"`
-	Severity    string         `json:"severity"`
+	Severity    string         `json:"severity" openapi:"enum=INFO|LOW|MEDIUM|HIGH"`
 	Source      string         `json:"source"`
 	Enabled     bool           `json:"enabled"`
 	Condition   map[string]any `json:"condition"`
@@ -26,11 +26,11 @@ type ruleView struct {
 }
 
 type ruleReq struct {
-	RuleKey   string         `json:"rule_key"`
+	RuleKey   string         `json:"rule_key" openapi:"required,pattern=key"`
 	AlertName *string        `json:"alert_name"`
-	Severity  string         `json:"severity"`
+	Severity  string         `json:"severity" openapi:"required,pattern=severity"`
 	Enabled   *bool          `json:"enabled"`
-	Condition map[string]any `json:"condition"`
+	Condition map[string]any `json:"condition" openapi:"required"`
 }
 
 type backtestReq struct {

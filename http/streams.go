@@ -64,7 +64,7 @@ func newSSEServer() *sse.Server {
 // feedFrame documents one WebSocket text frame of the live feed (the
 // FeedItem without the tenant id it travels with between nodes).
 type feedFrame struct {
-	Type string `json:"type"` // event, alert or incident
+	Type string `json:"type" openapi:"enum=event|alert|incident"` // event, alert or incident
 	Data any    `json:"data"`
 }
 

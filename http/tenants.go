@@ -13,11 +13,11 @@ import (
 )
 
 type tenantCreate struct {
-	Name string `json:"name"`
+	Name string `json:"name" openapi:"required,pattern=nonblank,maxLength=128"`
 }
 
 type tenantView struct {
-	TenantID                     string    `json:"tenant_id"`
+	TenantID                     string    `json:"tenant_id" openapi:"format=uuid"`
 	Name                         string    `json:"name"`
 	CreatedAt                    time.Time `json:"created_at"`
 	AutoRotateTokenOnLeakEnabled bool      `json:"auto_rotate_token_on_leak_enabled"`
@@ -29,23 +29,23 @@ type tenantCreated struct {
 }
 
 type settingsView struct {
-	TenantID                     string `json:"tenant_id"`
+	TenantID                     string `json:"tenant_id" openapi:"format=uuid"`
 	AutoRotateTokenOnLeakEnabled bool   `json:"auto_rotate_token_on_leak_enabled"`
 }
 
 type settingsPatch struct {
-	AutoRotateTokenOnLeakEnabled *bool `json:"auto_rotate_token_on_leak_enabled"`
+	AutoRotateTokenOnLeakEnabled *bool `json:"auto_rotate_token_on_leak_enabled" openapi:"required"`
 }
 
 type opTokenCreate struct {
-	Name string `json:"name"`
-	Role string `json:"role"`
+	Name string `json:"name" openapi:"required,pattern=nonblank,maxLength=128"`
+	Role string `json:"role" openapi:"required,enum=admin|approver|viewer"`
 }
 
 type opTokenView struct {
-	TokenID   string    `json:"token_id"`
+	TokenID   string    `json:"token_id" openapi:"format=uuid"`
 	Name      string    `json:"name"`
-	Role      string    `json:"role"`
+	Role      string    `json:"role" openapi:"enum=admin|approver|viewer"`
 	CreatedAt time.Time `json:"created_at"`
 }
 

@@ -20,31 +20,31 @@ import (
 // webhookCreate is POST /webhooks/subscriptions. Absent min_severity and
 // format default to info and json, absent enabled to true.
 type webhookCreate struct {
-	URL         *string `json:"url"`
-	MinSeverity *string `json:"min_severity"`
-	Format      *string `json:"format"`
+	URL         *string `json:"url" openapi:"required,pattern=http_url,maxLength=2048"`
+	MinSeverity *string `json:"min_severity" openapi:"pattern=webhook_severity"`
+	Format      *string `json:"format" openapi:"pattern=webhook_format"`
 	Enabled     *bool   `json:"enabled"`
 }
 
 // webhookPatch is PATCH /webhooks/subscriptions/:subscription_id; absent
 // fields stay, null is 400.
 type webhookPatch struct {
-	URL         *string `json:"url"`
-	MinSeverity *string `json:"min_severity"`
-	Format      *string `json:"format"`
-	Enabled     *bool   `json:"enabled"`
+	URL         *string `json:"url" openapi:"notnull,pattern=http_url,maxLength=2048"`
+	MinSeverity *string `json:"min_severity" openapi:"notnull,pattern=webhook_severity"`
+	Format      *string `json:"format" openapi:"notnull,pattern=webhook_format"`
+	Enabled     *bool   `json:"enabled" openapi:"notnull"`
 }
 
 // webhookView is a subscription as every read shows it: never the secret.
 type webhookView struct {
-	SubscriptionID      string     `json:"subscription_id"`
-	TenantID            string     `json:"tenant_id"`
+	SubscriptionID      string     `json:"subscription_id" openapi:"format=uuid"`
+	TenantID            string     `json:"tenant_id" openapi:"format=uuid"`
 	URL                 string     `json:"url"`
-	MinSeverity         string     `json:"min_severity"`
-	Format              string     `json:"format"`
+	MinSeverity         string     `json:"min_severity" openapi:"enum=info|high"`
+	Format              string     `json:"format" openapi:"enum=json|cef"`
 	Enabled             bool       `json:"enabled"`
 	ConsecutiveFailures int        `json:"consecutive_failures"`
-	DeliveryStatus      string     `json:"delivery_status"`
+	DeliveryStatus      string     `json:"delivery_status" openapi:"enum=healthy|degraded|dead"`
 	CreatedAt           time.Time  `json:"created_at"`
 	UpdatedAt           time.Time  `json:"updated_at"`
 	LastDeliveryAt      *time.Time `json:"last_delivery_at"`

@@ -6,8 +6,8 @@ import (
 
 // ToolCall is the call an agent asks about (SPEC 4.2).
 type ToolCall struct {
-	Tool       string         `json:"tool"`
-	Action     string         `json:"action"`
+	Tool       string         `json:"tool" openapi:"required,pattern=nonblank"`
+	Action     string         `json:"action" openapi:"required,pattern=nonblank"`
 	Resource   *string        `json:"resource"`
 	Parameters map[string]any `json:"parameters"`
 }
@@ -16,7 +16,7 @@ type ToolCall struct {
 type Trace struct {
 	RunID          *string `json:"run_id"`
 	TraceID        *string `json:"trace_id"`
-	RootTrustLevel *string `json:"root_trust_level"`
+	RootTrustLevel *string `json:"root_trust_level" openapi:"enum=|trusted_internal_signed|trusted_internal_unsigned|semi_trusted_customer|unknown|untrusted_external|malicious_suspected"`
 	ParentRunID    *string `json:"parent_run_id"`
 }
 
@@ -28,33 +28,33 @@ type WebhookRegistration struct {
 
 // AuthorizeRequest is the body of POST /v1/authorize (SPEC 4.2, CONTRACT §4).
 type AuthorizeRequest struct {
-	ToolCall     ToolCall             `json:"tool_call"`
+	ToolCall     ToolCall             `json:"tool_call" openapi:"required"`
 	MutatesState bool                 `json:"mutates_state"`
-	SourceTrust  string               `json:"source_trust"`
+	SourceTrust  string               `json:"source_trust" openapi:"enum=|trusted_internal_signed|trusted_internal_unsigned|semi_trusted_customer|unknown|untrusted_external|malicious_suspected"`
 	Trace        *Trace               `json:"trace"`
-	RequestID    *string              `json:"request_id"`
+	RequestID    *string              `json:"request_id" openapi:"minLength=1,maxLength=256"`
 	DryRun       bool                 `json:"dry_run"`
 	Webhook      *WebhookRegistration `json:"webhook"`
 	Environment  *string              `json:"environment"`
-	Nonce        *string              `json:"nonce"`
+	Nonce        *string              `json:"nonce" openapi:"minLength=8,maxLength=128"`
 	ApprovalID   *string              `json:"approval_id"`
 }
 
 // AuthorizeResponse is the 200 body of POST /v1/authorize.
 type AuthorizeResponse struct {
-	Decision           string     `json:"decision"`
+	Decision           string     `json:"decision" openapi:"enum=allow|deny|require_approval|redact|quarantine"`
 	Reason             string     `json:"reason"`
 	CompositeRiskScore int        `json:"composite_risk_score"`
 	RootTrustLevel     string     `json:"root_trust_level"`
 	RedactedFields     []string   `json:"redacted_fields"`
 	DryRun             bool       `json:"dry_run"`
-	DecisionID         string     `json:"decision_id,omitempty"`
+	DecisionID         string     `json:"decision_id,omitempty" openapi:"format=uuid"`
 	ActionHash         string     `json:"action_hash"`
 	RiskScore          int        `json:"risk_score"`
 	MatchedPolicies    []string   `json:"matched_policies"`
-	ReceiptID          string     `json:"receipt_id,omitempty"`
+	ReceiptID          string     `json:"receipt_id,omitempty" openapi:"format=uuid"`
 	ReceiptHash        string     `json:"receipt_hash,omitempty"`
-	ApprovalID         string     `json:"approval_id,omitempty"`
+	ApprovalID         string     `json:"approval_id,omitempty" openapi:"format=uuid"`
 	ApprovalExpiresAt  *time.Time `json:"approval_expires_at,omitempty"`
 	RequestID          *string    `json:"request_id,omitempty"`
 }
@@ -90,8 +90,8 @@ type AuthorizeOutcome struct {
 
 // FailClosedBody is the body of the fail-closed deny.
 type FailClosedBody struct {
-	Decision string `json:"decision"`
-	Reason   string `json:"reason"`
+	Decision string `json:"decision" openapi:"enum=deny"`
+	Reason   string `json:"reason" openapi:"enum=audit_writer_unavailable"`
 }
 
 // AuthorizeFailure is a refusal that is answered with the status envelope.

@@ -5,11 +5,11 @@ import "time"
 // AlertRecord is an alert as the API, the live feed and the webhook export
 // show it (CONTRACT §7).
 type AlertRecord struct {
-	AlertID       string    `json:"alert_id"`
-	TenantID      string    `json:"tenant_id"`
+	AlertID       string    `json:"alert_id" openapi:"format=uuid"`
+	TenantID      string    `json:"tenant_id" openapi:"format=uuid"`
 	RuleKey       string    `json:"rule_key"`
 	AlertName     string    `json:"alert_name"`
-	Severity      string    `json:"severity"`
+	Severity      string    `json:"severity" openapi:"enum=INFO|LOW|MEDIUM|HIGH"`
 	Source        string    `json:"source"`
 	AgentID       string    `json:"agent_id"`
 	DecisionID    *string   `json:"decision_id"`
@@ -21,11 +21,11 @@ type AlertRecord struct {
 // IncidentRecord is an incident as the API and the live feed show it
 // (CONTRACT §7).
 type IncidentRecord struct {
-	IncidentID     string     `json:"incident_id"`
-	TenantID       string     `json:"tenant_id"`
+	IncidentID     string     `json:"incident_id" openapi:"format=uuid"`
+	TenantID       string     `json:"tenant_id" openapi:"format=uuid"`
 	Kind           string     `json:"kind"`
-	Severity       string     `json:"severity"`
-	Status         string     `json:"status"`
+	Severity       string     `json:"severity" openapi:"enum=INFO|LOW|MEDIUM|HIGH"`
+	Status         string     `json:"status" openapi:"enum=open|closed"`
 	AgentID        string     `json:"agent_id"`
 	Summary        string     `json:"summary"`
 	SourceEventIDs []string   `json:"source_event_ids"`

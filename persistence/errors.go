@@ -21,4 +21,9 @@ var (
 	// found its tenant's chain head elsewhere than where they continue it
 	// (a transaction before it failed); it is resealed and written again.
 	ErrHeadMoved = errors.New("persistence: receipt chain head moved")
+	// ErrInvalidInput: the database refused a value it cannot hold (U+0000
+	// or an untranslatable character in text, a malformed uuid, a string
+	// over its column's length). The HTTP layer refuses such input before
+	// it reaches a store; this keeps a miss a 400, never a 500.
+	ErrInvalidInput = errors.New("persistence: value not storable")
 )

@@ -6,8 +6,11 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
+
 	"errors"
 	"fmt"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"io"
 )
 
@@ -177,11 +180,7 @@ func VerifyExport(r io.Reader) (Report, error) {
 		i := lines
 		lines++
 		var rec Receipt
-		err := duplicateKey(line)
-		if err == nil {
-			err = json.Unmarshal(line, &rec)
-		}
-		if err != nil {
+		if err := decodeLine(line, &rec); err != nil {
 			v.errs = append(v.errs, ChainError{Index: i, Error: "malformed receipt: " + err.Error()})
 			v.skip()
 			rep.HeadHash = ""
@@ -208,11 +207,7 @@ func VerifyExport(r io.Reader) (Report, error) {
 // the export is unsigned.
 func parseHeader(line []byte) (exportHeader, ed25519.PublicKey, error) {
 	var h exportHeader
-	err := duplicateKey(line)
-	if err == nil {
-		err = json.Unmarshal(line, &h)
-	}
-	if err != nil {
+	if err := decodeLine(line, &h); err != nil {
 		return h, nil, fmt.Errorf("malformed header: %w", err)
 	}
 	switch {
@@ -250,56 +245,24 @@ func verifyHeader(h exportHeader, pub ed25519.PublicKey) bool {
 	return err == nil && len(sig) == ed25519.SignatureSize && ed25519.Verify(pub, headerMessage(h), sig)
 }
 
-// duplicateKey refuses a line in which an object names a key twice.
-// encoding/json keeps the last value, another reader may keep the first: a
-// receipt verified under one reading would be read as another, so an export
-// with a repeated key is malformed rather than verified.
-func duplicateKey(line []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	type frame struct {
-		keys   map[string]bool
-		object bool
-		key    bool // the next string token in this object is a key
+// decodeLine decodes one export line strictly (encoding/json/v2
+// semantics, go-json-experiment/json): keys match exactly, an object that
+// names a key twice is malformed, a key the format does not define is
+// malformed, and the text must be UTF-8. encoding/json v1 keeps the last
+// of two equal keys and matches "Decision" to "decision"; a reader that
+// keeps the first, or matches exactly (jq, Python, JavaScript), would read
+// another receipt than the one verified.
+func decodeLine(line []byte, v any) error {
+	err := jsonv2.Unmarshal(line, v, jsonv2.RejectUnknownMembers(true))
+	var se *jsontext.SyntacticError
+	var me *jsonv2.SemanticError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName):
+		return fmt.Errorf("duplicate key %q", se.JSONPointer.LastToken())
+	case errors.As(err, &me) && errors.Is(me.Err, jsonv2.ErrUnknownName):
+		return fmt.Errorf("unknown key %q", me.JSONPointer.LastToken())
 	}
-	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		top := len(stack) - 1
-		if d, ok := tok.(json.Delim); ok {
-			switch d {
-			case '{':
-				if top >= 0 && stack[top].object {
-					stack[top].key = true
-				}
-				stack = append(stack, frame{keys: map[string]bool{}, object: true, key: true})
-			case '[':
-				if top >= 0 && stack[top].object {
-					stack[top].key = true
-				}
-				stack = append(stack, frame{})
-			default:
-				stack = stack[:top]
-			}
-			continue
-		}
-		if top < 0 || !stack[top].object {
-			continue
-		}
-		if stack[top].key {
-			k, _ := tok.(string)
-			if stack[top].keys[k] {
-				return fmt.Errorf("duplicate key %q", k)
-			}
-			stack[top].keys[k] = true
-			stack[top].key = false
-		} else {
-			stack[top].key = true
-		}
-	}
+	return err
 }

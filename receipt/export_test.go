@@ -334,7 +334,7 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 			l[0] = editJSON(t, l[0], func(m map[string]any) { m["head_hash"] = "xyz" })
 			return l
 		}), want: []wantErr{{-1, "malformed header: head_hash is not 64 lower-case hex characters"}}},
-		{name: "header missing (receipts only)", input: join(good[1:]), want: []wantErr{{-1, `unsupported export format ""`}}},
+		{name: "header missing (receipts only)", input: join(good[1:]), want: []wantErr{{-1, `malformed header: unknown key "receipt_id"`}}},
 		{name: "header not JSON", input: "svc export\n" + join(good[1:]), want: []wantErr{{-1, "malformed header: *"}}},
 		{name: "empty input", input: "", want: []wantErr{{-1, "missing header"}}},
 		{name: "blank lines only", input: "\n\n  \n", want: []wantErr{{-1, "missing header"}}},
@@ -360,10 +360,20 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 			l[rec(5)] = strings.Replace(l[rec(5)], `"decision":"`, `"decision":"quarantine","decision":"`, 1)
 			return l
 		}), want: []wantErr{{5, `malformed receipt: duplicate key "decision"`}}},
+		// A key in another case: encoding/json v1 would read it as the
+		// receipt's decision, an exact reader would not; neither is verified.
+		{name: "receipt with a case-variant key", checked: n - 1, input: edit(good, func(l []string) []string {
+			l[rec(5)] = strings.Replace(l[rec(5)], `"decision":"`, `"Decision":"quarantine","decision":"`, 1)
+			return l
+		}), want: []wantErr{{5, `malformed receipt: unknown key "Decision"`}}},
 		{name: "header with a repeated key", input: edit(good, func(l []string) []string {
 			l[0] = strings.Replace(l[0], `"tenant_id":"t1"`, `"tenant_id":"t2","tenant_id":"t1"`, 1)
 			return l
 		}), want: []wantErr{{-1, `malformed header: duplicate key "tenant_id"`}}},
+		{name: "header with a case-variant key", input: edit(good, func(l []string) []string {
+			l[0] = strings.Replace(l[0], `"tenant_id":"t1"`, `"Tenant_ID":"t2","tenant_id":"t1"`, 1)
+			return l
+		}), want: []wantErr{{-1, `malformed header: unknown key "Tenant_ID"`}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -595,11 +595,24 @@ func TestE2EAuthorize(t *testing.T) {
 					t.Fatalf("bad token %d: status %d, want 401: %s", i+1, resp.StatusCode, raw)
 				}
 			}
-			resp, raw := lk.do(t, "POST", "/v2/authorize", tokT, azRead(nil), "X-Svc-Tenant-ID", tenantT)
-			azRetryAfter(t, resp, raw, "")
-			// Locked, even a malformed body is answered 429.
-			resp, raw = lk.do(t, "POST", "/v2/authorize", tokT, `{"tool_call":`, "X-Svc-Tenant-ID", tenantT)
-			azRetryAfter(t, resp, raw, "")
+			// Locked: a further failed attempt from the pair is 429, whatever
+			// its body, with Retry-After.
+			for _, b := range []any{azRead(nil), `{"tool_call":`} {
+				resp, raw := lk.do(t, "POST", "/v2/authorize", "svc_agent_"+strings.Repeat("C", 43), b, "X-Svc-Tenant-ID", tenantT)
+				azRetryAfter(t, resp, raw, "auth_locked")
+			}
+			// A valid credential from the locked address is still served
+			// (CONTRACT §13): a stranger sharing the address cannot lock the
+			// agent out. Its malformed body is the 400 it always is.
+			if m := azWant(t, lk, tokT, azRead(nil), 200, "X-Svc-Tenant-ID", tenantT); m["decision"] != "allow" {
+				t.Errorf("valid token from a locked address: %v", m)
+			}
+			azWant(t, lk, tokT, azRead(nil), 200)
+			_, raw := lk.do(t, "POST", "/v2/authorize", tokT, `{"tool_call":`, "X-Svc-Tenant-ID", tenantT)
+			envelope(t, raw, 400, "v2", "BadRequest")
+			// And the pair stays locked for failures.
+			resp, raw := lk.do(t, "POST", "/v2/authorize", "garbage", azRead(nil), "X-Svc-Tenant-ID", tenantT)
+			azRetryAfter(t, resp, raw, "auth_locked")
 			// Another tenant header from the same address is not locked.
 			if m := azWant(t, lk, tokU, azRead(nil), 200, "X-Svc-Tenant-ID", tenantU); m["decision"] != "allow" {
 				t.Errorf("other tenant: %v", m)

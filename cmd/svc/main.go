@@ -243,11 +243,21 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	feedCtx, stopFeed := context.WithCancel(context.Background())
 	defer stopFeed()
 	go feed.Run(feedCtx)
-	var notifierPID atomic.Pointer[actor.PID]
+	var notifierPID, socPIDRef atomic.Pointer[actor.PID]
 	exports := &actors.ExporterHandle{}
 	var exporterPID atomic.Pointer[actor.PID]
 	approvals := actors.NewApprovals(system, store, bus, actors.ApprovalOptions{TTL: cfg.ApprovalTTL}, log.Named("approvals"))
 
+	// A decision answered but not recorded (SPEC 4.2 rule 10's best
+	// effort) is a hole in the tenant's audit: counted, logged where it
+	// happens, and a HIGH alert for the tenant (rate-limited by the
+	// pipeline).
+	recordLost := func(w *persistence.DecisionWrite, err error) {
+		if pid := socPIDRef.Load(); pid != nil {
+			system.Root.Send(pid, &messages.RecordLost{TenantID: w.Decision.TenantID, AgentID: w.Decision.AgentID,
+				DecisionID: w.Decision.ID, Error: err.Error(), At: time.Now()})
+		}
+	}
 	writerMetrics := httpapi.NewWriterMetrics()
 	children := []actors.ChildSpec{
 		{Name: "heartbeat_flusher", Producer: actors.NewHeartbeatBuffer(store, cfg.HeartbeatFlushInterval, log.Named("heartbeat")),
@@ -256,7 +266,10 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 			MaxRestarts: 5, Within: time.Minute, Backoff: time.Second},
 		{Name: "group_writer", Producer: actors.NewGroupWriter(store, actors.NewSealer(signer, onReseal), writerHealth,
 			actors.WriterOptions{AuditBatchSize: cfg.AuditBatchSize, AuditBatchFlush: cfg.AuditBatchFlush,
-				EarlySeal: !cfg.Cluster, EarlyLost: func() { earlyLost.Add(1) }, Pending: earlyPending,
+				EarlySeal: !cfg.Cluster, EarlyLost: func(w *persistence.DecisionWrite, err error) {
+					earlyLost.Add(1)
+					recordLost(w, err)
+				}, Pending: earlyPending,
 				Observe: writerMetrics.Observe, EarlyCommitWait: cfg.EarlyCommitWait}, log.Named("writer")),
 			MaxRestarts: 10, Within: time.Minute},
 		{Name: "pool_sampler", Producer: actors.NewPoolSampler(store, cfg.PoolHealthSampleInterval, pool, log.Named("pool")),
@@ -302,12 +315,13 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 	socPID, socOn := sup.Child("soc_pipeline") // SVC_SOC_PIPELINE
 	if socOn {
 		bus.Subscribe(socPID)
+		socPIDRef.Store(socPID)
 	}
 	heartbeat := func(h messages.Heartbeat) { system.Root.Send(heartbeatPID, &h) }
 	authorizer, err := actors.NewAuthorizer(system, store, shared, engine, writerPID, bus, heartbeat, actors.AuthorizerOptions{
 		RateCapacity: cfg.RateLimitCapacity, RateRefill: cfg.RateLimitRefillRate, QuotaLimit: cfg.QuotaLimit, QuotaWindow: cfg.QuotaWindow,
 		ReplayWindow: cfg.ReplayWindow, SkillCacheCapacity: cfg.SkillCacheCapacity, RiskWeightsTTL: cfg.RiskWeightsCacheTTL,
-		CommitTimeout: cfg.RequestTimeout, EarlyAnswer: !cfg.Cluster && cfg.EarlyAnswer, Lost: &earlyLost, Pending: earlyPending,
+		CommitTimeout: cfg.RequestTimeout, EarlyAnswer: !cfg.Cluster && cfg.EarlyAnswer, Lost: &earlyLost, Pending: earlyPending, OnLost: recordLost,
 		Approvals: approvals}, log.Named("authorize"))
 	if err != nil {
 		return err
@@ -348,7 +362,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		_ = ln.Close()
 		return fmt.Errorf("listen %s: %w", cfg.DebugAddr, err)
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: cfg.HeaderReadTimeout, IdleTimeout: 120 * time.Second,
 		ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
 	dsrv := &http.Server{Handler: api.DebugHandler(), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 2)

@@ -350,6 +350,10 @@ func mapErr(err error) error {
 			return fmt.Errorf("%w: %w", persistence.ErrBusy, err)
 		case "SVC01": // raised by svc_advance_receipt_head (migration 0009)
 			return fmt.Errorf("%w: %w", persistence.ErrHeadMoved, err)
+		case "22021", "22P05", "22P02", "22001":
+			// character_not_in_repertoire (U+0000), untranslatable_character,
+			// invalid_text_representation, string_data_right_truncation.
+			return fmt.Errorf("%w: %w", persistence.ErrInvalidInput, err)
 		case "57P01", "57P02", "57P03", "53300":
 			return fmt.Errorf("%w: %w", persistence.ErrUnavailable, err)
 		}

@@ -1,0 +1,272 @@
+package main
+
+// Issue 20's hardening, end to end on both backends: strict JSON (exact
+// keys, no duplicates), U+0000 refused alike everywhere before any work,
+// and bodies that must arrive in time without one tenant starving another.
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestE2EStrictJSON(t *testing.T) {
+	t.Parallel()
+	forBackends(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, nil)
+		_, admin := s.tenant(t, "strict-"+uniq())
+		_, tok := s.agent(t, admin, "strict-agent", nil)
+		before := len(arr(t, s.want(t, 200, "GET", "/v2/decisions?limit=500", admin, nil)))
+
+		// A duplicate key at any depth is 400 invalid_json, reason
+		// duplicate_key, with its path; nothing is decided or recorded.
+		dups := []struct{ body, path string }{
+			{`{"tool_call":{"tool":"github","action":"create_issue"},"mutates_state":true,` +
+				`"source_trust":"untrusted_external","source_trust":"trusted_internal_signed"}`, "source_trust"},
+			{`{"tool_call":{"tool":"github","action":"list_issues","tool":"shell"},"source_trust":"trusted_internal_signed"}`, "tool_call.tool"},
+			{`{"tool_call":{"tool":"github","action":"list_issues","parameters":{"a":[{"b":1,"b":2}]}},"source_trust":"trusted_internal_signed"}`,
+				"tool_call.parameters.a.0.b"},
+		}
+		for _, d := range dups {
+			_, raw := s.do(t, "POST", "/v2/authorize", tok, d.body)
+			e := envelope(t, raw, 400, "v2", "BadRequest")
+			if detail(e, "error") != "invalid_json" || detail(e, "reason") != "duplicate_key" || detail(e, "path") != d.path {
+				t.Errorf("%s: details %v, want invalid_json duplicate_key at %s", d.body, e["details"], d.path)
+			}
+		}
+		// Elsewhere too: an operator endpoint and a nested duplicate.
+		_, raw := s.do(t, "POST", "/v2/agents", admin, `{"name":"dup-a","name":"dup-b"}`)
+		if e := envelope(t, raw, 400, "v2", "BadRequest"); detail(e, "reason") != "duplicate_key" {
+			t.Errorf("POST /agents duplicate: %v", e["details"])
+		}
+
+		// Keys match exactly: a case variant is an unknown key, ignored. A
+		// mutating call whose only trust key is "Source_Trust" is decided as
+		// one without source_trust (unknown), never as the variant's level.
+		variant := `{"tool_call":{"tool":"github","action":"create_issue"},"mutates_state":true,"Source_Trust":"trusted_internal_signed"}`
+		missing := `{"tool_call":{"tool":"github","action":"create_issue"},"mutates_state":true}`
+		exact := `{"tool_call":{"tool":"github","action":"create_issue"},"mutates_state":true,"source_trust":"trusted_internal_signed"}`
+		mv, mm, me := azWant(t, s, tok, variant, 200), azWant(t, s, tok, missing, 200), azWant(t, s, tok, exact, 200)
+		if mv["decision"] != mm["decision"] || mv["reason"] != mm["reason"] {
+			t.Errorf("case-variant key read as a value: %v / %v, want as missing %v / %v", mv["decision"], mv["reason"], mm["decision"], mm["reason"])
+		}
+		if me["decision"] != "allow" || mv["decision"] == "allow" {
+			t.Errorf("exact key decided %v, variant %v: want allow and not allow", me["decision"], mv["decision"])
+		}
+		// The issue's bypass: untrusted first, a case-variant trusted second.
+		bypass := `{"tool_call":{"tool":"github","action":"create_issue"},"mutates_state":true,` +
+			`"source_trust":"untrusted_external","Source_Trust":"trusted_internal_unsigned"}`
+		if m := azWant(t, s, tok, bypass, 200); m["decision"] == "allow" {
+			t.Errorf("case-variant trust key bypassed the policy: %v", m)
+		}
+		after := len(arr(t, s.want(t, 200, "GET", "/v2/decisions?limit=500", admin, nil)))
+		if after != before+4 {
+			t.Errorf("decisions recorded: %d, want %d (the 4 well-formed calls only)", after-before, 4)
+		}
+	})
+}
+
+func TestE2ENULRefused(t *testing.T) {
+	t.Parallel()
+	forBackends(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, nil)
+		_, admin := s.tenant(t, "nul-"+uniq())
+		agentID, tok := s.agent(t, admin, "nul-agent", nil)
+		before := len(arr(t, s.want(t, 200, "GET", "/v2/decisions?limit=500", admin, nil)))
+
+		// In any string of an authorize body, read-only (the early answer
+		// path) or not: 400 nul_character naming the field, nothing decided.
+		bodies := []struct{ body, field string }{
+			{`{"tool_call":{"tool":"github","action":"list_issues"},"resource":"repo\u0000x","source_trust":"trusted_internal_signed"}`, "resource"},
+			{`{"tool_call":{"tool":"github","action":"list_issues"},"trace":{"run_id":"run\u0000"},"source_trust":"trusted_internal_signed"}`, "trace.run_id"},
+			{`{"tool_call":{"tool":"git\u0000hub","action":"list_issues"},"source_trust":"trusted_internal_signed"}`, "tool_call.tool"},
+			{`{"tool_call":{"tool":"github","action":"list_issues","parameters":{"q":["a","\u0000"]}},"source_trust":"trusted_internal_signed"}`, "tool_call.parameters.q.1"},
+			{`{"tool_call":{"tool":"github","action":"list_issues"},"request_id":"r\u0000","source_trust":"trusted_internal_signed"}`, "request_id"},
+			{`{"tool_call":{"tool":"github","action":"list_issues"},"unknown_field":"\u0000","source_trust":"trusted_internal_signed"}`, "unknown_field"},
+		}
+		for _, b := range bodies {
+			for i := 0; i < 3; i++ {
+				_, raw := s.do(t, "POST", "/v2/authorize", tok, b.body)
+				e := envelope(t, raw, 400, "v2", "BadRequest")
+				if detail(e, "error") != "nul_character" || detail(e, "field") != b.field {
+					t.Fatalf("%s: details %v, want nul_character at %s", b.body, e["details"], b.field)
+				}
+			}
+		}
+		// Operator bodies, path ids and query values alike.
+		_, raw := s.do(t, "POST", "/v2/agents", admin, `{"name":"a\u0000b"}`)
+		if e := envelope(t, raw, 400, "v2", "BadRequest"); detail(e, "error") != "nul_character" || detail(e, "field") != "name" {
+			t.Errorf("POST /agents: %v", e["details"])
+		}
+		_, raw = s.do(t, "PATCH", "/v2/agents/"+agentID, admin, `{"allowed_environments":["prod","\u0000"]}`)
+		if e := envelope(t, raw, 400, "v2", "BadRequest"); detail(e, "field") != "allowed_environments.1" {
+			t.Errorf("PATCH /agents: %v", e["details"])
+		}
+		for _, p := range []string{"/v2/agents/%00", "/v2/agents/" + agentID + "%00", "/v2/decisions/%00", "/v2/approvals/%00", "/v2/agents/%FF"} {
+			_, raw := s.do(t, "GET", p, admin, nil)
+			envelope(t, raw, 404, "v2", "NotFound")
+		}
+		for _, q := range []struct{ path, field, code string }{
+			{"/v2/alerts?agent_id=%00", "agent_id", "nul_character"},
+			{"/v2/decisions?q=a%00b", "q", "nul_character"},
+			{"/v2/audit/events?action=%00", "action", "nul_character"},
+			{"/v2/decisions?agent_id=%FF", "agent_id", "invalid_query"},
+			{"/v2/agents?x%00=1", "x\x00", "nul_character"},
+		} {
+			_, raw := s.do(t, "GET", q.path, admin, nil)
+			e := envelope(t, raw, 400, "v2", "BadRequest")
+			if detail(e, "error") != q.code || detail(e, "field") != q.field {
+				t.Errorf("%s: details %v, want %s at %q", q.path, e["details"], q.code, q.field)
+			}
+		}
+		// Nothing was decided, and what was accepted still reads back.
+		after := len(arr(t, s.want(t, 200, "GET", "/v2/decisions?limit=500", admin, nil)))
+		if after != before {
+			t.Errorf("%d decisions recorded from NUL calls, want 0", after-before)
+		}
+		if m := azWant(t, s, tok, azRead(nil), 200); m["decision"] != "allow" {
+			t.Fatalf("clean call after the NUL ones: %v", m)
+		} else {
+			s.want(t, 200, "GET", "/v2/decisions/"+str(t, m, "decision_id"), admin, nil)
+		}
+		if logs := s.stderr.String(); strings.Contains(logs, "request failed") {
+			t.Errorf("a NUL reached the store (request failed logged):\n%s", logs)
+		}
+	})
+}
+
+// slowBody opens a connection from src (a loopback address), sends the
+// headers of an authorize call whose body never finishes, and returns the
+// status line the server eventually answers ("" when the connection is
+// closed without one).
+func slowBody(t testing.TB, base, src, tok string, started *sync.WaitGroup) string {
+	u, _ := url.Parse(base)
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
+	conn, err := d.Dial("tcp", u.Host)
+	started.Done()
+	if err != nil {
+		return "dial: " + err.Error()
+	}
+	defer func() { _ = conn.Close() }()
+	body := `{"tool_call":{"tool":"github","action":"list_issues"},"source_trust":"trusted_internal_signed"}`
+	_, err = fmt.Fprintf(conn, "POST /v2/authorize HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", u.Host, tok, len(body), body[:10])
+	if err != nil {
+		return "write: " + err.Error()
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(line)
+}
+
+// One tenant floods the node with 1,200 bodies that never arrive, from one
+// address; another tenant's calls from another address keep answering 200
+// throughout. The flood holds at most the tenant's share of the slots,
+// for at most SVC_BODY_READ_TIMEOUT_SECS, and shows on /readyz and
+// /metrics.
+func TestE2ESlowBodyFlood(t *testing.T) {
+	t.Parallel()
+	forBackends(t, func(t *testing.T, backend string) {
+		const flood = 1200
+		s := startServer(t, backend, map[string]string{"SVC_BODY_READ_TIMEOUT_SECS": "4", "SVC_HEADER_READ_TIMEOUT_SECS": "2",
+			"SVC_RATE_LIMIT_CAPACITY": "100000"})
+		_, adminA := s.tenant(t, "flood-a-"+uniq())
+		_, tokA := s.agent(t, adminA, "flooder", nil)
+		_, adminB := s.tenant(t, "flood-b-"+uniq())
+		_, tokB := s.agent(t, adminB, "bystander", nil)
+
+		measure := func(n int) (statuses map[int]int, p50, p99 time.Duration) {
+			statuses = map[int]int{}
+			lat := make([]time.Duration, 0, n)
+			for i := 0; i < n; i++ {
+				start := time.Now()
+				resp, _, _ := azPost(t, s, tokB, azRead(nil))
+				lat = append(lat, time.Since(start))
+				statuses[resp.StatusCode]++
+			}
+			slices.Sort(lat)
+			return statuses, lat[len(lat)/2], lat[len(lat)*99/100]
+		}
+		quiet, q50, q99 := measure(200)
+		if quiet[200] != 200 {
+			t.Fatalf("before the flood: %v", quiet)
+		}
+
+		var started, done sync.WaitGroup
+		lines := make(chan string, flood)
+		started.Add(flood)
+		done.Add(flood)
+		for i := 0; i < flood; i++ {
+			go func() {
+				defer done.Done()
+				lines <- slowBody(t, s.base, "127.0.0.2", tokA, &started)
+			}()
+		}
+		started.Wait()
+		time.Sleep(500 * time.Millisecond) // let the headers land
+		ready := obj(t, s.want(t, 200, "GET", "/readyz", "", nil))
+		during, d50, d99 := measure(200)
+		metrics := string(s.want(t, 200, "GET", "/metrics", "", nil))
+		done.Wait()
+		close(lines)
+
+		if during[200] != 200 {
+			t.Errorf("the other tenant during the flood: %v, want 200 x 200", during)
+		}
+		answers := map[string]int{}
+		for l := range lines {
+			answers[l]++
+		}
+		timeouts, refused := answers["HTTP/1.1 408 Request Timeout"], answers["HTTP/1.1 429 Too Many Requests"]
+		if timeouts+refused != flood || timeouts == 0 || refused == 0 {
+			t.Errorf("flood answers %v: want every slow body answered 408 (held, then cut off) or 429 (past the tenant's share)", answers)
+		}
+		if busiest, _ := ready["busiest_tenant_in_flight"].(float64); ready["load"] != "saturated" || busiest < 1 {
+			t.Errorf("/readyz during the flood: load %v, busiest tenant %v", ready["load"], ready["busiest_tenant_in_flight"])
+		}
+		for _, want := range []string{`svc_http_requests_refused_total{reason="tenant_concurrency"}`, "svc_http_bodies_in_flight", "svc_http_saturated 1"} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+		after := string(s.want(t, 200, "GET", "/metrics", "", nil))
+		if !strings.Contains(after, `svc_http_requests_refused_total{reason="body_timeout"} `) ||
+			strings.Contains(after, `svc_http_requests_refused_total{reason="body_timeout"} 0`) {
+			t.Errorf("/metrics counts no body timeouts after the flood")
+		}
+		t.Logf("%s: other tenant p50/p99 %v/%v quiet, %v/%v under a flood of %d slow bodies (answers %v)",
+			backend, q50, q99, d50, d99, flood, answers)
+
+		// Headers that do not arrive in time close the connection.
+		conn, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.Close() }()
+		_, _ = fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: x\r\n")
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		buf := make([]byte, 512)
+		if _, err := conn.Read(buf); err != nil && isTimeout(err) {
+			t.Errorf("slow headers: connection still open after 30 s")
+		}
+		resp, _ := s.do(t, "GET", "/livez", "", nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("livez after the flood: %d", resp.StatusCode)
+		}
+	})
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
