@@ -208,7 +208,7 @@ func Settings() []Setting {
 		{"SVC_MAX_BODY_LIMIT_BYTES", "1048576", "request body cap"},
 		{"SVC_REQUEST_TIMEOUT_SECS", "30", "per-request timeout"},
 		{"SVC_MAX_CONCURRENT_REQUESTS", "1000", "concurrent requests; excess requests get 503"},
-		{"SVC_MAX_CONCURRENT_PER_TENANT", "half of SVC_MAX_CONCURRENT_REQUESTS", "concurrent requests of one tenant (counted once its credential is known); excess requests of that tenant get 429 tenant_concurrency, so no tenant can take every slot from the others; at most SVC_MAX_CONCURRENT_REQUESTS"},
+		{"SVC_MAX_CONCURRENT_PER_TENANT", "half of SVC_MAX_CONCURRENT_REQUESTS", "concurrent requests of one tenant (counted once its credential is known); excess requests of that tenant get 429 tenant_concurrency, so no tenant can take every slot from the others; the same share bounds the tenant's open streams; at most SVC_MAX_CONCURRENT_REQUESTS"},
 		{"SVC_HEADER_READ_TIMEOUT_SECS", "10", "time a client has to send a request's headers; the connection is closed after it"},
 		{"SVC_BODY_READ_TIMEOUT_SECS", "10", "time a client has to send a request's body once its headers are in; a body still arriving is cut off with 408 body_timeout and the connection closed"},
 		{"SVC_AUDIT_BATCH_SIZE", "100", "early flush of buffered audit events"},

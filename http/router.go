@@ -109,6 +109,9 @@ type Call struct {
 	// tenantHeld is the tenant whose share of the node this request holds
 	// (admitTenant), released when the request ends.
 	tenantHeld string
+	// streamHeld is the tenant whose share of the node's streams this
+	// stream holds, released when it ends.
+	streamHeld string
 }
 
 // ReadBody reads and decodes the body of a SelfAuth route, which the
@@ -325,6 +328,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		if c.tenantHeld != "" {
 			s.adm.leaveTenant(c.tenantHeld)
 		}
+		if c.streamHeld != "" {
+			s.streamShare.leaveTenant(c.streamHeld)
+		}
 	}()
 	if streaming && bearer(r) == "" && r.URL.Query().Get("ticket") != "" {
 		p, err := s.redeemTicket(r)
@@ -348,6 +354,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 	}
 	if e := checkURL(c); e != nil {
 		return fail(e)
+	}
+	if streaming && c.Principal.TenantID != "" {
+		// Streams are bounded in all by SVC_MAX_CONCURRENT_REQUESTS and per
+		// tenant by SVC_MAX_CONCURRENT_PER_TENANT, as requests are.
+		if !s.streamShare.enterTenant(c.Principal.TenantID) {
+			s.metrics.refused.WithLabelValues("tenant_concurrency").Inc()
+			e := apiErr("TooManyRequests", "tenant_concurrency",
+				"this tenant has %d streams open, its share of this node (SVC_MAX_CONCURRENT_PER_TENANT); retry later", s.cfg.MaxConcurrentPerTenant)
+			e.RetryAfter = 1
+			return fail(e)
+		}
+		c.streamHeld = c.Principal.TenantID
 	}
 	switch {
 	case rt.Body != nil && rt.SelfAuth:

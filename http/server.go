@@ -62,14 +62,17 @@ type Deps struct {
 // Server is the API handler.
 type Server struct {
 	Deps
-	cfg     *config.Config
-	log     hclog.Logger
-	routes  []Route
-	static  map[string]http.Handler
-	router  *httprouter.Router
-	adm     *admission
-	metrics *metrics
-	started time.Time
+	cfg    *config.Config
+	log    hclog.Logger
+	routes []Route
+	static map[string]http.Handler
+	router *httprouter.Router
+	adm    *admission
+	// streamShare counts each tenant's open streams (its tenant map only:
+	// the node's total is streams.open).
+	streamShare *admission
+	metrics     *metrics
+	started     time.Time
 	// receiptKey and keyID are ReceiptSigner's public key and key_id (nil
 	// and "" when unsigned).
 	receiptKey ed25519.PublicKey
@@ -82,7 +85,8 @@ type Server struct {
 // New builds the server and registers every route.
 func New(d Deps) *Server {
 	s := &Server{Deps: d, cfg: d.Config, log: d.Log.Named("http"), started: time.Now(), sse: newSSEServer(),
-		adm: newAdmission(d.Config.MaxConcurrentRequests, d.Config.MaxConcurrentPerTenant)}
+		adm:         newAdmission(d.Config.MaxConcurrentRequests, d.Config.MaxConcurrentPerTenant),
+		streamShare: newAdmission(0, d.Config.MaxConcurrentPerTenant)}
 	if d.ReceiptSigner != nil {
 		s.receiptKey, s.keyID = d.ReceiptSigner.PublicKey(), d.ReceiptSigner.KeyID()
 	}

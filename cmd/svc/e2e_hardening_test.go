@@ -270,3 +270,38 @@ func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
 }
+
+// Streams are shared the same way: one tenant holds at most its share of
+// the node's streams, and another tenant still opens one.
+func TestE2EStreamShare(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "sqlite", map[string]string{"SVC_MAX_CONCURRENT_REQUESTS": "6", "SVC_MAX_CONCURRENT_PER_TENANT": "3"})
+	_, adminA := s.tenant(t, "streams-a-"+uniq())
+	_, adminB := s.tenant(t, "streams-b-"+uniq())
+	open := func(tok string) *http.Response {
+		req, err := http.NewRequest("GET", s.base+"/v2/alerts?watch=true", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := s.client.Do(req)
+		if err != nil {
+			t.Fatalf("open stream: %v", err)
+		}
+		t.Cleanup(func() { _ = resp.Body.Close() })
+		return resp
+	}
+	for i := 0; i < 3; i++ {
+		if resp := open(adminA); resp.StatusCode != 200 {
+			t.Fatalf("tenant A stream %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	resp := open(adminA)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("tenant A's fourth stream: %d, want 429 with Retry-After", resp.StatusCode)
+	}
+	if resp := open(adminB); resp.StatusCode != 200 {
+		t.Fatalf("tenant B's stream beside A's three: %d", resp.StatusCode)
+	}
+}
