@@ -59,7 +59,7 @@ func diagnoseJSON(raw []byte) *Error {
 		e.Details["path"] = path
 		return e
 	}
-	if err == io.EOF && dec.InputOffset() == 0 {
+	if errors.Is(err, io.EOF) && dec.InputOffset() == 0 {
 		return badRequest("invalid_json", "request body is empty")
 	}
 	return badRequest("invalid_json", "request body is not valid JSON")
