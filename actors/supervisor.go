@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -141,27 +142,39 @@ func (s *Supervisor) InjectFault(name, reason string) error {
 // which also stops a child suspended while it waits out a restart backoff.
 func (s *Supervisor) Stop(grace time.Duration) error {
 	s.mu.Lock()
-	pids := make([]*actor.PID, 0, len(s.children))
-	for _, pid := range s.children {
-		pids = append(pids, pid)
+	type child struct {
+		name string
+		pid  *actor.PID
+	}
+	children := make([]child, 0, len(s.children))
+	for name, pid := range s.children {
+		children = append(children, child{name, pid})
 	}
 	s.mu.Unlock()
-	done := make(chan struct{}, len(pids))
-	for _, pid := range pids {
-		f := s.system.Root.PoisonFuture(pid)
-		go func() { _ = f.Wait(); done <- struct{}{} }()
+	done := make(chan string, len(children))
+	for _, c := range children {
+		f := s.system.Root.PoisonFuture(c.pid)
+		go func() { _ = f.Wait(); done <- c.name }()
 	}
 	timeout := time.After(grace)
+	stopped := map[string]bool{}
 	var err error
-	for range pids {
+	for range children {
 		select {
-		case <-done:
+		case name := <-done:
+			stopped[name] = true
+			continue
 		case <-timeout:
-			err = errors.New("actors: background tasks did not stop within the grace period")
 		}
-		if err != nil {
-			break
+		var late []string
+		for _, c := range children {
+			if !stopped[c.name] {
+				late = append(late, c.name)
+			}
 		}
+		slices.Sort(late)
+		err = fmt.Errorf("actors: background tasks did not stop within the grace period: %s", strings.Join(late, ", "))
+		break
 	}
 	return errors.Join(err, s.system.Root.StopFuture(s.root).Wait())
 }

@@ -182,3 +182,237 @@ func TestLoadSheddingAnswers503(t *testing.T) {
 		t.Fatalf("/livez under load = %d", rec.Code)
 	}
 }
+
+// loadDoc generates and loads the document of a test server.
+func loadDoc(t *testing.T) *openapi3.T {
+	t.Helper()
+	raw, err := newTestServer(t).OpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func TestOpenAPIDeclaresWhatHandlersEnforce(t *testing.T) {
+	doc := loadDoc(t)
+	op := func(method, path string) *openapi3.Operation {
+		t.Helper()
+		item := doc.Paths.Value(path)
+		if item == nil || item.GetOperation(method) == nil {
+			t.Fatalf("%s %s is not documented", method, path)
+		}
+		return item.GetOperation(method)
+	}
+	body := func(method, path string) *openapi3.Schema {
+		t.Helper()
+		rb := op(method, path).RequestBody
+		if rb == nil || rb.Value.Content.Get("application/json") == nil {
+			t.Fatalf("%s %s has no JSON request body", method, path)
+		}
+		return rb.Value.Content.Get("application/json").Schema.Value
+	}
+	respSchema := func(method, path, status string) *openapi3.Schema {
+		t.Helper()
+		r := op(method, path).Responses.Value(status)
+		if r == nil || r.Value.Content.Get("application/json") == nil {
+			t.Fatalf("%s %s has no JSON %s response", method, path, status)
+		}
+		return r.Value.Content.Get("application/json").Schema.Value
+	}
+	has := func(list []string, v string) bool {
+		for _, x := range list {
+			if x == v {
+				return true
+			}
+		}
+		return false
+	}
+	enumHas := func(s *openapi3.Schema, v string) bool {
+		for _, x := range s.Enum {
+			if x == v {
+				return true
+			}
+		}
+		return false
+	}
+
+	t.Run("authorize request", func(t *testing.T) {
+		b := body("POST", "/v2/authorize")
+		if !has(b.Required, "tool_call") {
+			t.Errorf("tool_call not required: %v", b.Required)
+		}
+		tc := b.Properties["tool_call"].Value
+		if !has(tc.Required, "tool") || !has(tc.Required, "action") || tc.Nullable {
+			t.Errorf("tool_call: required %v, nullable %v", tc.Required, tc.Nullable)
+		}
+		if tc.Properties["tool"].Value.Pattern == "" {
+			t.Errorf("tool_call.tool may be blank")
+		}
+		st := b.Properties["source_trust"].Value
+		for _, v := range []string{"", "trusted_internal_signed", "unknown", "malicious_suspected"} {
+			if !enumHas(st, v) {
+				t.Errorf("source_trust enum %v lacks %q", st.Enum, v)
+			}
+		}
+		if enumHas(st, "trusted") {
+			t.Errorf("source_trust enum %v admits a value the handler refuses", st.Enum)
+		}
+		n := b.Properties["nonce"].Value
+		if n.MinLength != 8 || n.MaxLength == nil || *n.MaxLength != 128 || !n.Nullable {
+			t.Errorf("nonce: minLength %d maxLength %v nullable %v", n.MinLength, n.MaxLength, n.Nullable)
+		}
+		// The document refuses what the handler refuses, and admits a
+		// well-formed call.
+		for _, tc := range []struct {
+			name string
+			body string
+			ok   bool
+		}{
+			{"minimal", `{"tool_call":{"tool":"email","action":"send"}}`, true},
+			{"full", `{"tool_call":{"tool":"email","action":"send","resource":null,"parameters":{"to":"a"}},"source_trust":"unknown",` +
+				`"trace":{"root_trust_level":"trusted_internal_signed"},"nonce":"12345678","request_id":"r1"}`, true},
+			{"no tool_call", `{}`, false},
+			{"blank tool", `{"tool_call":{"tool":"  ","action":"send"}}`, false},
+			{"bad trust", `{"tool_call":{"tool":"t","action":"a"},"source_trust":"trusted"}`, false},
+			{"short nonce", `{"tool_call":{"tool":"t","action":"a"},"nonce":"1234567"}`, false},
+			{"empty request_id", `{"tool_call":{"tool":"t","action":"a"},"request_id":""}`, false},
+		} {
+			var v any
+			if err := json.Unmarshal([]byte(tc.body), &v); err != nil {
+				t.Fatal(err)
+			}
+			err := b.VisitJSON(v)
+			if (err == nil) != tc.ok {
+				t.Errorf("%s: valid by the document = %v, want %v (%v)", tc.name, err == nil, tc.ok, err)
+			}
+		}
+	})
+
+	t.Run("enums and limits", func(t *testing.T) {
+		ag := body("POST", "/v2/agents")
+		if !has(ag.Required, "name") || ag.Properties["name"].Value.MaxLength == nil || *ag.Properties["name"].Value.MaxLength != 128 {
+			t.Errorf("agent name: required %v, maxLength %v", ag.Required, ag.Properties["name"].Value.MaxLength)
+		}
+		if !enumHas(ag.Properties["risk_tier"].Value, "high") || enumHas(ag.Properties["risk_tier"].Value, "critical") {
+			t.Errorf("risk_tier enum %v", ag.Properties["risk_tier"].Value.Enum)
+		}
+		ot := body("POST", "/v2/operator-tokens")
+		if !has(ot.Required, "role") || !enumHas(ot.Properties["role"].Value, "approver") {
+			t.Errorf("operator token role: required %v, enum %v", ot.Required, ot.Properties["role"].Value.Enum)
+		}
+		esc := body("PUT", "/v2/tenants/risk-escalation").Properties["window_minutes"].Value
+		if esc.Min == nil || *esc.Min != 1 || esc.Max == nil || *esc.Max != 10080 || esc.Nullable {
+			t.Errorf("window_minutes: min %v max %v nullable %v", esc.Min, esc.Max, esc.Nullable)
+		}
+		dec := respSchema("GET", "/v2/decisions/{decision_id}", "200")
+		if !enumHas(dec.Properties["decision"].Value, "require_approval") || dec.Properties["created_at"].Value.Format != "date-time" ||
+			dec.Properties["decision_id"].Value.Format != "uuid" || !has(dec.Required, "decision") {
+			t.Errorf("decision view: %+v", dec.Properties["decision"].Value)
+		}
+		if p := op("GET", "/v2/agents/{agent_id}").Parameters.GetByInAndName("path", "agent_id"); p == nil || p.Schema.Value.Format != "uuid" {
+			t.Errorf("agent_id path parameter is not a uuid")
+		}
+	})
+
+	t.Run("agent allowed_environments is nullable", func(t *testing.T) {
+		for _, s := range []*openapi3.Schema{respSchema("GET", "/v2/agents/{agent_id}", "200"),
+			respSchema("GET", "/v1/agents", "200").Items.Value, respSchema("POST", "/v2/agents", "201"),
+			respSchema("PATCH", "/v2/agents/{agent_id}", "200")} {
+			env := s.Properties["allowed_environments"]
+			if env == nil || !env.Value.Nullable {
+				t.Errorf("allowed_environments is not nullable in %v", s.Properties)
+			}
+			agent := map[string]any{"agent_id": "0b9c6a4e-8d3f-4b61-9a55-2f1e8c7d6b5a", "name": "a", "status": "active",
+				"risk_tier": "low", "allowed_environments": nil, "has_signing_key": false, "created_at": "2026-01-02T03:04:05Z",
+				"updated_at": "2026-01-02T03:04:05Z", "last_seen_at": nil, "agent_token": "svc_agent_x"}
+			if err := s.VisitJSON(agent, openapi3.MultiErrors()); err != nil {
+				t.Errorf("an agent with null allowed_environments is refused: %.300v", err)
+			}
+		}
+	})
+
+	t.Run("statuses", func(t *testing.T) {
+		for _, v := range []string{"v1", "v2"} {
+			ws := op("GET", "/"+v+"/ws/events").Responses
+			for _, code := range []string{"101", "401", "403", "426", "503"} {
+				if ws.Value(code) == nil {
+					t.Errorf("/%s/ws/events does not list %s", v, code)
+				}
+			}
+			if ws.Value("426").Value.Content.Get("text/plain") == nil {
+				t.Errorf("/%s/ws/events 426 is not text/plain", v)
+			}
+		}
+		for path, item := range doc.Paths.Map() {
+			for method, o := range item.Operations() {
+				if o.Responses.Value("408") == nil || o.Responses.Value("500") == nil {
+					t.Errorf("%s %s does not list 408 and 500", method, path)
+				}
+				if o.RequestBody != nil && (o.Responses.Value("400") == nil || o.Responses.Value("415") == nil) {
+					t.Errorf("%s %s takes a body but does not list 400 and 415", method, path)
+				}
+				if method == "GET" && o.Responses.Value("200") != nil && o.Responses.Value("304") == nil {
+					t.Errorf("GET %s does not list 304", path)
+				}
+				if strings.HasPrefix(path, "/v1/") {
+					for code, r := range o.Responses.Map() {
+						if r.Value.Headers["Deprecation"] == nil || r.Value.Headers["Sunset"] == nil {
+							t.Errorf("%s %s %s does not declare Deprecation and Sunset", method, path, code)
+						}
+					}
+				}
+			}
+		}
+		if op("POST", "/v2/authorize").Responses.Value("429") == nil || op("POST", "/v2/authorize").Responses.Value("409") == nil {
+			t.Errorf("authorize does not list 409 and 429")
+		}
+		// The 503 of authorize is the envelope or the fail-closed deny.
+		fc := op("POST", "/v2/authorize").Responses.Value("503").Value.Content.Get("application/json").Schema.Value
+		if err := fc.VisitJSON(map[string]any{"decision": "deny", "reason": "audit_writer_unavailable"}); err != nil {
+			t.Errorf("fail-closed deny does not match the 503 schema: %v", err)
+		}
+		// An error response pins code and reason to its status.
+		conflict := op("POST", "/v2/agents").Responses.Value("409").Value.Content.Get("application/json").Schema.Value
+		env := func(code int, reason string) map[string]any {
+			return map[string]any{"kind": "Status", "apiVersion": "v2", "status": "Failure", "message": "m", "reason": reason,
+				"details": map[string]any{}, "code": float64(code)}
+		}
+		if err := conflict.VisitJSON(env(409, "AlreadyExists")); err != nil {
+			t.Errorf("a 409 envelope does not validate: %v", err)
+		}
+		if conflict.VisitJSON(env(400, "BadRequest")) == nil {
+			t.Errorf("a 400 envelope validates as the 409 response")
+		}
+	})
+}
+
+func TestEmptyLimitOrOffsetIs400(t *testing.T) {
+	s := newTestServer(t)
+	call := tenantCaller(t, s)
+	for _, tc := range []struct {
+		query, code string
+		status      int
+	}{
+		{"limit=", "invalid_limit", 400}, {"offset=", "invalid_offset", 400}, {"limit=&offset=1", "invalid_limit", 400},
+		{"limit=-1", "invalid_limit", 400}, {"offset=x", "invalid_offset", 400},
+		{"limit=5&offset=0", "", 200}, {"", "", 200},
+	} {
+		status, body := call("GET", "/v2/agents?"+tc.query, "")
+		if status != tc.status {
+			t.Errorf("?%s: status %d, want %d (%v)", tc.query, status, tc.status, body)
+			continue
+		}
+		if tc.code != "" {
+			if d, _ := body["details"].(map[string]any); d["error"] != tc.code {
+				t.Errorf("?%s: details %v, want error %s", tc.query, body["details"], tc.code)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"strconv"
+	"strings"
 
 	"svc/persistence"
 )
@@ -20,12 +21,14 @@ var pageQuery = []QueryParam{
 	{Name: "cursor", Type: "string", Description: "opaque cursor from a previous response's X-Next-Cursor header"},
 }
 
-// page parses limit, offset and cursor (400 when malformed).
+// page parses limit, offset and cursor (400 when malformed). A limit or
+// offset that is present but empty (limit=) is malformed too: it is not a
+// non-negative integer (CONTRACT §10).
 func (c *Call) page() (persistence.Page, error) {
 	q := c.R.URL.Query()
 	p := persistence.Page{Limit: defaultLimit}
-	if v := q.Get("limit"); v != "" {
-		n, err := nonNegative(v)
+	if q.Has("limit") {
+		n, err := nonNegative(q.Get("limit"))
 		if err != nil {
 			return p, badRequest("invalid_limit", "limit must be a non-negative integer")
 		}
@@ -34,8 +37,8 @@ func (c *Call) page() (persistence.Page, error) {
 			p.Limit = defaultLimit
 		}
 	}
-	if v := q.Get("offset"); v != "" {
-		n, err := nonNegative(v)
+	if q.Has("offset") {
+		n, err := nonNegative(q.Get("offset"))
 		if err != nil {
 			return p, badRequest("invalid_offset", "offset must be a non-negative integer")
 		}
@@ -56,13 +59,25 @@ func (c *Call) page() (persistence.Page, error) {
 // is an empty page): only what is not a non-negative integer fails.
 func nonNegative(v string) (int, error) {
 	n, err := strconv.Atoi(v)
-	if errors.Is(err, strconv.ErrRange) && n > 0 {
+	// Atoi reports a range error before it looks at the rest of the text:
+	// 99999999999999999999x is out of range and not a number at all.
+	if errors.Is(err, strconv.ErrRange) && n > 0 && digits(strings.TrimPrefix(v, "+")) {
 		return n, nil
 	}
 	if err == nil && n < 0 {
 		err = errors.New("negative")
 	}
 	return n, err
+}
+
+// digits reports whether s is one or more ASCII digits.
+func digits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // paginate trims the limit+1 rows read to one page and sets X-Next-Cursor

@@ -234,9 +234,14 @@ func (s *server) stop(t testing.TB) (int, time.Duration) {
 	select {
 	case <-s.done:
 	case <-time.After(15 * time.Second):
-		t.Errorf("svc did not exit within 15s of SIGTERM; killing it")
-		_ = s.cmd.Process.Kill()
-		<-s.done
+		t.Errorf("svc did not exit within 15s of SIGTERM; SIGQUIT for its goroutines (in its stderr below), then killing it")
+		_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-s.done:
+		case <-time.After(5 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+		}
 	}
 	return s.exit, time.Since(start)
 }
@@ -290,6 +295,7 @@ func (s *server) do(t testing.TB, method, path, token string, body any, headers 
 	if err != nil {
 		t.Fatalf("%s %s: read body: %v", method, path, err)
 	}
+	checkDocumented(t, s, req, resp, raw) // the response must match the OpenAPI document
 	return resp, raw
 }
 
