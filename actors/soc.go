@@ -151,7 +151,9 @@ type SOCPipeline struct {
 	alerts        []persistence.Alert
 	alertInFlight bool
 	// lost is, per tenant, the audit-hole alerting state (recordLost).
-	lost        map[string]*lostRecords
+	lost map[string]*lostRecords
+	// ending is set once the pipeline stops or restarts (end).
+	ending      bool
 	incidents   []persistence.Incident
 	incInFlight bool
 	ticker      *ticker
@@ -278,17 +280,40 @@ func (p *SOCPipeline) Receive(ctx actor.Context) {
 			p.incidents = append(m.incidents, p.incidents...)
 		}
 	case *actor.Stopping:
-		if p.ticker != nil {
-			p.ticker.Stop()
-		}
-		p.drain()
+		p.end()
 	case *actor.Restarting:
 		// The next incarnation starts empty: write what this one raised.
-		if p.ticker != nil {
-			p.ticker.Stop()
-		}
-		p.drain()
+		p.end()
 	}
+}
+
+// end runs when the pipeline stops or restarts. Its correlators are being
+// stopped with it, so from now on it spawns none: a child spawned by a
+// stopping actor is never stopped, and the stop would wait for it for
+// ever (a rules load answered after the stop began did exactly that). The
+// events still waiting for their tenant's rules are evaluated now, with
+// the rules loaded here, and what was raised is written.
+func (p *SOCPipeline) end() {
+	p.ending = true
+	if p.ticker != nil {
+		p.ticker.Stop()
+	}
+	for tenant, queued := range p.loading {
+		delete(p.loading, tenant)
+		rules := p.defaults
+		c, cancel := ioContext(5 * time.Second)
+		rs, err := p.store.ListRules(c, tenant)
+		cancel()
+		if err == nil {
+			rules = append(append([]detect.Rule{}, p.defaults...), customRules(rs, p.log)...)
+		} else {
+			p.log.Warn("custom rules not loaded at stop; evaluating the defaults only", "tenant_id", tenant, "error", err)
+		}
+		for _, ev := range queued {
+			p.detect(nil, ev, rules)
+		}
+	}
+	p.drain()
 }
 
 // event evaluates one event, or queues it while its tenant's rules load.
@@ -298,6 +323,9 @@ func (p *SOCPipeline) event(ctx actor.Context, ev *messages.AseEvent) {
 		return
 	}
 	rules, ok := p.rules[ev.TenantID]
+	if !ok && p.ending {
+		rules, ok = p.defaults, true // no load answers a stopping pipeline
+	}
 	if !ok {
 		p.loading[ev.TenantID] = []*messages.AseEvent{ev}
 		gen := p.ruleGen[ev.TenantID]
@@ -408,12 +436,14 @@ func (p *SOCPipeline) detect(ctx actor.Context, ev *messages.AseEvent, rules []d
 		for _, an := range b.Observe(de, ev.OccurredAt) {
 			raise(an.Name, an.Name, an.Severity, detect.SourceDefault, fmt.Sprintf("%s: %s.%s by agent %s", an.Name, ev.Tool, ev.Action, ev.AgentID))
 		}
-		e := p.correlator(ctx, ev.TenantID, ev.AgentID)
-		e.sent++
-		ctx.Send(e.pid, correlate.Observation{EventID: ev.EventID, Kind: ev.Kind,
-			Decision: ev.Decision, Tool: ev.Tool, Action: ev.Action, At: ev.OccurredAt})
+		if !p.ending { // a stopping pipeline spawns no correlator (end)
+			e := p.correlator(ctx, ev.TenantID, ev.AgentID)
+			e.sent++
+			ctx.Send(e.pid, correlate.Observation{EventID: ev.EventID, Kind: ev.Kind,
+				Decision: ev.Decision, Tool: ev.Tool, Action: ev.Action, At: ev.OccurredAt})
+		}
 	}
-	if len(p.alerts) >= 1000 {
+	if len(p.alerts) >= 1000 && !p.ending {
 		p.flushAlerts(ctx)
 	}
 }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -74,5 +75,30 @@ func TestRecordLostRaisesRateLimitedHighAlert(t *testing.T) {
 	}
 	if notified.Load() != 1 {
 		t.Fatalf("notifications = %d, want 1", notified.Load())
+	}
+}
+
+// A pipeline stopped while a tenant's rules are loading stops at once: the
+// events waiting for them are evaluated at the stop, and no correlator is
+// spawned by the stopping pipeline (one spawned then would never be
+// stopped, and the stop would wait for it for ever).
+func TestPipelineStopsWhileRulesLoad(t *testing.T) {
+	for i := range 20 {
+		store, tenant := tenantStore(t)
+		sys := NewSystem(hclog.NewNullLogger())
+		pipeline := sys.Root.Spawn(actor.PropsFromProducer(NewSOCPipeline(store, &SOCStats{}, SOCOptions{}, hclog.NewNullLogger())))
+		// A replay attempt raises a default HIGH alert; the decision spawns
+		// a correlator once the tenant's rules are in.
+		sys.Root.Send(pipeline, &messages.AseEvent{EventID: uuid.NewString(), OccurredAt: time.Now(), TenantID: tenant,
+			Kind: messages.KindReplayAttempt, AgentID: "agent-1", SchemaVersion: 1})
+		sys.Root.Send(pipeline, &messages.AseEvent{EventID: uuid.NewString(), OccurredAt: time.Now(), TenantID: tenant,
+			Kind: messages.KindAuthorizeDecision, AgentID: "agent-1", Decision: "allow", Tool: "fs", Action: "read", SchemaVersion: 1})
+		if err := sys.Root.PoisonFuture(pipeline).Wait(); err != nil {
+			t.Fatalf("run %d: the pipeline did not stop: %v", i, err)
+		}
+		alerts, err := store.ListAlerts(context.Background(), tenant, persistence.AlertFilter{}, persistence.Page{Limit: 10})
+		if err != nil || !slices.ContainsFunc(alerts, func(a persistence.Alert) bool { return a.RuleKey == detect.KeyReplayAttempt }) {
+			t.Fatalf("run %d: alerts %+v (%v), want the replay alert of the event sent before the stop written", i, alerts, err)
+		}
 	}
 }
