@@ -249,10 +249,11 @@ func TestE2EStreams(t *testing.T) {
 }
 
 // TestE2EStreamCap: streams hold no request slot, but at most
-// SVC_MAX_CONCURRENT_REQUESTS are open at once; one more is 503.
+// SVC_MAX_CONCURRENT_REQUESTS are open at once; one more is 503 (the
+// tenant's share is the whole node here; TestE2EStreamShare tests shares).
 func TestE2EStreamCap(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, "sqlite", map[string]string{"SVC_MAX_CONCURRENT_REQUESTS": "2"})
+	s := startServer(t, "sqlite", map[string]string{"SVC_MAX_CONCURRENT_REQUESTS": "2", "SVC_MAX_CONCURRENT_PER_TENANT": "2"})
 	_, admin := s.tenant(t, "streams-cap-"+uniq())
 	var conns []*websocket.Conn
 	for range 2 {
