@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -111,7 +112,7 @@ func signingKey(v string) (key []byte, shown string, err error) {
 
 func validEnvironments(envs []string) error {
 	for i, e := range envs {
-		if strings.TrimSpace(e) == "" || len(e) > 128 {
+		if strings.TrimSpace(e) == "" || utf8.RuneCountInString(e) > 128 {
 			return invalidField(fmt.Sprintf("allowed_environments[%d]", i), "must be a non-empty string of at most 128 characters")
 		}
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -40,5 +41,19 @@ func TestPatchAgentRejectsNullForNonNullableFields(t *testing.T) {
 	_, got := call("GET", path, "")
 	if got["name"] != "bot" || got["allowed_environments"] != nil {
 		t.Fatalf("after the patches: %v", got)
+	}
+}
+
+// An environment's length is counted in characters, as the document says
+// and as names are: 128 non-ASCII characters are fine, 129 are not.
+func TestValidEnvironmentsCountsCharacters(t *testing.T) {
+	if err := validEnvironments([]string{strings.Repeat("é", 128)}); err != nil {
+		t.Errorf("128 characters (256 bytes) refused: %v", err)
+	}
+	if err := validEnvironments([]string{strings.Repeat("é", 129)}); err == nil {
+		t.Errorf("129 characters accepted")
+	}
+	if err := validEnvironments([]string{"prod", " "}); err == nil {
+		t.Errorf("a blank environment accepted")
 	}
 }
