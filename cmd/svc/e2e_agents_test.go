@@ -73,7 +73,7 @@ func listAll(t testing.TB, s *server, tok, path, idField string, limit int) (ids
 // PATCH, cross-tenant isolation, tokens, permissions and heartbeats.
 func TestE2EAgents(t *testing.T) {
 	t.Parallel()
-	forBackends(t, func(t *testing.T, backend string) {
+	forModes(t, func(t *testing.T, backend string) {
 		s := startServer(t, backend, nil)
 		_, admin := s.tenant(t, "agents-"+uniq())
 

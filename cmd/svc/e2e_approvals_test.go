@@ -102,7 +102,7 @@ func chatRequest(t testing.TB, s *server, secret string, ts time.Time, value, ac
 
 func TestE2EApprovals(t *testing.T) {
 	t.Parallel()
-	forBackends(t, func(t *testing.T, backend string) {
+	forModes(t, func(t *testing.T, backend string) {
 		s := startServer(t, backend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_CHAT_SIGNING_SECRET": chatSecret,
 			"SVC_APPROVAL_CALLBACK_IP_LIMIT": "100000", "SVC_APPROVAL_ATTEMPT_LIMIT": "1000"})
 		tenantID, admin := s.tenant(t, "ap-"+uniq())

@@ -9,7 +9,7 @@ import (
 // /v2/tenants and PATCH /v2/agents/:id (CONTRACT §10).
 func TestE2EBadInput(t *testing.T) {
 	t.Parallel()
-	forBackends(t, func(t *testing.T, backend string) {
+	forModes(t, func(t *testing.T, backend string) {
 		s := startServer(t, backend, map[string]string{"SVC_MAX_BODY_LIMIT_BYTES": "1024"})
 		_, admin := s.tenant(t, "bad-"+uniq())
 		agentID, _ := s.agent(t, admin, "bad-target", nil)
@@ -138,7 +138,7 @@ func TestE2EBadInput(t *testing.T) {
 // TestE2EAuth covers credentials and roles (CONTRACT §2).
 func TestE2EAuth(t *testing.T) {
 	t.Parallel()
-	forBackends(t, func(t *testing.T, backend string) {
+	forModes(t, func(t *testing.T, backend string) {
 		s := startServer(t, backend, nil)
 		tenantA, admin := s.tenant(t, "auth-a-"+uniq())
 		tenantB, adminB := s.tenant(t, "auth-b-"+uniq())

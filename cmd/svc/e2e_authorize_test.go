@@ -188,7 +188,7 @@ func azVerifyFile(t testing.TB, lines []string) (int, string) {
 // TestE2EAuthorize covers the authorize path end to end.
 func TestE2EAuthorize(t *testing.T) {
 	t.Parallel()
-	forBackends(t, func(t *testing.T, backend string) {
+	forModes(t, func(t *testing.T, backend string) {
 		seed, seedB64 := azSeed(t)
 		s := startServer(t, backend, map[string]string{"SVC_RECEIPT_SIGNING_KEY": seedB64})
 

@@ -20,7 +20,7 @@ import (
 
 func TestE2EStrictJSON(t *testing.T) {
 	t.Parallel()
-	forBackends(t, func(t *testing.T, backend string) {
+	forModes(t, func(t *testing.T, backend string) {
 		s := startServer(t, backend, nil)
 		_, admin := s.tenant(t, "strict-"+uniq())
 		_, tok := s.agent(t, admin, "strict-agent", nil)
@@ -76,7 +76,7 @@ func TestE2EStrictJSON(t *testing.T) {
 
 func TestE2ENULRefused(t *testing.T) {
 	t.Parallel()
-	forBackends(t, func(t *testing.T, backend string) {
+	forModes(t, func(t *testing.T, backend string) {
 		s := startServer(t, backend, nil)
 		_, admin := s.tenant(t, "nul-"+uniq())
 		agentID, tok := s.agent(t, admin, "nul-agent", nil)

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -88,6 +89,9 @@ type server struct {
 	client *http.Client
 	mu     sync.Mutex
 	halted bool
+	// peers are a cluster's nodes (startCluster); base is then the
+	// balancer in front of them.
+	peers []*server
 }
 
 func freeAddr(t testing.TB) string {
@@ -107,7 +111,7 @@ func dbURLFor(t testing.TB, backend string) string {
 	switch backend {
 	case "sqlite":
 		return "sqlite://" + filepath.Join(t.TempDir(), "svc.db")
-	case "postgres":
+	case "postgres", clusterBackend: // a cluster's database is Postgres
 		return storetest.PostgresURL(t)
 	}
 	t.Fatalf("unknown backend %q", backend)
@@ -134,6 +138,9 @@ func baseEnv() []string {
 // startServer starts the gateway on a fresh database of the backend.
 func startServer(t testing.TB, backend string, env map[string]string) *server {
 	t.Helper()
+	if backend == clusterBackend {
+		return startCluster(t, env)
+	}
 	return startServerOn(t, dbURLFor(t, backend), env)
 }
 
@@ -220,6 +227,15 @@ func startServerOn(t testing.TB, dbURL string, env map[string]string) *server {
 // code and how long the exit took. Stopping twice is a no-op.
 func (s *server) stop(t testing.TB) (int, time.Duration) {
 	t.Helper()
+	if len(s.peers) > 0 {
+		start, code := time.Now(), 0
+		for _, p := range s.peers {
+			if c, _ := p.stop(t); c != 0 {
+				code = c
+			}
+		}
+		return code, time.Since(start)
+	}
 	s.mu.Lock()
 	already := s.halted
 	s.halted = true
@@ -462,7 +478,17 @@ func detail(m map[string]any, key string) any {
 	return d[key]
 }
 
-// forBackends runs fn once per backend, each with its own subtest.
+// forModes runs fn on SQLite, on Postgres, and on two clustered nodes
+// behind a round-robin balancer (startCluster): a capability that several
+// nodes must serve as one installation is checked all three ways.
+func forModes(t *testing.T, fn func(t *testing.T, backend string)) {
+	for _, backend := range append(slices.Clone(backends), clusterBackend) {
+		t.Run(backend, func(t *testing.T) { fn(t, backend) })
+	}
+}
+
+// forBackends runs fn once per backend (one node), each with its own
+// subtest.
 func forBackends(t *testing.T, fn func(t *testing.T, backend string)) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) { fn(t, backend) })
