@@ -137,7 +137,7 @@ func TestE2ENULRefused(t *testing.T) {
 		} else {
 			s.want(t, 200, "GET", "/v2/decisions/"+str(t, m, "decision_id"), admin, nil)
 		}
-		if logs := s.stderr.String(); strings.Contains(logs, "request failed") {
+		if logs := s.logs(); strings.Contains(logs, "request failed") {
 			t.Errorf("a NUL reached the store (request failed logged):\n%s", logs)
 		}
 	})
