@@ -11,7 +11,7 @@ import (
 // pagination and tenant isolation.
 func TestE2EAudit(t *testing.T) {
 	t.Parallel()
-	forBackends(t, func(t *testing.T, backend string) {
+	forModes(t, func(t *testing.T, backend string) {
 		s := startServer(t, backend, nil)
 		tenantA, admin := s.tenant(t, "audit-a-"+uniq())
 		_, adminB := s.tenant(t, "audit-b-"+uniq())

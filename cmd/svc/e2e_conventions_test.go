@@ -15,7 +15,7 @@ const sunset = "Wed, 31 Dec 2026 23:59:59 GMT"
 // negotiation, the error envelope, ETags and the OpenAPI document.
 func TestE2EConventions(t *testing.T) {
 	t.Parallel()
-	forBackends(t, func(t *testing.T, backend string) {
+	forModes(t, func(t *testing.T, backend string) {
 		s := startServer(t, backend, nil)
 		_, admin := s.tenant(t, "conv-"+uniq())
 

@@ -25,7 +25,7 @@ func rfc3339UTC(t testing.TB, field string, v any) {
 // TestE2ETenants covers tenants, operator tokens and settings.
 func TestE2ETenants(t *testing.T) {
 	t.Parallel()
-	forBackends(t, func(t *testing.T, backend string) {
+	forModes(t, func(t *testing.T, backend string) {
 		s := startServer(t, backend, nil)
 
 		t.Run("tenants", func(t *testing.T) {
