@@ -70,7 +70,10 @@ func firstCall(t *testing.T, auth *Authorizer, key string, call func(context.Con
 // Agent actors stop after AgentIdle without calls, so memory follows the
 // active agents, and a call after that spawns the actor again.
 func TestAgentActorsStopWhenIdle(t *testing.T) {
-	_, _, store, tenant, auth := authorizerFixture(t, 50*time.Millisecond)
+	// Long enough that the three calls finish before the first actor
+	// idles out on a loaded 2-core machine under -race (50 ms did not,
+	// once in CI), short enough for the test.
+	_, _, store, tenant, auth := authorizerFixture(t, 500*time.Millisecond)
 	now := time.Now().UTC()
 	var agents []persistence.Agent
 	for i := 0; i < 3; i++ {
