@@ -305,7 +305,7 @@ func (p *SOCPipeline) end() {
 		rs, err := p.store.ListRules(c, tenant)
 		cancel()
 		if err == nil {
-			rules = append(append([]detect.Rule{}, p.defaults...), customRules(rs, p.log)...)
+			rules = p.ruleSet(rs)
 		} else {
 			p.log.Warn("custom rules not loaded at stop; evaluating the defaults only", "tenant_id", tenant, "error", err)
 		}
@@ -350,7 +350,7 @@ func (p *SOCPipeline) loaded(ctx actor.Context, m rulesLoaded) {
 		// next event tries the custom rules again.
 		p.log.Warn("custom rules not loaded; evaluating the defaults only", "tenant_id", m.tenantID, "error", m.err)
 	} else {
-		rules = append(append([]detect.Rule{}, p.defaults...), customRules(m.rules, p.log)...)
+		rules = p.ruleSet(m.rules)
 		if m.gen == p.ruleGen[m.tenantID] {
 			p.rules[m.tenantID] = rules
 		}
@@ -358,6 +358,11 @@ func (p *SOCPipeline) loaded(ctx actor.Context, m rulesLoaded) {
 	for _, ev := range queued {
 		p.detect(ctx, ev, rules)
 	}
+}
+
+// ruleSet is a tenant's rules: the defaults, then its enabled custom rules.
+func (p *SOCPipeline) ruleSet(rs []persistence.CustomRule) []detect.Rule {
+	return append(append([]detect.Rule{}, p.defaults...), customRules(rs, p.log)...)
 }
 
 // customRules turns the stored rules into detect rules (enabled ones).

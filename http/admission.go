@@ -99,21 +99,31 @@ func (a *admission) saturated() bool {
 	return last != 0 && time.Since(time.Unix(0, last)) < time.Minute
 }
 
-// admitTenant counts the call against its tenant's share until the request
-// ends; a second call for the same request is a no-op.
+// admitTenant counts the call against its tenant's share of the node's
+// requests until the request ends; a second call for the same request is a
+// no-op.
 func (c *Call) admitTenant(tenantID string) *Error {
 	if tenantID == "" || c.tenantHeld != "" || c.srv == nil || c.srv.adm == nil {
 		return nil
 	}
-	if !c.srv.adm.enterTenant(tenantID) {
-		c.srv.metrics.refused.WithLabelValues("tenant_concurrency").Inc()
-		e := apiErr("TooManyRequests", "tenant_concurrency",
-			"this tenant has %d requests in flight, its share of this node (SVC_MAX_CONCURRENT_PER_TENANT); retry later", c.srv.adm.perTenant)
-		e.RetryAfter = 1
+	if e := c.srv.admitShare(c.srv.adm, tenantID, "requests in flight"); e != nil {
 		return e
 	}
 	c.tenantHeld = tenantID
 	return nil
+}
+
+// admitShare takes one of tenant's SVC_MAX_CONCURRENT_PER_TENANT places in
+// share (requests or streams), or answers 429 tenant_concurrency.
+func (s *Server) admitShare(share *admission, tenant, what string) *Error {
+	if share.enterTenant(tenant) {
+		return nil
+	}
+	s.metrics.refused.WithLabelValues("tenant_concurrency").Inc()
+	e := apiErr("TooManyRequests", "tenant_concurrency",
+		"this tenant has %d %s, its share of this node (SVC_MAX_CONCURRENT_PER_TENANT); retry later", share.perTenant, what)
+	e.RetryAfter = 1
+	return e
 }
 
 // deadlineBody is a request body that must arrive before a deadline set on

@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/julienschmidt/httprouter"
+
+	"svc/persistence"
 )
 
 // Sunset is the HTTP-date after which /v1 is retired (SPEC 9).
@@ -358,11 +360,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 	if streaming && c.Principal.TenantID != "" {
 		// Streams are bounded in all by SVC_MAX_CONCURRENT_REQUESTS and per
 		// tenant by SVC_MAX_CONCURRENT_PER_TENANT, as requests are.
-		if !s.streamShare.enterTenant(c.Principal.TenantID) {
-			s.metrics.refused.WithLabelValues("tenant_concurrency").Inc()
-			e := apiErr("TooManyRequests", "tenant_concurrency",
-				"this tenant has %d streams open, its share of this node (SVC_MAX_CONCURRENT_PER_TENANT); retry later", s.cfg.MaxConcurrentPerTenant)
-			e.RetryAfter = 1
+		if e := s.admitShare(s.streamShare, c.Principal.TenantID, "streams open"); e != nil {
 			return fail(e)
 		}
 		c.streamHeld = c.Principal.TenantID
@@ -396,7 +394,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 // invalid_query) naming the parameter.
 func checkURL(c *Call) *Error {
 	for _, p := range c.Params {
-		if !storableText(p.Value) {
+		if !persistence.StorableText(p.Value) {
 			return notFound("resource")
 		}
 	}
@@ -419,9 +417,6 @@ func checkURL(c *Call) *Error {
 	}
 	return nil
 }
-
-// storableText reports whether s is UTF-8 without U+0000.
-func storableText(s string) bool { return strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) }
 
 // readRaw reads the body under the size cap and checks its content type
 // (JSON, or YAML where the route accepts it, converted to JSON), JSON

@@ -25,6 +25,10 @@ func Storable(w *DecisionWrite) error {
 	return nil
 }
 
+// StorableText reports whether every backend stores s alike: valid UTF-8
+// without U+0000.
+func StorableText(s string) bool { return strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) }
+
 var rawJSONType = reflect.TypeFor[[]byte]()
 
 // unstorable returns the path (innermost first) of the first text in v
@@ -32,7 +36,7 @@ var rawJSONType = reflect.TypeFor[[]byte]()
 func unstorable(v reflect.Value) []string {
 	switch v.Kind() {
 	case reflect.String:
-		if s := v.String(); strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
+		if !StorableText(v.String()) {
 			return []string{}
 		}
 	case reflect.Pointer, reflect.Interface:
