@@ -28,6 +28,13 @@ type SOCStats struct {
 	Incidents atomic.Uint64 // incidents opened
 	// Correlators is the number of live tenant/agent correlators.
 	Correlators atomic.Int64
+	// SharedConflicts counts lost compare-and-swap races on the shared
+	// detection state (SharedDetection); SharedDropped counts observations
+	// given up because the shared state stayed unavailable; SharedObserved
+	// counts those folded into it.
+	SharedConflicts atomic.Uint64
+	SharedDropped   atomic.Uint64
+	SharedObserved  atomic.Uint64
 
 	mu         sync.Mutex
 	mttd, mttr mean
@@ -124,6 +131,10 @@ type SOCOptions struct {
 	// Feed, when set, receives every event, alert and incident for the
 	// live streams.
 	Feed *Feed
+	// Shared, when set (a clustered node), keeps the correlation windows
+	// and behavioural baselines in the shared state, installation-wide;
+	// nil keeps them in this process.
+	Shared *SharedDetection
 }
 
 // SOCPipeline is the detection actor (SPEC 6.2): subscribed to the event
@@ -145,8 +156,12 @@ type SOCPipeline struct {
 	ruleGen  map[string]uint64 // bumped by invalidations; a load for an older generation is discarded
 	defaults []detect.Rule
 
-	baselines *lru.Cache[string, *detect.Baseline]
+	baselines *lru.Cache[string, *detect.Baseline] // in-process path only (Shared nil)
 	corr      map[string]*corrEntry
+	// life ends when the pipeline stops or restarts, cutting short a
+	// correlator waiting for the shared state.
+	life    context.Context
+	endLife context.CancelFunc
 
 	alerts        []persistence.Alert
 	alertInFlight bool
@@ -181,10 +196,21 @@ type incidentsFlushed struct {
 // invalidations, this node's and other nodes', as this message.
 type RulesInvalidated struct{ TenantID string }
 
-// correlated carries a correlator's incidents to the pipeline.
+// observed is one authorize decision on its way to its correlator.
+type observed struct {
+	ev  *messages.AseEvent
+	de  detect.Event
+	obs correlate.Observation
+}
+
+// correlated carries a correlator's incidents, and with shared detection
+// the event's baseline anomalies, to the pipeline.
 type correlated struct {
 	tenantID, agentID string
 	incidents         []correlate.Incident
+	ev                *messages.AseEvent
+	de                detect.Event
+	anomalies         []detect.Anomaly
 }
 
 // corrEntry is a live correlator and how many observations the pipeline
@@ -233,6 +259,7 @@ func (p *SOCPipeline) Receive(ctx actor.Context) {
 		p.baselines, _ = lru.New[string, *detect.Baseline](p.opt.MaxBaselines)
 		p.corr = map[string]*corrEntry{}
 		p.lost = map[string]*lostRecords{}
+		p.life, p.endLife = context.WithCancel(context.Background())
 		p.stats.Correlators.Store(0) // a restart stopped the previous ones with their parent
 		p.ticker = startTicker(ctx, flushEvery)
 	case *messages.AseEvent:
@@ -295,6 +322,9 @@ func (p *SOCPipeline) Receive(ctx actor.Context) {
 // the rules loaded here, and what was raised is written.
 func (p *SOCPipeline) end() {
 	p.ending = true
+	if p.endLife != nil {
+		p.endLife()
+	}
 	if p.ticker != nil {
 		p.ticker.Stop()
 	}
@@ -410,42 +440,57 @@ func DetectEvent(ev *messages.AseEvent) detect.Event {
 	return out
 }
 
-func (p *SOCPipeline) detect(ctx actor.Context, ev *messages.AseEvent, rules []detect.Rule) {
+// raise records one alert of ev and hands it to the live feed and, when
+// HIGH, to the notifier.
+func (p *SOCPipeline) raise(ev *messages.AseEvent, de detect.Event, key, name, severity, source, summary string) {
 	now := time.Now().UTC()
-	de := DetectEvent(ev)
-	raise := func(key, name, severity, source, summary string) {
-		a := persistence.Alert{ID: uuid.NewString(), TenantID: ev.TenantID, RuleKey: key, AlertName: name, Severity: severity,
-			Source: source, AgentID: ev.AgentID, DecisionID: de.DecisionID, SourceEventID: ev.EventID, Summary: summary, CreatedAt: now}
-		p.alerts = append(p.alerts, a)
-		p.stats.Alerts.Add(1)
-		if p.opt.Feed != nil {
-			p.opt.Feed.Publish(messages.FeedItem{TenantID: a.TenantID, Type: messages.FeedAlert, Data: AlertRecord(a)})
-		}
-		p.stats.observe(&p.stats.mttd, now.Sub(ev.OccurredAt))
-		if severity == detect.SeverityHigh && p.opt.Notify != nil {
-			p.opt.Notify(messages.Notification{Kind: name, Severity: messages.NotifySeverityHigh, TenantID: ev.TenantID,
-				AgentID: ev.AgentID, At: now, Summary: summary, Detail: fmt.Sprintf("alert %s; rule %s; event %s", a.ID, key, ev.EventID),
-				RecordType: messages.FeedAlert, RecordID: a.ID, RuleKey: key})
-		}
+	a := persistence.Alert{ID: uuid.NewString(), TenantID: ev.TenantID, RuleKey: key, AlertName: name, Severity: severity,
+		Source: source, AgentID: ev.AgentID, DecisionID: de.DecisionID, SourceEventID: ev.EventID, Summary: summary, CreatedAt: now}
+	p.alerts = append(p.alerts, a)
+	p.stats.Alerts.Add(1)
+	if p.opt.Feed != nil {
+		p.opt.Feed.Publish(messages.FeedItem{TenantID: a.TenantID, Type: messages.FeedAlert, Data: AlertRecord(a)})
 	}
+	p.stats.observe(&p.stats.mttd, now.Sub(ev.OccurredAt))
+	if severity == detect.SeverityHigh && p.opt.Notify != nil {
+		p.opt.Notify(messages.Notification{Kind: name, Severity: messages.NotifySeverityHigh, TenantID: ev.TenantID,
+			AgentID: ev.AgentID, At: now, Summary: summary, Detail: fmt.Sprintf("alert %s; rule %s; event %s", a.ID, key, ev.EventID),
+			RecordType: messages.FeedAlert, RecordID: a.ID, RuleKey: key})
+	}
+}
+
+// raiseAnomaly records a behavioural baseline alert.
+func (p *SOCPipeline) raiseAnomaly(ev *messages.AseEvent, de detect.Event, an detect.Anomaly) {
+	p.raise(ev, de, an.Name, an.Name, an.Severity, detect.SourceDefault, fmt.Sprintf("%s: %s.%s by agent %s", an.Name, ev.Tool, ev.Action, ev.AgentID))
+}
+
+func (p *SOCPipeline) detect(ctx actor.Context, ev *messages.AseEvent, rules []detect.Rule) {
+	de := DetectEvent(ev)
 	for _, r := range detect.Evaluate(rules, de) {
-		raise(r.Key, r.AlertName, r.Severity, r.Source, fmt.Sprintf("%s: %s %s.%s by agent %s", r.AlertName, ev.Decision, ev.Tool, ev.Action, ev.AgentID))
+		p.raise(ev, de, r.Key, r.AlertName, r.Severity, r.Source, fmt.Sprintf("%s: %s %s.%s by agent %s", r.AlertName, ev.Decision, ev.Tool, ev.Action, ev.AgentID))
 	}
 	if ev.Kind == messages.KindAuthorizeDecision && ev.AgentID != "" && ev.AgentID != messages.UnknownAgent {
-		key := ev.TenantID + "/" + ev.AgentID
-		b, ok := p.baselines.Get(key)
-		if !ok {
-			b = detect.NewBaseline()
-			p.baselines.Add(key, b)
+		if p.opt.Shared == nil {
+			key := ev.TenantID + "/" + ev.AgentID
+			b, ok := p.baselines.Get(key)
+			if !ok {
+				b = detect.NewBaseline()
+				p.baselines.Add(key, b)
+			}
+			for _, an := range b.Observe(de, ev.OccurredAt) {
+				p.raiseAnomaly(ev, de, an)
+			}
 		}
-		for _, an := range b.Observe(de, ev.OccurredAt) {
-			raise(an.Name, an.Name, an.Severity, detect.SourceDefault, fmt.Sprintf("%s: %s.%s by agent %s", an.Name, ev.Tool, ev.Action, ev.AgentID))
-		}
-		if !p.ending { // a stopping pipeline spawns no correlator (end)
+		// A stopping pipeline spawns no correlator (end). With shared
+		// detection the event's baseline is then not observed either: it
+		// is counted as dropped.
+		if !p.ending {
 			e := p.correlator(ctx, ev.TenantID, ev.AgentID)
 			e.sent++
-			ctx.Send(e.pid, correlate.Observation{EventID: ev.EventID, Kind: ev.Kind,
-				Decision: ev.Decision, Tool: ev.Tool, Action: ev.Action, At: ev.OccurredAt})
+			ctx.Send(e.pid, observed{ev: ev, de: de, obs: correlate.Observation{EventID: ev.EventID, Kind: ev.Kind,
+				Decision: ev.Decision, Tool: ev.Tool, Action: ev.Action, At: ev.OccurredAt}})
+		} else if p.opt.Shared != nil {
+			p.stats.SharedDropped.Add(1)
 		}
 	}
 	if len(p.alerts) >= 1000 && !p.ending {
@@ -523,8 +568,10 @@ func (p *SOCPipeline) correlator(ctx actor.Context, tenantID, agentID string) *c
 		return e
 	}
 	parent, idle, seen := ctx.Self(), p.opt.CorrelatorIdle, new(uint64)
+	shared, life, stats := p.opt.Shared, p.life, p.stats
 	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &Correlator{tenantID: tenantID, agentID: agentID, key: key, parent: parent, idle: idle, seen: seen}
+		return &Correlator{tenantID: tenantID, agentID: agentID, key: key, parent: parent, idle: idle, seen: seen,
+			shared: shared, life: life, stats: stats}
 	}, actor.WithDispatcher(dispatcher)))
 	e := &corrEntry{pid: pid}
 	p.corr[key] = e
@@ -532,8 +579,11 @@ func (p *SOCPipeline) correlator(ctx actor.Context, tenantID, agentID string) *c
 	return e
 }
 
-// opened records a correlator's incidents.
+// opened records a correlator's incidents and anomalies.
 func (p *SOCPipeline) opened(m correlated) {
+	for _, an := range m.anomalies {
+		p.raiseAnomaly(m.ev, m.de, an)
+	}
 	now := time.Now().UTC()
 	for _, ci := range m.incidents {
 		in := persistence.Incident{ID: uuid.NewString(), TenantID: m.tenantID, Kind: ci.Kind, Severity: ci.Severity,
@@ -615,14 +665,22 @@ func (p *SOCPipeline) drain() {
 	}
 }
 
-// Correlator holds one tenant/agent's correlation windows (SPEC 6.3). When
-// idle with nothing left in them it asks the pipeline to stop it.
+// Correlator holds one tenant/agent's correlation windows (SPEC 6.3), or
+// with shared detection updates the installation's windows and baseline of
+// the agent (SharedDetection). When idle with nothing left in its own
+// windows (with shared detection: when idle) it asks the pipeline to stop
+// it.
 type Correlator struct {
 	tenantID, agentID, key string
 	parent                 *actor.PID
 	idle                   time.Duration
 	w                      *correlate.Windows
 	seen                   *uint64 // observations processed (kept across a restart)
+
+	shared *SharedDetection // nil: the windows are w
+	life   context.Context  // the pipeline's: ends a wait for the shared state
+	stats  *SOCStats
+	cached string // the shared value last read or written
 }
 
 // Receive implements actor.Actor.
@@ -630,15 +688,29 @@ func (c *Correlator) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		c.w = &correlate.Windows{}
+		c.cached = ""
 		ctx.SetReceiveTimeout(c.idle)
-	case correlate.Observation:
+	case observed:
 		*c.seen++
-		if found := c.w.Observe(m); len(found) > 0 {
-			ctx.Send(c.parent, correlated{tenantID: c.tenantID, agentID: c.agentID, incidents: found})
+		if c.shared == nil {
+			if found := c.w.Observe(m.obs); len(found) > 0 {
+				ctx.Send(c.parent, correlated{tenantID: c.tenantID, agentID: c.agentID, incidents: found, ev: m.ev, de: m.de})
+			}
+			return
+		}
+		so := &sharedObservation{event: m.de, obs: m.obs}
+		found, anomalies, ok := c.shared.observeRetrying(c.life, c.tenantID, c.agentID, so, &c.cached)
+		if ok {
+			c.stats.SharedObserved.Add(1)
+		} else {
+			c.stats.SharedDropped.Add(1)
+		}
+		if len(found) > 0 || len(anomalies) > 0 {
+			ctx.Send(c.parent, correlated{tenantID: c.tenantID, agentID: c.agentID, incidents: found, ev: m.ev, de: m.de, anomalies: anomalies})
 		}
 	case *actor.ReceiveTimeout:
 		ctx.SetReceiveTimeout(c.idle) // protoactor disarms it on firing
-		if c.w.Idle(time.Now()) {
+		if c.shared != nil || c.w.Idle(time.Now()) {
 			ctx.Send(c.parent, correlatorIdle{key: c.key, pid: ctx.Self(), seen: *c.seen})
 		}
 	}

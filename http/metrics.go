@@ -125,6 +125,12 @@ func newMetrics(s *Server) *metrics {
 			soc(s, func(st *actors.SOCStats) float64 { return float64(st.Events.Load()) })),
 		counter("svc_soc_alerts_total", "Alerts raised.", soc(s, func(st *actors.SOCStats) float64 { return float64(st.Alerts.Load()) })),
 		counter("svc_soc_incidents_total", "Incidents opened.", soc(s, func(st *actors.SOCStats) float64 { return float64(st.Incidents.Load()) })),
+		counter("svc_soc_shared_conflicts_total", "Clustered: compare-and-swaps of an agent's shared detection state that found it changed since this node last read it (another node's event for the agent came in between; each costs one more round trip).",
+			soc(s, func(st *actors.SOCStats) float64 { return float64(st.SharedConflicts.Load()) })),
+		counter("svc_soc_shared_observations_total", "Clustered: authorize events this node folded into the installation's shared correlation windows and baselines.",
+			soc(s, func(st *actors.SOCStats) float64 { return float64(st.SharedObserved.Load()) })),
+		counter("svc_soc_shared_dropped_total", "Clustered: authorize events left out of the shared correlation windows and baselines because the shared state stayed unavailable (retried for 30 s) or the pipeline was stopping.",
+			soc(s, func(st *actors.SOCStats) float64 { return float64(st.SharedDropped.Load()) })),
 		gauge("svc_soc_correlators", "Live incident correlators on this node (one per tenant and agent with events still in a window).",
 			soc(s, func(st *actors.SOCStats) float64 { return float64(st.Correlators.Load()) })),
 		gauge("svc_agent_actors", "Live agent actors on this node (an agent's actor stops after two minutes without a call).", func() float64 {

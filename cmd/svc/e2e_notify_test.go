@@ -230,9 +230,18 @@ func TestE2EChatNotifications(t *testing.T) {
 	})
 }
 
-// metricValue reads one unlabelled sample from /metrics.
+// metricValue reads one unlabelled sample from /metrics; for a cluster
+// (startCluster) it is the sum over its nodes, each read directly rather
+// than through the balancer.
 func metricValue(t testing.TB, s *server, name string) float64 {
 	t.Helper()
+	if len(s.peers) > 0 {
+		var sum float64
+		for _, p := range s.peers {
+			sum += metricValue(t, p, name)
+		}
+		return sum
+	}
 	raw := s.want(t, 200, "GET", "/metrics", "", nil)
 	for _, line := range strings.Split(string(raw), "\n") {
 		if f := strings.Fields(line); len(f) == 2 && f[0] == name {

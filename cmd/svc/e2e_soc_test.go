@@ -67,7 +67,7 @@ func settle(t testing.TB, s *server) {
 
 func TestE2ESOC(t *testing.T) {
 	t.Parallel()
-	forBackends(t, func(t *testing.T, backend string) {
+	forModes(t, func(t *testing.T, backend string) {
 		s := startServer(t, backend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000"})
 		_, admin := s.tenant(t, "soc-"+uniq())
 		_, other := s.tenant(t, "soc-other-"+uniq())

@@ -259,6 +259,22 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		}
 	}
 	writerMetrics := httpapi.NewWriterMetrics()
+	// HIGH alerts and incidents go to the chat notifier (SPEC 6.4) and to
+	// the webhook exporter (SPEC 6.5), each its own copy.
+	socOptions := actors.SOCOptions{Feed: feed, Notify: func(n messages.Notification) {
+		if pid := notifierPID.Load(); pid != nil {
+			system.Root.Send(pid, &n)
+		}
+		if pid := exporterPID.Load(); pid != nil {
+			note := n
+			system.Root.Send(pid, &note)
+		}
+	}}
+	if cfg.Cluster {
+		// Clustered, the correlation windows and behavioural baselines are
+		// the installation's, kept in the shared state.
+		socOptions.Shared = actors.NewSharedDetection(shared, socStats, log.Named("soc"))
+	}
 	children := []actors.ChildSpec{
 		{Name: "heartbeat_flusher", Producer: actors.NewHeartbeatBuffer(store, cfg.HeartbeatFlushInterval, log.Named("heartbeat")),
 			MaxRestarts: 5, Within: time.Minute, Backoff: 100 * time.Millisecond},
@@ -280,17 +296,8 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		{Name: "webhook_exporter", Producer: actors.NewExporter(store, exports, actors.ExporterOptions{
 			Post: httpapi.WebhookExportPoster(cfg.AllowPrivateTargets), Version: version}, log.Named("export")),
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
-		{Name: "soc_pipeline", Producer: actors.NewSOCPipeline(store, socStats, actors.SOCOptions{Feed: feed, Notify: func(n messages.Notification) {
-			// HIGH alerts and incidents go to the chat notifier (SPEC 6.4)
-			// and to the webhook exporter (SPEC 6.5), each its own copy.
-			if pid := notifierPID.Load(); pid != nil {
-				system.Root.Send(pid, &n)
-			}
-			if pid := exporterPID.Load(); pid != nil {
-				note := n
-				system.Root.Send(pid, &note)
-			}
-		}}, log.Named("soc")), MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
+		{Name: "soc_pipeline", Producer: actors.NewSOCPipeline(store, socStats, socOptions, log.Named("soc")),
+			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "approval_cleanup", Producer: actors.NewApprovalCleaner(store, cfg.ApprovalCleanupInterval,
 			time.Duration(cfg.ApprovalRetentionDays)*24*time.Hour, leader.IsLeader, &approvalsDeleted, log.Named("approvals")),
 			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},

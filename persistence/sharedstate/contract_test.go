@@ -643,6 +643,149 @@ func runContract(t *testing.T, newState func(t *testing.T) sharedstate.State) {
 			})
 			t.Logf("%d publishes in %v; fast reader got %d; dropped %d", n, time.Since(start), got.Load(), dc.Dropped()-before)
 		}},
+		{name: "CompareAndSwap swaps only from the value it was given", run: func(t *testing.T, s sharedstate.State) {
+			ctx := ctxT(t)
+			ok, cur, err := s.CompareAndSwap(ctx, "cas", "", "v1", time.Minute)
+			must(t, err)
+			if !ok || cur != "" {
+				t.Fatalf("swap from absent = %v, %q; want true", ok, cur)
+			}
+			if ok, cur, err = s.CompareAndSwap(ctx, "cas", "", "v2", time.Minute); err != nil || ok || cur != "v1" {
+				t.Fatalf("swap from absent over v1 = %v, %q, %v; want false, v1", ok, cur, err)
+			}
+			if ok, cur, err = s.CompareAndSwap(ctx, "cas", "v0", "v2", time.Minute); err != nil || ok || cur != "v1" {
+				t.Fatalf("swap from a stale value = %v, %q, %v; want false, v1", ok, cur, err)
+			}
+			if ok, _, err = s.CompareAndSwap(ctx, "cas", "v1", "v2", 0); err != nil || !ok {
+				t.Fatalf("swap from the current value = %v, %v; want true", ok, err)
+			}
+			if v, found, err := s.Get(ctx, "cas"); err != nil || !found || v != "v2" {
+				t.Fatalf("Get after swap = %q, %v, %v; want v2", v, found, err)
+			}
+			// The TTL is the last swap's.
+			must(t, s.Del(ctx, "cas"))
+			if ok, _, err = s.CompareAndSwap(ctx, "cas", "", "short", 300*time.Millisecond); err != nil || !ok {
+				t.Fatalf("swap with a TTL = %v, %v", ok, err)
+			}
+			eventually(t, 3*time.Second, "the swapped value to expire", func() bool {
+				_, found, err := s.Get(ctx, "cas")
+				return err == nil && !found
+			})
+			if _, _, err := s.CompareAndSwap(ctx, "cas", "", "", time.Minute); !errors.Is(err, sharedstate.ErrInvalidArgument) {
+				t.Fatalf("empty value: %v, want ErrInvalidArgument", err)
+			}
+			if _, _, err := s.CompareAndSwap(ctx, "cas", "", "x", -time.Second); !errors.Is(err, sharedstate.ErrInvalidArgument) {
+				t.Fatalf("negative TTL: %v, want ErrInvalidArgument", err)
+			}
+			_, _, err = s.TakeToken(ctx, "bucket", 5, 1, 1)
+			must(t, err)
+			if _, _, err := s.CompareAndSwap(ctx, "bucket", "", "x", time.Minute); !errors.Is(err, sharedstate.ErrWrongType) {
+				t.Fatalf("swap over a bucket: %v, want ErrWrongType", err)
+			}
+		}},
+		{name: "CompareAndSwap: of racing swappers from one value, exactly one wins", run: func(t *testing.T, s sharedstate.State) {
+			ctx := ctxT(t)
+			// Each worker adds its increments with a read, modify, swap
+			// loop; no increment is lost.
+			const workers, each = 8, 25
+			race(workers, func(int) {
+				for range each {
+					cur, _, err := s.Get(ctx, "sum")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for {
+						n := 0
+						if cur != "" {
+							_, _ = fmt.Sscan(cur, &n)
+						}
+						ok, now, err := s.CompareAndSwap(ctx, "sum", cur, fmt.Sprint(n+1), time.Minute)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if ok {
+							break
+						}
+						cur = now
+					}
+				}
+			})
+			if v, _, err := s.Get(ctx, "sum"); err != nil || v != fmt.Sprint(workers*each) {
+				t.Fatalf("sum = %q, %v; want %d", v, err, workers*each)
+			}
+		}},
+		{name: "MarkSeen reports a member's first mark and keeps the most recent", run: func(t *testing.T, s sharedstate.State) {
+			ctx := ctxT(t)
+			t0 := time.Now()
+			mark := func(member string, at time.Time) bool {
+				t.Helper()
+				added, err := s.MarkSeen(ctx, "seen", member, at, 3, time.Minute)
+				must(t, err)
+				return added
+			}
+			if !mark("a", t0) || !mark("b", t0.Add(time.Second)) || !mark("c", t0.Add(2*time.Second)) {
+				t.Fatal("first marks of a, b, c not reported as new")
+			}
+			if mark("a", t0.Add(3*time.Second)) { // a is now the most recent
+				t.Fatal("a second mark of a reported as new")
+			}
+			if mark("b", t0) { // an older mark does not make b less recent
+				t.Fatal("a second mark of b reported as new")
+			}
+			// d goes over the limit of 3: b, the least recent, is forgotten.
+			if !mark("d", t0.Add(4*time.Second)) {
+				t.Fatal("d not new")
+			}
+			if mark("a", t0.Add(5*time.Second)) || mark("c", t0.Add(5*time.Second)) {
+				t.Fatal("a or c forgotten instead of b")
+			}
+			if !mark("b", t0.Add(6*time.Second)) {
+				t.Fatal("b, dropped over the limit, not new again")
+			}
+			// Ties drop in member order.
+			for _, m := range []string{"y", "x", "z"} {
+				if _, err := s.MarkSeen(ctx, "ties", m, t0, 2, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if added, err := s.MarkSeen(ctx, "ties", "x", t0, 2, time.Minute); err != nil || !added {
+				t.Fatalf("x (first of three tied) kept: %v, %v", added, err)
+			}
+			if _, err := s.MarkSeen(ctx, "seen", "e", t0, 0, time.Minute); !errors.Is(err, sharedstate.ErrInvalidArgument) {
+				t.Fatalf("limit 0: %v, want ErrInvalidArgument", err)
+			}
+			if _, err := s.MarkSeen(ctx, "seen", "e", t0, 3, 0); !errors.Is(err, sharedstate.ErrInvalidArgument) {
+				t.Fatalf("ttl 0: %v, want ErrInvalidArgument", err)
+			}
+			must(t, s.Set(ctx, "str", "x", time.Minute))
+			if _, err := s.MarkSeen(ctx, "str", "e", t0, 3, time.Minute); !errors.Is(err, sharedstate.ErrWrongType) {
+				t.Fatalf("mark over a string: %v, want ErrWrongType", err)
+			}
+		}},
+		{name: "MarkSeen: of racing first marks, exactly one is new; the set expires", run: func(t *testing.T, s sharedstate.State) {
+			ctx := ctxT(t)
+			var news atomic.Int64
+			race(16, func(int) {
+				added, err := s.MarkSeen(ctx, "race", "tool.action", time.Now(), 1024, 400*time.Millisecond)
+				if err != nil {
+					t.Error(err)
+				}
+				if added {
+					news.Add(1)
+				}
+			})
+			if n := news.Load(); n != 1 {
+				t.Fatalf("%d callers told the member was new, want 1", n)
+			}
+			// Unmarked for longer than its TTL, the set is gone: the member
+			// is new again.
+			time.Sleep(time.Second)
+			if added, err := s.MarkSeen(ctx, "race", "tool.action", time.Now(), 1024, time.Minute); err != nil || !added {
+				t.Fatalf("after the TTL: %v, %v; want new again", added, err)
+			}
+		}},
 		{name: "Ping and Backend", run: func(t *testing.T, s sharedstate.State) {
 			ctx := ctxT(t)
 			must(t, s.Ping(ctx))

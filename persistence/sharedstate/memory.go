@@ -366,6 +366,75 @@ func (m *Memory) WindowAdd(ctx context.Context, key, member string, at time.Time
 	return int64(len(e.window)), nil
 }
 
+// CompareAndSwap implements [State].
+func (m *Memory) CompareAndSwap(ctx context.Context, key, old, value string, ttl time.Duration) (bool, string, error) {
+	if err := m.check(ctx, "compare and swap"); err != nil {
+		return false, "", err
+	}
+	if err := validSwap(value, ttl); err != nil {
+		return false, "", err
+	}
+	now := time.Now()
+	sh := m.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	cur := ""
+	if e := sh.lookup(key, now); e != nil {
+		switch {
+		case e.kind != kindString:
+			return false, "", wrongType("compare and swap", key)
+		case e.isNum:
+			cur = strconv.FormatInt(e.num, 10)
+		default:
+			cur = e.str
+		}
+	}
+	if cur != old {
+		return false, cur, nil
+	}
+	sh.m[key] = &memEntry{kind: kindString, str: value, expires: expiry(now, ttl)}
+	return true, "", nil
+}
+
+// MarkSeen implements [State]. The set is a window entry (as a sorted set
+// is in Valkey), scored by at in Unix microseconds; going over limit scans
+// it, which suits the sets kept here (up to thousands of members).
+func (m *Memory) MarkSeen(ctx context.Context, key, member string, at time.Time, limit int, ttl time.Duration) (bool, error) {
+	if err := m.check(ctx, "mark seen"); err != nil {
+		return false, err
+	}
+	if err := validSeen(limit, ttl); err != nil {
+		return false, err
+	}
+	now := time.Now()
+	sh := m.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.lookup(key, now)
+	if e == nil {
+		e = &memEntry{kind: kindWindow, window: make(map[string]int64)}
+		sh.m[key] = e
+	} else if e.kind != kindWindow {
+		return false, wrongType("mark seen", key)
+	}
+	score := at.UnixMicro()
+	old, seen := e.window[member]
+	if !seen || score > old {
+		e.window[member] = score
+	}
+	for len(e.window) > limit {
+		first, least := true, ""
+		for mb, sc := range e.window {
+			if first || sc < e.window[least] || (sc == e.window[least] && mb < least) {
+				first, least = false, mb
+			}
+		}
+		delete(e.window, least)
+	}
+	e.expires = now.Add(time.Duration(millis(ttl)) * time.Millisecond)
+	return !seen, nil
+}
+
 // Publish implements [State]: it reaches this process's subscribers only.
 func (m *Memory) Publish(ctx context.Context, channel string, msg []byte) error {
 	if err := m.check(ctx, "publish"); err != nil {

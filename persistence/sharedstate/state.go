@@ -34,6 +34,19 @@ type State interface {
 	// (a sorted set scored by time, members unique via member), drops
 	// entries older than at-window, and returns how many remain. Atomic.
 	WindowAdd(ctx context.Context, key, member string, at time.Time, window time.Duration) (int64, error)
+	// CompareAndSwap stores value at key, with a TTL (0: no expiry), only
+	// when key holds exactly old ("" meaning absent), and reports whether it
+	// did; when it did not, current is what key holds ("" when absent).
+	// value must not be empty. Atomic across nodes: of several callers
+	// swapping from the same old value, one succeeds.
+	CompareAndSwap(ctx context.Context, key, old, value string, ttl time.Duration) (swapped bool, current string, err error)
+	// MarkSeen adds member to the bounded recency set at key and reports
+	// whether it was absent. A member's recency is the latest at it was
+	// marked with; the set keeps the limit most recent members (dropping
+	// the least recent first, ties in member order) and expires ttl after
+	// the last mark. Atomic across nodes: of several callers marking a new
+	// member, one is told it was absent.
+	MarkSeen(ctx context.Context, key, member string, at time.Time, limit int, ttl time.Duration) (added bool, err error)
 	// Publish sends msg to every current subscriber of channel on every node.
 	Publish(ctx context.Context, channel string, msg []byte) error
 	// Subscribe delivers messages published on channel until ctx ends. The
@@ -114,6 +127,25 @@ func validBucket(capacity, refillPerSec, cost float64) error {
 		return fmt.Errorf("%w: take token: refill rate %v must be positive", ErrInvalidArgument, refillPerSec)
 	case !finite(cost) || cost < 0 || cost > capacity:
 		return fmt.Errorf("%w: take token: cost %v must be between 0 and capacity %v", ErrInvalidArgument, cost, capacity)
+	}
+	return nil
+}
+
+// validSwap checks a CompareAndSwap's value and TTL.
+func validSwap(value string, ttl time.Duration) error {
+	if value == "" {
+		return fmt.Errorf("%w: compare and swap: the new value must not be empty", ErrInvalidArgument)
+	}
+	return validTTL("compare and swap", ttl)
+}
+
+// validSeen checks a MarkSeen's limit and TTL.
+func validSeen(limit int, ttl time.Duration) error {
+	switch {
+	case limit <= 0:
+		return fmt.Errorf("%w: mark seen: limit %d must be positive", ErrInvalidArgument, limit)
+	case ttl <= 0:
+		return fmt.Errorf("%w: mark seen: ttl %v must be positive", ErrInvalidArgument, ttl)
 	}
 	return nil
 }

@@ -126,6 +126,33 @@ redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return n
 `
 
+// casScript: SET the key (PX when ARGV[3] is not 0) only when it holds
+// ARGV[1] (” meaning absent). ARGV: old, new, ttl ms. Returns {1, ”} when
+// swapped, else {0, current} (” when absent).
+const casScript = `
+local cur = redis.call('GET', KEYS[1])
+if not cur then cur = '' end
+if cur ~= ARGV[1] then return {0, cur} end
+if ARGV[3] == '0' then
+  redis.call('SET', KEYS[1], ARGV[2])
+else
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+end
+return {1, ''}
+`
+
+// markSeenScript: ZADD GT at (µs) member (a member's score only grows),
+// drop the lowest-ranked members over the limit, PEXPIRE ttl (ms). ARGV:
+// at, member, limit, ttl ms. Returns 1 when the member was new.
+const markSeenScript = `
+local added = redis.call('ZADD', KEYS[1], 'GT', ARGV[1], ARGV[2])
+local n = redis.call('ZCARD', KEYS[1])
+local limit = tonumber(ARGV[3])
+if n > limit then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - limit - 1) end
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return added
+`
+
 // Valkey is the [State] of a cluster, kept in Valkey (or Redis 7). It is safe
 // for concurrent use. See the package documentation for its guarantees.
 type Valkey struct {
@@ -136,6 +163,8 @@ type Valkey struct {
 	count     *valkey.Lua
 	takeToken *valkey.Lua
 	windowAdd *valkey.Lua
+	cas       *valkey.Lua
+	markSeen  *valkey.Lua
 
 	dropped atomic.Uint64
 	closed  atomic.Bool
@@ -185,6 +214,8 @@ func NewValkey(ctx context.Context, rawURL string, opts ...ValkeyOption) (*Valke
 		count:     valkey.NewLuaScriptReadOnly(countScript),
 		takeToken: valkey.NewLuaScript(takeTokenScript),
 		windowAdd: valkey.NewLuaScript(windowAddScript),
+		cas:       valkey.NewLuaScript(casScript),
+		markSeen:  valkey.NewLuaScript(markSeenScript),
 		remotes:   make(map[string]*remote),
 	}
 	if err := v.Ping(ctx); err != nil {
@@ -410,6 +441,49 @@ func (v *Valkey) WindowAdd(ctx context.Context, key, member string, at time.Time
 		return 0, v.fail("window add", err)
 	}
 	return n, nil
+}
+
+// CompareAndSwap implements [State] with one script: GET, compare, SET.
+func (v *Valkey) CompareAndSwap(ctx context.Context, key, old, value string, ttl time.Duration) (bool, string, error) {
+	if err := v.check(ctx, "compare and swap"); err != nil {
+		return false, "", err
+	}
+	if err := validSwap(value, ttl); err != nil {
+		return false, "", err
+	}
+	res, err := v.cas.Exec(ctx, v.client, []string{v.key(key)}, []string{old, value, ms(ttl)}).ToArray()
+	if err != nil {
+		return false, "", v.fail("compare and swap", err)
+	}
+	if len(res) != 2 {
+		return false, "", fmt.Errorf("sharedstate: compare and swap: unexpected reply of %d values", len(res))
+	}
+	swapped, err := res[0].AsInt64()
+	if err != nil {
+		return false, "", v.fail("compare and swap", err)
+	}
+	cur, err := res[1].ToString()
+	if err != nil {
+		return false, "", v.fail("compare and swap", err)
+	}
+	return swapped == 1, cur, nil
+}
+
+// MarkSeen implements [State] with one script over a sorted set: ZADD GT,
+// ZREMRANGEBYRANK over the limit, PEXPIRE.
+func (v *Valkey) MarkSeen(ctx context.Context, key, member string, at time.Time, limit int, ttl time.Duration) (bool, error) {
+	if err := v.check(ctx, "mark seen"); err != nil {
+		return false, err
+	}
+	if err := validSeen(limit, ttl); err != nil {
+		return false, err
+	}
+	args := []string{strconv.FormatInt(at.UnixMicro(), 10), member, strconv.Itoa(limit), ms(ttl)}
+	n, err := v.markSeen.Exec(ctx, v.client, []string{v.key(key)}, args).AsInt64()
+	if err != nil {
+		return false, v.fail("mark seen", err)
+	}
+	return n == 1, nil
 }
 
 // Publish implements [State] with PUBLISH.

@@ -1,6 +1,7 @@
 package correlate
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -326,4 +327,99 @@ func (win *window) drop(n int) {
 func (win *window) live(now time.Time, span time.Duration) bool {
 	n := len(win.entries)
 	return n > 0 && win.entries[n-1].at.After(now.Add(-span))
+}
+
+// windowsJSON is the encoding of Windows: times in Unix nanoseconds,
+// entries in window order, approval keys in no particular order.
+type windowsJSON struct {
+	Seen      bool           `json:"seen,omitempty"`
+	Latest    int64          `json:"latest_ns,omitempty"`
+	Seq       uint64         `json:"seq,omitempty"`
+	Deny      []entryJSON    `json:"deny,omitempty"`
+	Runaway   []entryJSON    `json:"runaway,omitempty"`
+	Trust     []entryJSON    `json:"trust,omitempty"`
+	Approvals []approvalJSON `json:"approvals,omitempty"`
+}
+
+type entryJSON struct {
+	ID   string `json:"id"`
+	At   int64  `json:"at_ns"`
+	Deny bool   `json:"deny,omitempty"`
+}
+
+type approvalJSON struct {
+	Tool    string      `json:"tool"`
+	Action  string      `json:"action"`
+	Touched uint64      `json:"touched"`
+	Entries []entryJSON `json:"entries"`
+}
+
+func encodeEntries(es []entry) []entryJSON {
+	out := make([]entryJSON, len(es))
+	for i, e := range es {
+		out[i] = entryJSON{ID: e.id, At: e.at.UnixNano(), Deny: e.deny}
+	}
+	return out
+}
+
+func decodeEntries(es []entryJSON) ([]entry, error) {
+	out := make([]entry, len(es))
+	for i, e := range es {
+		out[i] = entry{id: e.ID, at: time.Unix(0, e.At).UTC(), deny: e.Deny}
+		if i > 0 && out[i].at.Before(out[i-1].at) {
+			return nil, fmt.Errorf("correlate: window entries out of time order at %d", i)
+		}
+	}
+	return out, nil
+}
+
+// MarshalJSON encodes the windows, so that the nodes of an installation can
+// share one agent's windows (the caller stores them; Windows itself is not
+// safe for concurrent use).
+func (w *Windows) MarshalJSON() ([]byte, error) {
+	out := windowsJSON{Seen: w.seen, Seq: w.seq, Deny: encodeEntries(w.deny.entries),
+		Runaway: encodeEntries(w.runaway.entries), Trust: encodeEntries(w.trust.entries)}
+	if w.seen {
+		out.Latest = w.latest.UnixNano()
+	}
+	for k, aw := range w.approvals {
+		out.Approvals = append(out.Approvals, approvalJSON{Tool: k.tool, Action: k.action, Touched: aw.touched, Entries: encodeEntries(aw.entries)})
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote, replacing w's windows.
+func (w *Windows) UnmarshalJSON(data []byte) error {
+	var in windowsJSON
+	if err := json.Unmarshal(data, &in); err != nil {
+		return err
+	}
+	if len(in.Approvals) > MaxApprovalKeys {
+		return fmt.Errorf("correlate: %d approval keys, at most %d", len(in.Approvals), MaxApprovalKeys)
+	}
+	out := Windows{seen: in.Seen, seq: in.Seq}
+	if in.Seen {
+		out.latest = time.Unix(0, in.Latest).UTC()
+	}
+	var err error
+	for _, f := range []struct {
+		dst *window
+		src []entryJSON
+	}{{&out.deny, in.Deny}, {&out.runaway, in.Runaway}, {&out.trust, in.Trust}} {
+		if f.dst.entries, err = decodeEntries(f.src); err != nil {
+			return err
+		}
+	}
+	for _, a := range in.Approvals {
+		es, err := decodeEntries(a.Entries)
+		if err != nil {
+			return err
+		}
+		if out.approvals == nil {
+			out.approvals = map[approvalKey]*approvalWindow{}
+		}
+		out.approvals[approvalKey{a.Tool, a.Action}] = &approvalWindow{window: window{entries: es}, touched: a.Touched}
+	}
+	*w = out
+	return nil
 }

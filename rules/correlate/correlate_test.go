@@ -535,3 +535,50 @@ func TestLongStream(t *testing.T) {
 		})
 	}
 }
+
+// TestJSONRoundTrip: windows encoded and decoded between every observation
+// (as nodes sharing an agent's windows do) find exactly the incidents of
+// windows kept in memory, over a long random stream that also overflows
+// the approval keys.
+func TestJSONRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	decisions := []string{"allow", DecisionDeny, DecisionRequireApproval, DecisionRequireApproval, "redact"}
+	var mem Windows
+	var enc []byte
+	now := t0
+	fired := 0
+	maxKeys := 0
+	for i := range 1500 {
+		now = now.Add(time.Duration(r.IntN(400)) * ms)
+		o := Observation{EventID: fmt.Sprintf("e%d", i), Kind: EventKindAuthorizeDecision, Decision: decisions[r.IntN(len(decisions))],
+			Tool: fmt.Sprintf("t%d", r.IntN(30)), Action: fmt.Sprintf("a%d", r.IntN(20)), At: now}
+		if r.IntN(10) == 0 {
+			o.At = now.Add(-time.Duration(r.IntN(5000)) * ms)
+		}
+		var shared Windows
+		if enc != nil {
+			if err := shared.UnmarshalJSON(enc); err != nil {
+				t.Fatalf("observation %d: decode: %v", i, err)
+			}
+		}
+		want, got := mem.Observe(o), shared.Observe(o)
+		if fmt.Sprint(want) != fmt.Sprint(got) {
+			t.Fatalf("observation %d: in memory %v, shared %v", i, want, got)
+		}
+		if mem.Len() != shared.Len() {
+			t.Fatalf("observation %d: lengths %+v and %+v", i, mem.Len(), shared.Len())
+		}
+		fired += len(want)
+		maxKeys = max(maxKeys, mem.Len().ApprovalKeys)
+		var err error
+		if enc, err = shared.MarshalJSON(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fired == 0 || maxKeys < MaxApprovalKeys {
+		t.Fatalf("the stream opened %d incidents and tracked at most %d approval keys: it must open some and fill the %d keys", fired, maxKeys, MaxApprovalKeys)
+	}
+	if err := new(Windows).UnmarshalJSON([]byte(`{"deny":[{"id":"a","at_ns":2},{"id":"b","at_ns":1}]}`)); err == nil {
+		t.Fatal("entries out of time order decoded")
+	}
+}

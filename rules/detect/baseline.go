@@ -2,6 +2,8 @@ package detect
 
 import (
 	"container/list"
+	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -106,6 +108,18 @@ type Baseline struct {
 	pairs map[pairKey]*list.Element // values of lru: pairKey
 	lru   *list.List                // front: most recently used
 
+	rate Rate
+}
+
+// Rate is the rate half of a Baseline, on its own for a baseline whose
+// tool and action pairs are kept elsewhere (an installation-wide set): the
+// caller decides whether the pair is new and calls [Rate.Observe]. It
+// encodes to JSON and back (MarshalJSON), so that nodes can share it. The
+// zero Rate is ready to use with the default options.
+type Rate struct {
+	window  time.Duration
+	histCap int
+
 	started   bool
 	curStart  time.Time
 	curCount  int
@@ -128,6 +142,13 @@ func NewBaselineWithOptions(opts BaselineOptions) *Baseline {
 	return b
 }
 
+// NewRate returns an empty Rate with opts' Window and HistoryWindows (zero
+// fields take their defaults; MaxPairs is not used).
+func NewRate(opts BaselineOptions) Rate {
+	o := opts.withDefaults()
+	return Rate{window: o.Window, histCap: o.HistoryWindows}
+}
+
 func (b *Baseline) init() {
 	if b.ready {
 		return
@@ -135,8 +156,18 @@ func (b *Baseline) init() {
 	b.opts = b.opts.withDefaults()
 	b.pairs = make(map[pairKey]*list.Element)
 	b.lru = list.New()
-	b.history = make([]int, b.opts.HistoryWindows)
+	b.rate = NewRate(b.opts)
 	b.ready = true
+}
+
+// init fills in a zero Rate's defaults.
+func (r *Rate) init() {
+	if r.window <= 0 || r.histCap <= 0 {
+		*r = NewRate(BaselineOptions{})
+	}
+	if len(r.history) != r.histCap {
+		r.history = make([]int, r.histCap)
+	}
 }
 
 // Observe feeds one event seen at now and returns the anomalies it raises:
@@ -147,25 +178,37 @@ func (b *Baseline) Observe(e Event, now time.Time) []Anomaly {
 		return nil
 	}
 	b.init()
-	b.advance(now)
-	b.curCount++
+	return b.rate.Observe(e, now, b.touch(pairKey{e.Tool, e.Action}))
+}
+
+// Observe counts one event seen at now and returns the anomalies it
+// raises, as [Baseline.Observe] does, with the event's tool and action pair
+// new when newPair says so. Events of kinds other than authorize_decision
+// are ignored.
+func (r *Rate) Observe(e Event, now time.Time, newPair bool) []Anomaly {
+	if e.Kind != KindAuthorizeDecision {
+		return nil
+	}
+	r.init()
+	r.advance(now)
+	r.curCount++
 
 	var out []Anomaly
-	if b.touch(pairKey{e.Tool, e.Action}) {
+	if newPair {
 		out = append(out, Anomaly{
 			Name: AnomalyNewTool, Severity: SeverityInfo, Tool: e.Tool, Action: e.Action,
-			WindowStart: b.curStart, WindowCount: b.curCount,
-			HistoricalMean: b.mean(), CompletedWindows: b.histLen,
+			WindowStart: r.curStart, WindowCount: r.curCount,
+			HistoricalMean: r.mean(), CompletedWindows: r.histLen,
 		})
 	}
 	// count > factor × sum/len, in integers.
-	if !b.rateFired && b.histLen >= BaselineMinHistory &&
-		b.curCount*b.histLen > BaselineRateFactor*b.histSum {
-		b.rateFired = true
+	if !r.rateFired && r.histLen >= BaselineMinHistory &&
+		r.curCount*r.histLen > BaselineRateFactor*r.histSum {
+		r.rateFired = true
 		out = append(out, Anomaly{
 			Name: AnomalyRate, Severity: SeverityHigh, Tool: e.Tool, Action: e.Action,
-			WindowStart: b.curStart, WindowCount: b.curCount,
-			HistoricalMean: b.mean(), CompletedWindows: b.histLen,
+			WindowStart: r.curStart, WindowCount: r.curCount,
+			HistoricalMean: r.mean(), CompletedWindows: r.histLen,
 		})
 	}
 	return out
@@ -196,37 +239,82 @@ func (b *Baseline) touch(k pairKey) bool {
 
 // advance moves the current window to the one holding now, completing the
 // current window when now is in a later one.
-func (b *Baseline) advance(now time.Time) {
-	start := now.Truncate(b.opts.Window)
-	if !b.started {
-		b.started = true
-		b.curStart = start
+func (r *Rate) advance(now time.Time) {
+	start := now.Truncate(r.window)
+	if !r.started {
+		r.started = true
+		r.curStart = start
 		return
 	}
-	if !start.After(b.curStart) {
+	if !start.After(r.curStart) {
 		return // same window, or a late event: count it in the current one
 	}
-	b.push(b.curCount)
-	b.curStart = start
-	b.curCount = 0
-	b.rateFired = false
+	r.push(r.curCount)
+	r.curStart = start
+	r.curCount = 0
+	r.rateFired = false
 }
 
 // push adds a completed window's count to the bounded history.
-func (b *Baseline) push(count int) {
-	if b.histLen == len(b.history) {
-		b.histSum -= b.history[b.histPos] // overwrite the oldest
+func (r *Rate) push(count int) {
+	if r.histLen == len(r.history) {
+		r.histSum -= r.history[r.histPos] // overwrite the oldest
 	} else {
-		b.histLen++
+		r.histLen++
 	}
-	b.history[b.histPos] = count
-	b.histSum += count
-	b.histPos = (b.histPos + 1) % len(b.history)
+	r.history[r.histPos] = count
+	r.histSum += count
+	r.histPos = (r.histPos + 1) % len(r.history)
 }
 
-func (b *Baseline) mean() float64 {
-	if b.histLen == 0 {
+func (r *Rate) mean() float64 {
+	if r.histLen == 0 {
 		return 0
 	}
-	return float64(b.histSum) / float64(b.histLen)
+	return float64(r.histSum) / float64(r.histLen)
+}
+
+// rateJSON is Rate's encoding: the completed windows oldest first, the
+// current window's start in Unix nanoseconds.
+type rateJSON struct {
+	Window   time.Duration `json:"window_ns"`
+	History  []int         `json:"history,omitempty"` // oldest first
+	HistCap  int           `json:"history_cap"`
+	Started  bool          `json:"started,omitempty"`
+	CurStart int64         `json:"current_start_ns,omitempty"`
+	CurCount int           `json:"current_count,omitempty"`
+	Fired    bool          `json:"fired,omitempty"`
+}
+
+// MarshalJSON encodes the rate state.
+func (r Rate) MarshalJSON() ([]byte, error) {
+	r.init()
+	out := rateJSON{Window: r.window, HistCap: r.histCap, Started: r.started, CurCount: r.curCount, Fired: r.rateFired}
+	if r.started {
+		out.CurStart = r.curStart.UnixNano()
+	}
+	for i := range r.histLen {
+		out.History = append(out.History, r.history[(r.histPos-r.histLen+i+len(r.history))%len(r.history)])
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote.
+func (r *Rate) UnmarshalJSON(data []byte) error {
+	var in rateJSON
+	if err := json.Unmarshal(data, &in); err != nil {
+		return err
+	}
+	if in.Window <= 0 || in.HistCap < BaselineMinHistory || len(in.History) > in.HistCap || in.CurCount < 0 {
+		return fmt.Errorf("detect: rate state out of range (window %v, %d of %d windows, count %d)", in.Window, len(in.History), in.HistCap, in.CurCount)
+	}
+	*r = Rate{window: in.Window, histCap: in.HistCap, started: in.Started, curCount: in.CurCount, rateFired: in.Fired,
+		history: make([]int, in.HistCap)}
+	if in.Started {
+		r.curStart = time.Unix(0, in.CurStart).UTC()
+	}
+	for _, c := range in.History {
+		r.push(c)
+	}
+	return nil
 }

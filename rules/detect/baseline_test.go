@@ -1,8 +1,10 @@
 package detect
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -248,8 +250,8 @@ func TestBaselineWindows(t *testing.T) {
 		if got := firstRate(t, calls); got != 0 {
 			t.Fatalf("fired at call %d across a window boundary", got)
 		}
-		if b.histLen != 4 || b.curCount != 1 {
-			t.Fatalf("histLen %d curCount %d, want 4 and 1", b.histLen, b.curCount)
+		if b.rate.histLen != 4 || b.rate.curCount != 1 {
+			t.Fatalf("histLen %d curCount %d, want 4 and 1", b.rate.histLen, b.rate.curCount)
 		}
 	})
 	t.Run("idle windows are not history", func(t *testing.T) {
@@ -258,8 +260,8 @@ func TestBaselineWindows(t *testing.T) {
 		if got := firstRate(t, feed(b, 1, now.Add(30*time.Minute))); got != 0 {
 			t.Fatalf("a single call after idling fired")
 		}
-		if b.histLen != 3 || b.histSum != 3 {
-			t.Fatalf("histLen %d histSum %d, want 3 and 3", b.histLen, b.histSum)
+		if b.rate.histLen != 3 || b.rate.histSum != 3 {
+			t.Fatalf("histLen %d histSum %d, want 3 and 3", b.rate.histLen, b.rate.histSum)
 		}
 	})
 	t.Run("late event counts in the current window", func(t *testing.T) {
@@ -269,8 +271,8 @@ func TestBaselineWindows(t *testing.T) {
 		if got := names(b.Observe(call("known", "op"), now.Add(-10*time.Minute))); !slices.Equal(got, []string{AnomalyRate}) {
 			t.Fatalf("late call: %v, want rate", got)
 		}
-		if b.curCount != 4 || !b.curStart.Equal(now) {
-			t.Fatalf("current window %v count %d", b.curStart, b.curCount)
+		if b.rate.curCount != 4 || !b.rate.curStart.Equal(now) {
+			t.Fatalf("current window %v count %d", b.rate.curStart, b.rate.curCount)
 		}
 	})
 	t.Run("other kinds do not count", func(t *testing.T) {
@@ -281,23 +283,23 @@ func TestBaselineWindows(t *testing.T) {
 			}
 		}
 		// Unchanged: the last history window is still the current one.
-		if b.curCount != 1 || b.histLen != 2 {
-			t.Fatalf("curCount %d histLen %d after other kinds, want 1 and 2", b.curCount, b.histLen)
+		if b.rate.curCount != 1 || b.rate.histLen != 2 {
+			t.Fatalf("curCount %d histLen %d after other kinds, want 1 and 2", b.rate.curCount, b.rate.histLen)
 		}
 	})
 	t.Run("custom window length", func(t *testing.T) {
 		b, now := history(BaselineOptions{Window: 10 * time.Second}, 1, 1, 1)
 		// history() spaced its windows a minute apart; with 10 s windows
 		// they are still three distinct completed windows.
-		if b.histLen != 2 {
-			t.Fatalf("histLen %d before the current window completes, want 2", b.histLen)
+		if b.rate.histLen != 2 {
+			t.Fatalf("histLen %d before the current window completes, want 2", b.rate.histLen)
 		}
 		calls := feed(b, 4, now)
 		if got := firstRate(t, calls); got != 4 {
 			t.Fatalf("fired at %d, want 4", got)
 		}
-		if !b.curStart.Equal(now) {
-			t.Fatalf("window start %v", b.curStart)
+		if !b.rate.curStart.Equal(now) {
+			t.Fatalf("window start %v", b.rate.curStart)
 		}
 	})
 }
@@ -308,14 +310,14 @@ func TestBaselineHistoryBound(t *testing.T) {
 		// ones remain, mean 1, so the 4th call fires (mean 5.5 would not).
 		b, now := history(BaselineOptions{HistoryWindows: 3}, 10, 10, 10, 1, 1, 1)
 		// Completed so far: 10, 10, 10, 1, 1; kept: 10, 1, 1.
-		if b.histLen != 3 || b.histSum != 12 {
-			t.Fatalf("histLen %d histSum %d, want 3 and 12", b.histLen, b.histSum)
+		if b.rate.histLen != 3 || b.rate.histSum != 12 {
+			t.Fatalf("histLen %d histSum %d, want 3 and 12", b.rate.histLen, b.rate.histSum)
 		}
 		if got := firstRate(t, feed(b, 4, now)); got != 4 {
 			t.Fatalf("fired at %d, want 4", got)
 		}
-		if b.histLen != 3 || b.histSum != 3 {
-			t.Fatalf("histLen %d histSum %d, want 3 and 3", b.histLen, b.histSum)
+		if b.rate.histLen != 3 || b.rate.histSum != 3 {
+			t.Fatalf("histLen %d histSum %d, want 3 and 3", b.rate.histLen, b.rate.histSum)
 		}
 	})
 	t.Run("default bound 60", func(t *testing.T) {
@@ -324,8 +326,8 @@ func TestBaselineHistoryBound(t *testing.T) {
 			counts[i] = i + 1
 		}
 		b, _ := history(BaselineOptions{}, counts...)
-		if len(b.history) != DefaultBaselineHistory || b.histLen != DefaultBaselineHistory {
-			t.Fatalf("history len %d/%d, want %d", b.histLen, len(b.history), DefaultBaselineHistory)
+		if len(b.rate.history) != DefaultBaselineHistory || b.rate.histLen != DefaultBaselineHistory {
+			t.Fatalf("history len %d/%d, want %d", b.rate.histLen, len(b.rate.history), DefaultBaselineHistory)
 		}
 		// The last 60 completed windows are 41..100 (100 is still current
 		// until another window starts, so 40..99).
@@ -333,14 +335,14 @@ func TestBaselineHistoryBound(t *testing.T) {
 		for n := 40; n <= 99; n++ {
 			want += n
 		}
-		if b.histSum != want {
-			t.Fatalf("histSum %d, want %d", b.histSum, want)
+		if b.rate.histSum != want {
+			t.Fatalf("histSum %d, want %d", b.rate.histSum, want)
 		}
 	})
 	t.Run("history option below minimum is raised", func(t *testing.T) {
 		b, now := history(BaselineOptions{HistoryWindows: 1}, 1, 1, 1)
-		if len(b.history) != BaselineMinHistory {
-			t.Fatalf("history capacity %d, want %d", len(b.history), BaselineMinHistory)
+		if len(b.rate.history) != BaselineMinHistory {
+			t.Fatalf("history capacity %d, want %d", len(b.rate.history), BaselineMinHistory)
 		}
 		if got := firstRate(t, feed(b, 4, now)); got != 4 {
 			t.Fatalf("fired at %d, want 4", got)
@@ -384,5 +386,51 @@ func TestBaselineZeroValue(t *testing.T) {
 	r.Remember("github", "merge")
 	if got := r.Observe(call("github", "merge"), t0); len(got) != 0 {
 		t.Fatalf("zero Baseline after Remember: %v", names(got))
+	}
+}
+
+// TestRateJSONRoundTrip: a Rate encoded and decoded between every event,
+// with the pair's novelty decided outside (as nodes sharing an agent's
+// baseline do), raises exactly what an in-memory Baseline raises.
+func TestRateJSONRoundTrip(t *testing.T) {
+	b := NewBaseline()
+	seen := map[string]bool{}
+	var enc []byte
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	counts := map[string]int{}
+	for i := range 3000 {
+		// Bursts every few minutes over a steady trickle.
+		step := 2 * time.Second
+		if (i/200)%3 == 2 {
+			step = 50 * time.Millisecond
+		}
+		now = now.Add(step)
+		e := Event{Kind: KindAuthorizeDecision, Tool: "t" + strconv.Itoa(i%7), Action: "a" + strconv.Itoa(i%11)}
+		var r Rate
+		if enc != nil {
+			if err := json.Unmarshal(enc, &r); err != nil {
+				t.Fatalf("event %d: decode: %v", i, err)
+			}
+		}
+		pair := e.Tool + "." + e.Action
+		want, got := b.Observe(e, now), r.Observe(e, now, !seen[pair])
+		seen[pair] = true
+		if fmt.Sprint(want) != fmt.Sprint(got) {
+			t.Fatalf("event %d: in memory %v, shared %v", i, want, got)
+		}
+		for _, a := range got {
+			counts[a.Name]++
+		}
+		var err error
+		if enc, err = json.Marshal(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if counts[AnomalyNewTool] != 77 || counts[AnomalyRate] == 0 {
+		t.Fatalf("anomalies %v: want 77 new pairs and some rate anomalies", counts)
+	}
+	var r Rate
+	if err := json.Unmarshal([]byte(`{"window_ns":0,"history_cap":60}`), &r); err == nil {
+		t.Fatal("a zero window decoded")
 	}
 }
