@@ -105,6 +105,47 @@ func TestSharedDetectionAcrossNodes(t *testing.T) {
 	})
 }
 
+// The rate baseline counts both nodes' actions: three completed minutes of
+// 4 calls each (2 per node), then a minute whose 13th call, on either node,
+// is over 3 times the mean of 4 and fires once.
+func TestSharedDetectionRateAcrossNodes(t *testing.T) {
+	sharedStates(t, func(t *testing.T, st sharedstate.State) {
+		stats := &SOCStats{}
+		nodes := []*sharedNode{{d: NewSharedDetection(st, stats, hclog.NewNullLogger())}, {d: NewSharedDetection(st, stats, hclog.NewNullLogger())}}
+		minute := time.Now().Truncate(time.Minute).Add(-10 * time.Minute)
+		call := 0
+		observe := func(at time.Time) []string {
+			call++
+			_, an := nodes[call%2].observe(t, "t", "rate", "allow", "fs", "read", at)
+			var rate []string
+			for _, n := range names(an) {
+				if n == detect.AnomalyRate {
+					rate = append(rate, n)
+				}
+			}
+			return rate
+		}
+		for m := range 3 {
+			for i := range 4 {
+				if r := observe(minute.Add(time.Duration(m)*time.Minute + time.Duration(i)*time.Second)); len(r) != 0 {
+					t.Fatalf("minute %d call %d: %v", m, i, r)
+				}
+			}
+		}
+		fired := 0
+		for i := range 20 {
+			r := observe(minute.Add(3*time.Minute + time.Duration(i)*time.Second))
+			if len(r) > 0 && i != 12 {
+				t.Fatalf("rate anomaly on call %d of the busy minute, want the 13th only", i+1)
+			}
+			fired += len(r)
+		}
+		if fired != 1 {
+			t.Fatalf("%d rate anomalies in the busy minute, want 1", fired)
+		}
+	})
+}
+
 // Racing nodes lose nothing and count nothing twice: 40 denies of one agent
 // from 4 goroutines at once open exactly 8 deny storms (every deny lands
 // in exactly one), and 16 goroutines using one new pair raise one new-tool

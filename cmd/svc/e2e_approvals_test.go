@@ -381,66 +381,68 @@ func TestE2EApprovals(t *testing.T) {
 // callback without its secret (each needs its own settings).
 func TestE2EApprovalLimits(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, "sqlite", map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_APPROVAL_TTL_SECS": "1",
-		"SVC_APPROVAL_CALLBACK_IP_LIMIT": "10", "SVC_APPROVAL_ATTEMPT_LIMIT": "2"})
-	_, admin := s.tenant(t, "ap-limits-"+uniq())
+	forModes(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_APPROVAL_TTL_SECS": "1",
+			"SVC_APPROVAL_CALLBACK_IP_LIMIT": "10", "SVC_APPROVAL_ATTEMPT_LIMIT": "2"})
+		_, admin := s.tenant(t, "ap-limits-"+uniq())
 
-	t.Run("chat callback disabled without its secret", func(t *testing.T) {
-		resp, raw := chatRequest(t, s, chatSecret, time.Now(), randomUUID()+":"+randomUUID(), "approve", map[string]any{"id": "U1"}, false)
-		if resp.StatusCode != 404 {
-			t.Fatalf("callback without SVC_CHAT_SIGNING_SECRET: %d %s", resp.StatusCode, raw)
-		}
-	})
-
-	t.Run("expiry", func(t *testing.T) {
-		agentID, tok := s.agent(t, admin, "ap-exp-"+uniq(), map[string]any{"risk_tier": "high"})
-		m := azDecide(t, s, tok, apCall(map[string]any{"x": 1}, nil), "require_approval", "")
-		id := str(t, m, "approval_id")
-		checkFor(t, 5*time.Second, "the approval to read EXPIRED", func() bool { return apGet(t, s, admin, id)["status"] == "EXPIRED" })
-		if l := arr(t, s.want(t, 200, "GET", "/v2/approvals?agent_id="+agentID, admin, nil)); len(l) != 1 || l[0]["status"] != "EXPIRED" {
-			t.Errorf("listed: %v", l)
-		}
-		apDecide(t, s, admin, id, "approve", 409, map[string]any{"approver_user_id": "late"})
-		azDecide(t, s, tok, apCall(map[string]any{"x": 1}, map[string]any{"approval_id": id}), "deny", "approval_expired")
-	})
-
-	t.Run("failed attempts per approval id", func(t *testing.T) {
-		id := randomUUID()
-		apDecide(t, s, admin, id, "approve", 404, map[string]any{"approver_user_id": "x"})
-		apDecide(t, s, admin, id, "reject", 404, map[string]any{"approver_user_id": "x"})
-		resp, raw := s.do(t, "POST", "/v2/approvals/"+id+"/approve", admin, map[string]any{"approver_user_id": "x"})
-		azRetryAfter(t, resp, raw, "approval_attempts_exceeded")
-	})
-
-	t.Run("a bad body and a wrong role are failed attempts too", func(t *testing.T) {
-		_, viewer := s.opToken(t, admin, "ap-viewer-"+uniq(), "viewer")
-		_, tok := s.agent(t, admin, "ap-cap-"+uniq(), map[string]any{"risk_tier": "high"})
-		id := str(t, azDecide(t, s, tok, apCall(map[string]any{"x": 2}, nil), "require_approval", ""), "approval_id")
-		resp, raw := s.do(t, "POST", "/v2/approvals/"+id+"/approve", admin, `{"approver_user_id":`)
-		if resp.StatusCode != 400 {
-			t.Fatalf("malformed body: %d %s", resp.StatusCode, raw)
-		}
-		apDecide(t, s, viewer, id, "approve", 403, map[string]any{"approver_user_id": "v"})
-		resp, raw = s.do(t, "POST", "/v2/approvals/"+id+"/approve", admin, map[string]any{"approver_user_id": "x"})
-		azRetryAfter(t, resp, raw, "approval_attempts_exceeded")
-	})
-
-	t.Run("per-IP bucket", func(t *testing.T) {
-		// The bucket holds 10 and refills at 10/60 per second; the calls
-		// above took some of it. Unknown ids answer 404 until it is empty.
-		for i := range 12 {
-			resp, raw := s.do(t, "POST", "/v2/approvals/"+randomUUID()+"/approve", admin, map[string]any{"approver_user_id": "x"})
-			if resp.StatusCode == 429 {
-				azRetryAfter(t, resp, raw, "approval_ip_limited")
-				if i < 1 {
-					t.Errorf("limited after %d calls", i)
-				}
-				return
-			}
+		t.Run("chat callback disabled without its secret", func(t *testing.T) {
+			resp, raw := chatRequest(t, s, chatSecret, time.Now(), randomUUID()+":"+randomUUID(), "approve", map[string]any{"id": "U1"}, false)
 			if resp.StatusCode != 404 {
-				t.Fatalf("call %d: %d %s", i, resp.StatusCode, raw)
+				t.Fatalf("callback without SVC_CHAT_SIGNING_SECRET: %d %s", resp.StatusCode, raw)
 			}
-		}
-		t.Fatal("12 approve calls from one address were never limited (SVC_APPROVAL_CALLBACK_IP_LIMIT=10)")
+		})
+
+		t.Run("expiry", func(t *testing.T) {
+			agentID, tok := s.agent(t, admin, "ap-exp-"+uniq(), map[string]any{"risk_tier": "high"})
+			m := azDecide(t, s, tok, apCall(map[string]any{"x": 1}, nil), "require_approval", "")
+			id := str(t, m, "approval_id")
+			checkFor(t, 5*time.Second, "the approval to read EXPIRED", func() bool { return apGet(t, s, admin, id)["status"] == "EXPIRED" })
+			if l := arr(t, s.want(t, 200, "GET", "/v2/approvals?agent_id="+agentID, admin, nil)); len(l) != 1 || l[0]["status"] != "EXPIRED" {
+				t.Errorf("listed: %v", l)
+			}
+			apDecide(t, s, admin, id, "approve", 409, map[string]any{"approver_user_id": "late"})
+			azDecide(t, s, tok, apCall(map[string]any{"x": 1}, map[string]any{"approval_id": id}), "deny", "approval_expired")
+		})
+
+		t.Run("failed attempts per approval id", func(t *testing.T) {
+			id := randomUUID()
+			apDecide(t, s, admin, id, "approve", 404, map[string]any{"approver_user_id": "x"})
+			apDecide(t, s, admin, id, "reject", 404, map[string]any{"approver_user_id": "x"})
+			resp, raw := s.do(t, "POST", "/v2/approvals/"+id+"/approve", admin, map[string]any{"approver_user_id": "x"})
+			azRetryAfter(t, resp, raw, "approval_attempts_exceeded")
+		})
+
+		t.Run("a bad body and a wrong role are failed attempts too", func(t *testing.T) {
+			_, viewer := s.opToken(t, admin, "ap-viewer-"+uniq(), "viewer")
+			_, tok := s.agent(t, admin, "ap-cap-"+uniq(), map[string]any{"risk_tier": "high"})
+			id := str(t, azDecide(t, s, tok, apCall(map[string]any{"x": 2}, nil), "require_approval", ""), "approval_id")
+			resp, raw := s.do(t, "POST", "/v2/approvals/"+id+"/approve", admin, `{"approver_user_id":`)
+			if resp.StatusCode != 400 {
+				t.Fatalf("malformed body: %d %s", resp.StatusCode, raw)
+			}
+			apDecide(t, s, viewer, id, "approve", 403, map[string]any{"approver_user_id": "v"})
+			resp, raw = s.do(t, "POST", "/v2/approvals/"+id+"/approve", admin, map[string]any{"approver_user_id": "x"})
+			azRetryAfter(t, resp, raw, "approval_attempts_exceeded")
+		})
+
+		t.Run("per-IP bucket", func(t *testing.T) {
+			// The bucket holds 10 and refills at 10/60 per second; the calls
+			// above took some of it. Unknown ids answer 404 until it is empty.
+			for i := range 12 {
+				resp, raw := s.do(t, "POST", "/v2/approvals/"+randomUUID()+"/approve", admin, map[string]any{"approver_user_id": "x"})
+				if resp.StatusCode == 429 {
+					azRetryAfter(t, resp, raw, "approval_ip_limited")
+					if i < 1 {
+						t.Errorf("limited after %d calls", i)
+					}
+					return
+				}
+				if resp.StatusCode != 404 {
+					t.Fatalf("call %d: %d %s", i, resp.StatusCode, raw)
+				}
+			}
+			t.Fatal("12 approve calls from one address were never limited (SVC_APPROVAL_CALLBACK_IP_LIMIT=10)")
+		})
 	})
 }

@@ -330,21 +330,23 @@ func TestE2ESOC(t *testing.T) {
 // another tenant's events, and agents cannot read alerts.
 func TestE2ESOCNoAlertForOtherTenants(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, "sqlite", nil)
-	_, a := s.tenant(t, "soc-a-"+uniq())
-	_, b := s.tenant(t, "soc-b-"+uniq())
-	s.want(t, 200, "POST", "/v2/soc/rules", a, map[string]any{"rule_key": "all_reads", "severity": "LOW", "condition": map[string]any{"decision": "allow"}})
-	_, tokB := s.agent(t, b, "b-agent", nil)
-	r := azDecide(t, s, tokB, azRead(nil), "allow", "")
-	settle(t, s)
-	for _, al := range alertsFor(t, s, b, str(t, r, "decision_id")) {
-		if al["alert_name"] == "all_reads" {
-			t.Fatalf("tenant A's custom rule fired on tenant B's event: %v", al)
+	forModes(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, nil)
+		_, a := s.tenant(t, "soc-a-"+uniq())
+		_, b := s.tenant(t, "soc-b-"+uniq())
+		s.want(t, 200, "POST", "/v2/soc/rules", a, map[string]any{"rule_key": "all_reads", "severity": "LOW", "condition": map[string]any{"decision": "allow"}})
+		_, tokB := s.agent(t, b, "b-agent", nil)
+		r := azDecide(t, s, tokB, azRead(nil), "allow", "")
+		settle(t, s)
+		for _, al := range alertsFor(t, s, b, str(t, r, "decision_id")) {
+			if al["alert_name"] == "all_reads" {
+				t.Fatalf("tenant A's custom rule fired on tenant B's event: %v", al)
+			}
 		}
-	}
-	if resp, _ := s.do(t, "GET", "/v2/alerts", tokB, nil); resp.StatusCode != http.StatusForbidden {
-		t.Errorf("an agent token on /v2/alerts: %d, want 403", resp.StatusCode)
-	}
+		if resp, _ := s.do(t, "GET", "/v2/alerts", tokB, nil); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("an agent token on /v2/alerts: %d, want 403", resp.StatusCode)
+		}
+	})
 }
 
 // TestE2EIngest: external events become external_event:* events (agent
@@ -352,55 +354,57 @@ func TestE2ESOCNoAlertForOtherTenants(t *testing.T) {
 // feed, carrying none of the raw payload.
 func TestE2EIngest(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, "sqlite", nil)
-	_, admin := s.tenant(t, "ingest-"+uniq())
-	s.want(t, 200, "POST", "/v2/soc/rules", admin, map[string]any{"rule_key": "pr_opened", "severity": "LOW",
-		"condition": map[string]any{"kind": "external_event:codehost_webhook", "action": "pull_request.opened"}})
-	conn, _, err := wsDial(t, s, admin, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.CloseNow() }()
-	col := collect(conn)
-	time.Sleep(100 * time.Millisecond)
-	payload := map[string]any{"action": "opened", "repository": map[string]any{"full_name": "acme/api"},
-		"pull_request": map[string]any{"number": 7, "body": "secret-body-text"}}
-	m := obj(t, s.want(t, 202, "POST", "/v2/ingest", admin, map[string]any{"source": "codehost_webhook", "event_type": "pull_request", "payload": payload}))
-	id := str(t, m, "event_id")
-	checkFor(t, 5*time.Second, "the pr_opened alert", func() bool {
-		for _, a := range socAlerts(t, s, admin, "") {
-			if a["alert_name"] == "pr_opened" && a["source_event_id"] == id && a["agent_id"] == "unknown" {
-				return true
+	forModes(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, nil)
+		_, admin := s.tenant(t, "ingest-"+uniq())
+		s.want(t, 200, "POST", "/v2/soc/rules", admin, map[string]any{"rule_key": "pr_opened", "severity": "LOW",
+			"condition": map[string]any{"kind": "external_event:codehost_webhook", "action": "pull_request.opened"}})
+		conn, _, err := wsDial(t, s, admin, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.CloseNow() }()
+		col := collect(conn)
+		time.Sleep(100 * time.Millisecond)
+		payload := map[string]any{"action": "opened", "repository": map[string]any{"full_name": "acme/api"},
+			"pull_request": map[string]any{"number": 7, "body": "secret-body-text"}}
+		m := obj(t, s.want(t, 202, "POST", "/v2/ingest", admin, map[string]any{"source": "codehost_webhook", "event_type": "pull_request", "payload": payload}))
+		id := str(t, m, "event_id")
+		checkFor(t, 5*time.Second, "the pr_opened alert", func() bool {
+			for _, a := range socAlerts(t, s, admin, "") {
+				if a["alert_name"] == "pr_opened" && a["source_event_id"] == id && a["agent_id"] == "unknown" {
+					return true
+				}
+			}
+			return false
+		})
+		checkFor(t, 5*time.Second, "the ingested event on the feed", func() bool { return col.has("event", "event_id", id) })
+		col.mu.Lock()
+		for _, f := range col.frames {
+			d, _ := f["data"].(map[string]any)
+			if d["event_id"] != id {
+				continue
+			}
+			if d["kind"] != "external_event:codehost_webhook" || d["decision"] != "allow" || d["risk_score"] != float64(0) ||
+				d["tool"] != "codehost" || d["action"] != "pull_request.opened" || d["resource"] != "acme/api#7" {
+				t.Errorf("ingested event %v", d)
+			}
+			if raw, _ := json.Marshal(d); strings.Contains(string(raw), "secret-body-text") {
+				t.Errorf("the raw payload leaked into the event: %s", raw)
 			}
 		}
-		return false
+		col.mu.Unlock()
+		m = obj(t, s.want(t, 202, "POST", "/v2/ingest", admin, map[string]any{"source": "modelvendor_trace", "payload": map[string]any{"type": "completion"}}))
+		if m["kind"] != "external_event:modelvendor_trace" {
+			t.Errorf("trace ingest %v", m)
+		}
+		for _, bad := range []map[string]any{{"source": "email", "payload": map[string]any{}}, {"source": "codehost_webhook"},
+			{"source": "codehost_webhook", "payload": "text"}} {
+			s.want(t, 400, "POST", "/v2/ingest", admin, bad)
+		}
+		_, viewer := s.opToken(t, admin, "ingest-viewer", "viewer")
+		s.want(t, 403, "POST", "/v2/ingest", viewer, map[string]any{"source": "modelvendor_trace", "payload": map[string]any{}})
 	})
-	checkFor(t, 5*time.Second, "the ingested event on the feed", func() bool { return col.has("event", "event_id", id) })
-	col.mu.Lock()
-	for _, f := range col.frames {
-		d, _ := f["data"].(map[string]any)
-		if d["event_id"] != id {
-			continue
-		}
-		if d["kind"] != "external_event:codehost_webhook" || d["decision"] != "allow" || d["risk_score"] != float64(0) ||
-			d["tool"] != "codehost" || d["action"] != "pull_request.opened" || d["resource"] != "acme/api#7" {
-			t.Errorf("ingested event %v", d)
-		}
-		if raw, _ := json.Marshal(d); strings.Contains(string(raw), "secret-body-text") {
-			t.Errorf("the raw payload leaked into the event: %s", raw)
-		}
-	}
-	col.mu.Unlock()
-	m = obj(t, s.want(t, 202, "POST", "/v2/ingest", admin, map[string]any{"source": "modelvendor_trace", "payload": map[string]any{"type": "completion"}}))
-	if m["kind"] != "external_event:modelvendor_trace" {
-		t.Errorf("trace ingest %v", m)
-	}
-	for _, bad := range []map[string]any{{"source": "email", "payload": map[string]any{}}, {"source": "codehost_webhook"},
-		{"source": "codehost_webhook", "payload": "text"}} {
-		s.want(t, 400, "POST", "/v2/ingest", admin, bad)
-	}
-	_, viewer := s.opToken(t, admin, "ingest-viewer", "viewer")
-	s.want(t, 403, "POST", "/v2/ingest", viewer, map[string]any{"source": "modelvendor_trace", "payload": map[string]any{}})
 }
 
 // TestE2ESOCPipelineOff: with SVC_SOC_PIPELINE=false nothing is detected

@@ -73,178 +73,180 @@ func (c *wsCollector) has(typ, key, value string) bool {
 
 func TestE2EStreams(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, "sqlite", map[string]string{"SVC_RATE_LIMIT_CAPACITY": "1000000", "SVC_RATE_LIMIT_REFILL_RATE": "1000000"})
-	_, admin := s.tenant(t, "streams-"+uniq())
-	_, other := s.tenant(t, "streams-other-"+uniq())
-	agentID, tok := s.agent(t, admin, "streamer", nil)
+	forModes(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "1000000", "SVC_RATE_LIMIT_REFILL_RATE": "1000000"})
+		_, admin := s.tenant(t, "streams-"+uniq())
+		_, other := s.tenant(t, "streams-other-"+uniq())
+		agentID, tok := s.agent(t, admin, "streamer", nil)
 
-	t.Run("websocket feed", func(t *testing.T) {
-		conn, _, err := wsDial(t, s, admin, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = conn.CloseNow() }()
-		col := collect(conn)
-		otherConn, _, err := wsDial(t, s, other, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = otherConn.CloseNow() }()
-		otherCol := collect(otherConn)
-		time.Sleep(100 * time.Millisecond) // the subscriptions are in place
-		deny := azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "")
-		checkFor(t, 5*time.Second, "the event and its alert on the feed", func() bool {
-			return col.has("event", "agent_id", agentID) && col.has("alert", "decision_id", str(t, deny, "decision_id"))
-		})
-		if otherCol.has("event", "agent_id", agentID) {
-			t.Error("another tenant's feed received this tenant's event")
-		}
-		// The decision's event names its records by id and hash (SPEC 2.2).
-		col.mu.Lock()
-		var evidence map[string]any
-		for _, f := range col.frames {
-			d, _ := f["data"].(map[string]any)
-			if ev, _ := d["evidence"].(map[string]any); f["type"] == "event" && ev["decision_id"] == deny["decision_id"] {
-				evidence = ev
+		t.Run("websocket feed", func(t *testing.T) {
+			conn, _, err := wsDial(t, s, admin, "")
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		col.mu.Unlock()
-		for _, f := range []string{"receipt_id", "receipt_hash", "action_hash"} {
-			if evidence == nil || evidence[f] == nil || evidence[f] != deny[f] {
-				t.Errorf("the decision's event evidence %s = %v, want the answer's %v", f, evidence[f], deny[f])
+			defer func() { _ = conn.CloseNow() }()
+			col := collect(conn)
+			otherConn, _, err := wsDial(t, s, other, "")
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		// Agent tokens and missing credentials are refused.
-		if _, resp, err := wsDial(t, s, tok, ""); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
-			t.Errorf("agent token on the feed: %v %v", err, resp)
-		}
-		if _, resp, err := wsDial(t, s, "", "?token="+admin); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("a token in the query string must not authenticate: %v %v", err, resp)
-		}
-	})
-
-	t.Run("stream tickets", func(t *testing.T) {
-		tk := obj(t, s.want(t, 201, "POST", "/v2/stream-tickets", admin, nil))
-		if tk["expires_in"] != float64(60) || len(str(t, tk, "ticket")) < 20 {
-			t.Fatalf("ticket %v", tk)
-		}
-		conn, _, err := wsDial(t, s, "", "?ticket="+str(t, tk, "ticket"))
-		if err != nil {
-			t.Fatalf("ticket dial: %v", err)
-		}
-		_ = conn.CloseNow()
-		if _, resp, err := wsDial(t, s, "", "?ticket="+str(t, tk, "ticket")); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("a used ticket: %v %v", err, resp)
-		}
-		s.want(t, 403, "POST", "/v2/stream-tickets", tok, nil)
-		// A ticket is not a credential for ordinary endpoints.
-		tk2 := obj(t, s.want(t, 201, "POST", "/v2/stream-tickets", admin, nil))
-		s.want(t, 401, "GET", "/v2/alerts?ticket="+str(t, tk2, "ticket"), "", nil)
-	})
-
-	t.Run("watch=true server-sent events", func(t *testing.T) {
-		old := azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "")
-		waitAlert(t, s, admin, str(t, old, "decision_id"), "confused_deputy_block")
-		req, _ := http.NewRequest("GET", s.base+"/v2/alerts?watch=true&severity=high", nil)
-		req.Header.Set("Authorization", "Bearer "+admin)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-			t.Fatalf("watch: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-		}
-		lines := make(chan string, 1000)
-		go func() {
-			sc := bufio.NewScanner(resp.Body)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		fresh := azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "")
-		deadline := time.After(8 * time.Second)
-		var got []string
-		for done := false; !done; {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("stream ended; lines %v", got)
-				}
-				got = append(got, l)
-				// The event ends at its blank line.
-				done = l == "" && strings.Contains(strings.Join(got, "\n"), str(t, fresh, "decision_id"))
-			case <-deadline:
-				t.Fatalf("no alert for the new decision within 8 s; lines %v", got)
-			}
-		}
-		all := strings.Join(got, "\n")
-		if !strings.Contains(all, "event: alert") || !strings.Contains(all, "id: ") || !strings.Contains(all, "data: {") {
-			t.Errorf("SSE framing: %s", all)
-		}
-		if strings.Contains(all, str(t, old, "decision_id")) {
-			t.Errorf("an alert created before the request was streamed: %s", all)
-		}
-		if strings.Contains(all, `"severity":"INFO"`) {
-			t.Errorf("the severity filter was not applied: %s", all)
-		}
-		s.want(t, 400, "GET", "/v2/alerts?watch=maybe", admin, nil)
-	})
-
-	t.Run("stalled subscribers do not slow the others or authorize", func(t *testing.T) {
-		// A WebSocket client and an SSE client that never read.
-		stalledWS, _, err := wsDial(t, s, admin, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = stalledWS.CloseNow() }()
-		raw, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = raw.Close() }()
-		_, _ = raw.Write([]byte("GET /v2/incidents?watch=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + admin + "\r\n\r\n"))
-		healthy, _, err := wsDial(t, s, admin, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = healthy.CloseNow() }()
-		col := collect(healthy)
-		time.Sleep(100 * time.Millisecond)
-
-		// Enough traffic to fill the stalled client's buffers many times.
-		c := azClient(16)
-		body := azJSON(t, azUntrustedWrite(nil))
-		var failures atomic.Int64
-		var wg sync.WaitGroup
-		for range 16 {
-			wg.Go(func() {
-				for range 200 {
-					if r := azSend(c, s.base, tok, body); r.err != nil || r.status != 200 {
-						failures.Add(1)
-					}
-				}
+			defer func() { _ = otherConn.CloseNow() }()
+			otherCol := collect(otherConn)
+			time.Sleep(100 * time.Millisecond) // the subscriptions are in place
+			deny := azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "")
+			checkFor(t, 5*time.Second, "the event and its alert on the feed", func() bool {
+				return col.has("event", "agent_id", agentID) && col.has("alert", "decision_id", str(t, deny, "decision_id"))
 			})
-		}
-		wg.Wait()
-		if n := failures.Load(); n != 0 {
-			t.Fatalf("%d authorize calls failed while subscribers were stalled", n)
-		}
-		marker := azDecide(t, s, tok, azRead(map[string]any{"nonce": "marker-" + uniq()}), "allow", "")
-		checkFor(t, 10*time.Second, "the healthy subscriber to see the marker's event", func() bool {
+			if otherCol.has("event", "agent_id", agentID) {
+				t.Error("another tenant's feed received this tenant's event")
+			}
+			// The decision's event names its records by id and hash (SPEC 2.2).
 			col.mu.Lock()
-			defer col.mu.Unlock()
+			var evidence map[string]any
 			for _, f := range col.frames {
 				d, _ := f["data"].(map[string]any)
-				if ev, _ := d["evidence"].(map[string]any); f["type"] == "event" && ev["decision_id"] == marker["decision_id"] {
-					return true
+				if ev, _ := d["evidence"].(map[string]any); f["type"] == "event" && ev["decision_id"] == deny["decision_id"] {
+					evidence = ev
 				}
 			}
-			return false
+			col.mu.Unlock()
+			for _, f := range []string{"receipt_id", "receipt_hash", "action_hash"} {
+				if evidence == nil || evidence[f] == nil || evidence[f] != deny[f] {
+					t.Errorf("the decision's event evidence %s = %v, want the answer's %v", f, evidence[f], deny[f])
+				}
+			}
+			// Agent tokens and missing credentials are refused.
+			if _, resp, err := wsDial(t, s, tok, ""); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+				t.Errorf("agent token on the feed: %v %v", err, resp)
+			}
+			if _, resp, err := wsDial(t, s, "", "?token="+admin); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("a token in the query string must not authenticate: %v %v", err, resp)
+			}
 		})
-		t.Logf("3200 calls answered with a stalled WebSocket and a stalled SSE client; subscribers cut so far: %v",
-			metricValue(t, s, "svc_stream_subscribers_cut_total"))
+
+		t.Run("stream tickets", func(t *testing.T) {
+			tk := obj(t, s.want(t, 201, "POST", "/v2/stream-tickets", admin, nil))
+			if tk["expires_in"] != float64(60) || len(str(t, tk, "ticket")) < 20 {
+				t.Fatalf("ticket %v", tk)
+			}
+			conn, _, err := wsDial(t, s, "", "?ticket="+str(t, tk, "ticket"))
+			if err != nil {
+				t.Fatalf("ticket dial: %v", err)
+			}
+			_ = conn.CloseNow()
+			if _, resp, err := wsDial(t, s, "", "?ticket="+str(t, tk, "ticket")); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("a used ticket: %v %v", err, resp)
+			}
+			s.want(t, 403, "POST", "/v2/stream-tickets", tok, nil)
+			// A ticket is not a credential for ordinary endpoints.
+			tk2 := obj(t, s.want(t, 201, "POST", "/v2/stream-tickets", admin, nil))
+			s.want(t, 401, "GET", "/v2/alerts?ticket="+str(t, tk2, "ticket"), "", nil)
+		})
+
+		t.Run("watch=true server-sent events", func(t *testing.T) {
+			old := azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "")
+			waitAlert(t, s, admin, str(t, old, "decision_id"), "confused_deputy_block")
+			req, _ := http.NewRequest("GET", s.base+"/v2/alerts?watch=true&severity=high", nil)
+			req.Header.Set("Authorization", "Bearer "+admin)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = resp.Body.Close() }()
+			if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+				t.Fatalf("watch: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+			lines := make(chan string, 1000)
+			go func() {
+				sc := bufio.NewScanner(resp.Body)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+				close(lines)
+			}()
+			fresh := azDecide(t, s, tok, azUntrustedWrite(nil), "deny", "")
+			deadline := time.After(8 * time.Second)
+			var got []string
+			for done := false; !done; {
+				select {
+				case l, ok := <-lines:
+					if !ok {
+						t.Fatalf("stream ended; lines %v", got)
+					}
+					got = append(got, l)
+					// The event ends at its blank line.
+					done = l == "" && strings.Contains(strings.Join(got, "\n"), str(t, fresh, "decision_id"))
+				case <-deadline:
+					t.Fatalf("no alert for the new decision within 8 s; lines %v", got)
+				}
+			}
+			all := strings.Join(got, "\n")
+			if !strings.Contains(all, "event: alert") || !strings.Contains(all, "id: ") || !strings.Contains(all, "data: {") {
+				t.Errorf("SSE framing: %s", all)
+			}
+			if strings.Contains(all, str(t, old, "decision_id")) {
+				t.Errorf("an alert created before the request was streamed: %s", all)
+			}
+			if strings.Contains(all, `"severity":"INFO"`) {
+				t.Errorf("the severity filter was not applied: %s", all)
+			}
+			s.want(t, 400, "GET", "/v2/alerts?watch=maybe", admin, nil)
+		})
+
+		t.Run("stalled subscribers do not slow the others or authorize", func(t *testing.T) {
+			// A WebSocket client and an SSE client that never read.
+			stalledWS, _, err := wsDial(t, s, admin, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = stalledWS.CloseNow() }()
+			raw, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = raw.Close() }()
+			_, _ = raw.Write([]byte("GET /v2/incidents?watch=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + admin + "\r\n\r\n"))
+			healthy, _, err := wsDial(t, s, admin, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = healthy.CloseNow() }()
+			col := collect(healthy)
+			time.Sleep(100 * time.Millisecond)
+
+			// Enough traffic to fill the stalled client's buffers many times.
+			c := azClient(16)
+			body := azJSON(t, azUntrustedWrite(nil))
+			var failures atomic.Int64
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Go(func() {
+					for range 200 {
+						if r := azSend(c, s.base, tok, body); r.err != nil || r.status != 200 {
+							failures.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if n := failures.Load(); n != 0 {
+				t.Fatalf("%d authorize calls failed while subscribers were stalled", n)
+			}
+			marker := azDecide(t, s, tok, azRead(map[string]any{"nonce": "marker-" + uniq()}), "allow", "")
+			checkFor(t, 10*time.Second, "the healthy subscriber to see the marker's event", func() bool {
+				col.mu.Lock()
+				defer col.mu.Unlock()
+				for _, f := range col.frames {
+					d, _ := f["data"].(map[string]any)
+					if ev, _ := d["evidence"].(map[string]any); f["type"] == "event" && ev["decision_id"] == marker["decision_id"] {
+						return true
+					}
+				}
+				return false
+			})
+			t.Logf("3200 calls answered with a stalled WebSocket and a stalled SSE client; subscribers cut so far: %v",
+				metricValue(t, s, "svc_stream_subscribers_cut_total"))
+		})
 	})
 }
 
