@@ -134,6 +134,7 @@ func (s *Server) watch(c *Call, kind string, list func(ctx context.Context, sinc
 	if len(newest) > 0 {
 		since = newest[0].seq
 	}
+	cur := newWatchCursor(since, watchLag(s.Store.Backend()), time.Now())
 	return streamOut(func(w http.ResponseWriter, r *http.Request) {
 		id := uuid.NewString()
 		s.sse.CreateStream(id)
@@ -151,18 +152,31 @@ func (s *Server) watch(c *Call, kind string, list func(ctx context.Context, sinc
 				cancel()
 				s.sse.RemoveStream(id)
 			}
+			// publish queues one event, waiting up to feedWriteWait for
+			// room: a poll may bring more rows than the queue holds, and a
+			// reader that keeps up drains them; one that does not is cut.
+			publish := func(ev *sse.Event) bool {
+				deadline := time.Now().Add(feedWriteWait)
+				for !s.sse.TryPublish(id, ev) {
+					if time.Now().After(deadline) || ctx.Err() != nil {
+						return false
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				return true
+			}
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case <-alive.C:
-					if !s.sse.TryPublish(id, &sse.Event{Comment: []byte("keep-alive")}) {
+					if !publish(&sse.Event{Comment: []byte("keep-alive")}) {
 						cut()
 						return
 					}
-				case <-poll.C:
+				case now := <-poll.C:
 					qctx, qcancel := context.WithTimeout(ctx, watchPoll)
-					rows, err := list(qctx, since, 500)
+					rows, err := cur.read(qctx, list)
 					qcancel()
 					if err != nil {
 						s.log.Warn("watch poll failed; retrying", "kind", kind, "error", err)
@@ -173,12 +187,13 @@ func (s *Server) watch(c *Call, kind string, list func(ctx context.Context, sinc
 						if err != nil {
 							continue
 						}
-						if !s.sse.TryPublish(id, &sse.Event{ID: []byte(row.id), Event: []byte(kind), Data: data}) {
+						if !publish(&sse.Event{ID: []byte(row.id), Event: []byte(kind), Data: data}) {
 							cut()
 							return
 						}
-						since = row.seq
+						cur.sent(row)
 					}
+					cur.polled(now)
 				}
 			}
 		}()
@@ -280,6 +295,99 @@ burst:
 		err = uerr
 	}
 	return cut, err
+}
+
+// watchPage is how many rows one watch query reads.
+const watchPage = 500
+
+// watchLag is how long after its sequence number was drawn a row may still
+// become visible. On Postgres several writers (two nodes' alert batches,
+// the pipeline's alert and incident writers) draw numbers and commit in
+// either order, so a row can appear below one already sent; SQLite has one
+// writer, and rows appear in their order.
+func watchLag(backend string) time.Duration {
+	if backend == "postgres" {
+		return 5 * time.Second
+	}
+	return 0
+}
+
+// watchCursor is where a watch stream is: it reads the rows after the
+// highest sequence number sent, and, with a lag, again the rows sent in the
+// last lag (those after the highest number sent lag ago), sending each id
+// once. A row that becomes visible more than lag after its number was
+// drawn is missed.
+type watchCursor struct {
+	lag   time.Duration
+	since int64            // highest sequence number sent
+	marks []watchMark      // since after each poll, oldest first
+	ids   map[string]int64 // rows sent after from(), by id
+}
+
+type watchMark struct {
+	at    time.Time
+	since int64
+}
+
+func newWatchCursor(since int64, lag time.Duration, now time.Time) *watchCursor {
+	return &watchCursor{lag: lag, since: since, marks: []watchMark{{now, since}}, ids: map[string]int64{}}
+}
+
+// from is the sequence number reads start after: since without a lag, else
+// the since of the newest poll at least lag old (rows drawn before it have
+// had lag to appear), or of the oldest poll kept.
+func (c *watchCursor) from() int64 {
+	if c.lag == 0 {
+		return c.since
+	}
+	return c.marks[0].since
+}
+
+// read returns the rows not sent yet, oldest first, reading every page
+// after from().
+func (c *watchCursor) read(ctx context.Context, list func(ctx context.Context, since int64, limit int) ([]watchRow, error)) ([]watchRow, error) {
+	var out []watchRow
+	after := c.from()
+	for {
+		rows, err := list(ctx, after, watchPage)
+		if err != nil {
+			return out, err
+		}
+		for _, row := range rows {
+			if _, dup := c.ids[row.id]; !dup {
+				out = append(out, row)
+			}
+			after = row.seq
+		}
+		if len(rows) < watchPage {
+			return out, nil
+		}
+	}
+}
+
+// sent records a row as sent.
+func (c *watchCursor) sent(row watchRow) {
+	c.since = max(c.since, row.seq)
+	if c.lag > 0 {
+		c.ids[row.id] = row.seq
+	}
+}
+
+// polled records a poll at now, and forgets what has had lag to appear.
+func (c *watchCursor) polled(now time.Time) {
+	if c.lag == 0 {
+		return
+	}
+	c.marks = append(c.marks, watchMark{now, c.since})
+	for len(c.marks) > 1 && now.Sub(c.marks[1].at) >= c.lag {
+		c.marks = c.marks[1:]
+	}
+	from := c.from()
+	for id, seq := range c.ids {
+		if seq <= from {
+			delete(c.ids, id)
+		}
+	}
 }
 
 // watchRow is one row of a watch stream.
