@@ -58,6 +58,14 @@ type AuthorizerOptions struct {
 	// Approvals, when set, creates an approval for every require_approval
 	// decision and checks the approvals presented with approval_id.
 	Approvals *Approvals
+	// RefusalStatus is the HTTP status the API answers a refusal with,
+	// recorded in its authorize_refused audit event (the HTTP layer's
+	// mapping; actors know no status).
+	RefusalStatus func(messages.Refusal) int
+	// Invalidations, when set, is the hub that drops the Authorizer's
+	// cached skills, tenant policy and risk settings and reloads the base
+	// policy set.
+	Invalidations *Invalidations
 }
 
 // Authorizer runs POST /v1/authorize: per-agent actors decide (SPEC 4.2
@@ -80,9 +88,6 @@ type Authorizer struct {
 	skills  *lru.Cache[string, skillEntry] // nil when the capacity is 0
 	tenants sync.Map                       // tenant → *tenantEntry
 
-	hooksMu sync.RWMutex
-	hooks   []func(kind, tenantID, key string)
-
 	bestEffortFailures atomic.Uint64
 	decisions          atomic.Uint64
 	earlyAnswers       atomic.Uint64
@@ -104,17 +109,6 @@ type tenantEntry struct {
 	riskLoaded  bool
 	policyReady bool
 }
-
-// HTTP statuses of the outcomes (actors/ does not import net/http).
-const (
-	status200 = 200
-	status400 = 400
-	status403 = 403
-	status409 = 409
-	status429 = 429
-	status500 = 500
-	status503 = 503
-)
 
 // policyCheckEvery bounds how stale a node's view of a tenant's policy
 // version may be when an invalidation message from another node is lost.
@@ -141,83 +135,33 @@ func NewAuthorizer(system *actor.ActorSystem, store persistence.Store, shared sh
 	if a.opt.CommitTimeout <= 0 {
 		a.opt.CommitTimeout = 15 * time.Second
 	}
+	if a.opt.RefusalStatus == nil {
+		a.opt.RefusalStatus = func(messages.Refusal) int { return 0 }
+	}
+	if o.Invalidations != nil {
+		o.Invalidations.Subscribe(a.drop, messages.CacheSkill, messages.CachePolicy, messages.CacheRisk, messages.CacheBasePolicy)
+	}
 	return a, nil
 }
 
-// Invalidation channel and messages: "skill <tenant> <key>", "policy
-// <tenant>", "risk <tenant>". Every node drops the named cache entry.
-const InvalidationChannel = "invalidate"
-
-// Invalidate drops a cache entry on this node and publishes the drop to
-// every node.
-func (a *Authorizer) Invalidate(ctx context.Context, kind, tenantID, key string) {
-	a.dropCache(kind, tenantID, key)
-	a.Broadcast(ctx, kind, tenantID, key)
-}
-
-// Broadcast tells the other nodes to drop a cache entry (or, for "base",
-// to reload the base policy set) without touching this node's.
-func (a *Authorizer) Broadcast(ctx context.Context, kind, tenantID, key string) {
-	msg := kind + " " + tenantID + " " + key
-	if err := a.shared.Publish(ctx, InvalidationChannel, []byte(msg)); err != nil {
-		a.log.Warn("invalidation not published; other nodes catch up within their check interval", "kind", kind, "error", err)
-	}
-}
-
-func (a *Authorizer) dropCache(kind, tenantID, key string) {
-	switch kind {
-	case "skill":
+// drop applies an invalidation to the Authorizer's caches.
+func (a *Authorizer) drop(inv messages.Invalidation) {
+	switch inv.Kind {
+	case messages.CacheSkill:
 		if a.skills != nil {
-			a.skills.Remove(tenantID + "\x00" + key)
+			a.skills.Remove(inv.TenantID + "\x00" + inv.Key)
 		}
-	case "policy", "risk":
-		a.tenants.Delete(tenantID)
-	case "base":
+	case messages.CachePolicy, messages.CacheRisk:
+		a.tenants.Delete(inv.TenantID)
+	case messages.CacheBasePolicy:
 		if err := a.engine.ReloadBase(); err != nil {
 			a.log.Error("base policy reload from another node failed; keeping the current set", "error", err)
 		}
-	}
-	a.hooksMu.RLock()
-	defer a.hooksMu.RUnlock()
-	for _, h := range a.hooks {
-		h(kind, tenantID, key)
-	}
-}
-
-// OnInvalidate registers f to run for every invalidation this node
-// applies, its own and other nodes' (kind "*" after a lost subscription:
-// drop everything). Other components' caches (the SOC rules) use it.
-func (a *Authorizer) OnInvalidate(f func(kind, tenantID, key string)) {
-	a.hooksMu.Lock()
-	defer a.hooksMu.Unlock()
-	a.hooks = append(a.hooks, f)
-}
-
-// RunInvalidations applies other nodes' invalidations until ctx ends,
-// resubscribing (and dropping every cache, since messages may have been
-// missed) when the subscription breaks.
-func (a *Authorizer) RunInvalidations(ctx context.Context) {
-	for ctx.Err() == nil {
-		ch, err := a.shared.Subscribe(ctx, InvalidationChannel)
-		if err != nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-				continue
-			}
-		}
-		for raw := range ch {
-			parts := strings.SplitN(string(raw), " ", 3)
-			if len(parts) == 3 {
-				a.dropCache(parts[0], parts[1], parts[2])
-			}
-		}
+	case messages.CacheAll:
 		if a.skills != nil {
 			a.skills.Purge()
 		}
 		a.tenants.Range(func(k, _ any) bool { a.tenants.Delete(k); return true })
-		a.dropCache("*", "", "")
 	}
 }
 
@@ -287,7 +231,7 @@ func (a *Authorizer) Authorize(ctx context.Context, m *messages.Authorize) messa
 	d, err := a.askAgent(ctx, m)
 	if err != nil {
 		a.releaseRequest(idemKey)
-		return failure(status503, "ServiceUnavailable", "agent_unavailable", "the agent's actor did not answer: "+err.Error(), 1)
+		return failure(messages.RefusalUnavailable, "agent_unavailable", "the agent's actor did not answer: "+err.Error(), 1)
 	}
 	if d.outcome != nil {
 		a.releaseRequest(idemKey)
@@ -303,7 +247,7 @@ func (a *Authorizer) Authorize(ctx context.Context, m *messages.Authorize) messa
 // the writer (SVC_AUDIT_BATCH_SIZE, SVC_AUDIT_BATCH_FLUSH_MS).
 func (a *Authorizer) auditRefusal(m *messages.Authorize, o *messages.AuthorizeOutcome) {
 	f := o.Failure
-	if f == nil || (f.Status != status403 && f.Status != status429) {
+	if f == nil || !f.Refusal.Audited() {
 		return
 	}
 	a.refusals.Add(1)
@@ -313,16 +257,16 @@ func (a *Authorizer) auditRefusal(m *messages.Authorize, o *messages.AuthorizeOu
 	tool := canonical.NormalizeIdentifier(m.Request.ToolCall.Tool)
 	a.system.Root.Send(a.writer, &BufferAudit{Events: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: m.TenantID,
 		EventType: "authorize_refused", Action: f.Code, Actor: "agent:" + m.AgentID, AgentID: m.AgentID, CreatedAt: time.Now().UTC(),
-		Details: map[string]any{"action": f.Code, "status": f.Status, "tool": tool, "message": f.Message}}}})
+		Details: map[string]any{"action": f.Code, "status": a.opt.RefusalStatus(f.Refusal), "tool": tool, "message": f.Message}}}})
 }
 
-func failure(status int, reason, code, msg string, retryAfter int) messages.AuthorizeOutcome {
-	return messages.AuthorizeOutcome{Failure: &messages.AuthorizeFailure{Status: status, Reason: reason, Code: code, Message: msg, RetryAfter: retryAfter}}
+func failure(r messages.Refusal, code, msg string, retryAfter int) messages.AuthorizeOutcome {
+	return messages.AuthorizeOutcome{Failure: &messages.AuthorizeFailure{Refusal: r, Code: code, Message: msg, RetryAfter: retryAfter}}
 }
 
 func (a *Authorizer) sharedFailure(err error) *messages.AuthorizeOutcome {
 	a.log.Warn("shared state unavailable; refusing the call (fail closed)", "error", err)
-	o := failure(status503, "ServiceUnavailable", "shared_state_unavailable",
+	o := failure(messages.RefusalUnavailable, "shared_state_unavailable",
 		"shared state is unavailable; the call is refused (fail closed)", 1)
 	return &o
 }
@@ -349,15 +293,15 @@ func (a *Authorizer) claimRequest(ctx context.Context, m *messages.Authorize, ke
 					resp.ApprovalID, resp.ApprovalExpiresAt = ap.ID, &expires
 				} else if !errors.Is(err, persistence.ErrNotFound) {
 					a.releaseRequest(key)
-					return failure(status500, "InternalError", "database_unavailable", "the database is unavailable", 1), true
+					return failure(messages.RefusalStoreUnavailable, "database_unavailable", "the database is unavailable", 1), true
 				}
 			}
 			a.rememberResponse(key, resp)
-			return messages.AuthorizeOutcome{Response: resp, Status: status200}, true
+			return messages.AuthorizeOutcome{Response: resp}, true
 		}
 		if !errors.Is(err, persistence.ErrNotFound) {
 			a.releaseRequest(key)
-			return failure(status500, "InternalError", "database_unavailable", "the database is unavailable", 1), true
+			return failure(messages.RefusalStoreUnavailable, "database_unavailable", "the database is unavailable", 1), true
 		}
 		return messages.AuthorizeOutcome{}, false
 	}
@@ -369,7 +313,7 @@ func (a *Authorizer) claimRequest(ctx context.Context, m *messages.Authorize, ke
 		if found && v != "pending" {
 			var resp messages.AuthorizeResponse
 			if json.Unmarshal([]byte(v), &resp) == nil {
-				return messages.AuthorizeOutcome{Response: &resp, Status: status200}, true
+				return messages.AuthorizeOutcome{Response: &resp}, true
 			}
 		}
 		if !found {
@@ -378,7 +322,7 @@ func (a *Authorizer) claimRequest(ctx context.Context, m *messages.Authorize, ke
 		}
 		select {
 		case <-ctx.Done():
-			return failure(status409, "Conflict", "request_in_flight", "a call with this request_id is still being decided", 0), true
+			return failure(messages.RefusalInFlight, "request_in_flight", "a call with this request_id is still being decided", 0), true
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
@@ -503,17 +447,17 @@ func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft
 			}
 			resp := *d.response
 			resp.DecisionID, resp.ReceiptID, resp.ReceiptHash = "", "", ""
-			return messages.AuthorizeOutcome{Response: &resp, Status: status200}
+			return messages.AuthorizeOutcome{Response: &resp}
 		}
 		a.log.Error("decision not recorded; denying (fail closed)", "decision_id", d.response.DecisionID, "error", commitErr)
-		return messages.AuthorizeOutcome{Status: status503, FailClosed: true}
+		return messages.AuthorizeOutcome{FailClosed: true}
 	}
 	resp := d.response
 	resp.ReceiptHash = receiptHash
 	d.write.Decision.ReceiptHash = receiptHash // for the events' evidence
 	a.rememberResponse(d.idemKey, resp)
 	a.afterCommit(m, d)
-	return messages.AuthorizeOutcome{Response: resp, Status: status200}
+	return messages.AuthorizeOutcome{Response: resp}
 }
 
 // afterCommit runs the side effects of a recorded decision (rules 9 and 12,
@@ -695,7 +639,7 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 		return &draft{outcome: a.sharedFailure(err)}
 	}
 	if !okTok {
-		return refuse(failure(status429, "TooManyRequests", "rate_limited", "rate limit exceeded", retrySeconds(retry)))
+		return refuse(failure(messages.RefusalThrottled, "rate_limited", "rate limit exceeded", retrySeconds(retry)))
 	}
 	if a.opt.QuotaLimit > 0 {
 		n, ttl, err := a.shared.Incr(ctx, "quota:"+m.TenantID+":"+m.AgentID, a.opt.QuotaWindow)
@@ -703,7 +647,7 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 			return &draft{outcome: a.sharedFailure(err)}
 		}
 		if n > int64(a.opt.QuotaLimit) {
-			return refuse(failure(status429, "TooManyRequests", "quota_exceeded", "quota exhausted for this window", retrySeconds(ttl)))
+			return refuse(failure(messages.RefusalThrottled, "quota_exceeded", "quota exhausted for this window", retrySeconds(ttl)))
 		}
 	}
 
@@ -715,7 +659,7 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 	}
 	hash, err := canonical.NormalizedActionHash(tc)
 	if err != nil {
-		return refuse(failure(status400, "BadRequest", "invalid_tool_call", "tool_call cannot be canonicalized: "+err.Error(), 0))
+		return refuse(failure(messages.RefusalInvalid, "invalid_tool_call", "tool_call cannot be canonicalized: "+err.Error(), 0))
 	}
 	source, _ := policy.ParseTrust(req.SourceTrust)
 	effective := source
@@ -744,13 +688,13 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 			}
 		}
 		if !allowed {
-			return refuse(failure(status403, "Forbidden", "FORBIDDEN", "environment not allowed for this agent", 0))
+			return refuse(failure(messages.RefusalNotPermitted, "FORBIDDEN", "environment not allowed for this agent", 0))
 		}
 	}
 	// Rule 6: tool permission bindings.
 	perms, err := a.store.ListPermissions(ctx, m.TenantID, m.AgentID)
 	if err != nil {
-		return refuse(failure(status500, "InternalError", "database_unavailable", "the database is unavailable", 1))
+		return refuse(failure(messages.RefusalStoreUnavailable, "database_unavailable", "the database is unavailable", 1))
 	}
 	if len(perms) > 0 {
 		bound := false
@@ -761,7 +705,7 @@ func (a *Authorizer) decide(ctx context.Context, m *messages.Authorize) *draft {
 			}
 		}
 		if !bound {
-			return refuse(failure(status403, "Forbidden", "FORBIDDEN", "tool not in the agent's permission bindings", 0))
+			return refuse(failure(messages.RefusalNotPermitted, "FORBIDDEN", "tool not in the agent's permission bindings", 0))
 		}
 	}
 	// Rule 13: replay nonce (not consumed by a dry run).
@@ -852,7 +796,7 @@ func (a *Authorizer) presentApproval(ctx context.Context, m *messages.Authorize,
 	}
 	if err != nil {
 		a.log.Error("approval check failed; failing closed", "approval_id", id, "error", err)
-		return &draft{outcome: ptr(failure(status500, "InternalError", "database_unavailable", "the database is unavailable", 1))}
+		return &draft{outcome: ptr(failure(messages.RefusalStoreUnavailable, "database_unavailable", "the database is unavailable", 1))}
 	}
 	if reason != "" {
 		return deny(reason)
@@ -905,7 +849,7 @@ func (a *Authorizer) draftDecision(ctx context.Context, m *messages.Authorize, t
 		RedactedFields: nonNil(res.RedactedFields), DryRun: req.DryRun, ActionHash: hash, RiskScore: advisory,
 		MatchedPolicies: nonNil(res.MatchedPolicies), RequestID: req.RequestID}
 	if req.DryRun {
-		return &draft{outcome: &messages.AuthorizeOutcome{Response: resp, Status: status200}}
+		return &draft{outcome: &messages.AuthorizeOutcome{Response: resp}}
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	decisionID, receiptID := uuid.NewString(), uuid.NewString()

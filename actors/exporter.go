@@ -116,6 +116,16 @@ func (h *ExporterHandle) Invalidate(tenantID string) {
 	h.tenants[tenantID] = h.epoch
 }
 
+// Drop applies an invalidation hub's webhooks (or every-cache) drop: it
+// subscribes the handle to the hub (Invalidations.Subscribe).
+func (h *ExporterHandle) Drop(inv messages.Invalidation) {
+	if inv.Kind == messages.CacheAll {
+		h.InvalidateAll()
+		return
+	}
+	h.Invalidate(inv.TenantID)
+}
+
 // InvalidateAll is Invalidate for every tenant.
 func (h *ExporterHandle) InvalidateAll() {
 	if h == nil {

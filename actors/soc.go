@@ -94,18 +94,18 @@ func (s *SOCStats) Skipped() uint64 {
 // layer tells it about rule changes and closed incidents.
 type SOC struct {
 	stats *SOCStats
-	auth  *Authorizer
+	inv   *Invalidations
 }
 
-// NewSOC returns the pipeline's front; auth carries rule invalidations to
+// NewSOC returns the pipeline's front; inv carries rule invalidations to
 // every node.
-func NewSOC(stats *SOCStats, auth *Authorizer) *SOC { return &SOC{stats: stats, auth: auth} }
+func NewSOC(stats *SOCStats, inv *Invalidations) *SOC { return &SOC{stats: stats, inv: inv} }
 
 // RulesChanged drops the tenant's cached custom rules on every node, so
 // the next event is evaluated with the change.
 func (s *SOC) RulesChanged(ctx context.Context, tenantID string) {
-	if s.auth != nil {
-		s.auth.Invalidate(ctx, "soc_rules", tenantID, "-")
+	if s.inv != nil {
+		s.inv.Invalidate(ctx, messages.Invalidation{Kind: messages.CacheSOCRules, TenantID: tenantID, Key: "-"})
 	}
 }
 
@@ -201,6 +201,18 @@ type observed struct {
 	ev  *messages.AseEvent
 	de  detect.Event
 	obs correlate.Observation
+}
+
+// SOCRulesDrop returns the invalidation hub subscriber that tells the
+// pipeline at pid about custom rule changes (RulesInvalidated).
+func SOCRulesDrop(system *actor.ActorSystem, pid *actor.PID) func(messages.Invalidation) {
+	return func(inv messages.Invalidation) {
+		tenant := inv.TenantID
+		if inv.Kind == messages.CacheAll {
+			tenant = ""
+		}
+		system.Root.Send(pid, RulesInvalidated{TenantID: tenant})
+	}
 }
 
 // correlated carries a correlator's incidents, and with shared detection

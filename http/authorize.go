@@ -116,18 +116,39 @@ func (s *Server) authorize(c *Call) (any, error) {
 		AgentStatus: agent.Status, RiskTier: agent.RiskTier, AllowedEnvironments: agent.AllowedEnvironments, Request: *req,
 		ReceivedAt: nowUTC()})
 	if f := out.Failure; f != nil {
-		e := apiErr(f.Reason, f.Code, "%s", f.Message)
+		e := apiErr(refusalReason(f.Refusal), f.Code, "%s", f.Message)
 		e.RetryAfter = f.RetryAfter
 		return nil, e
 	}
 	if out.FailClosed {
 		return withStatus{http.StatusServiceUnavailable, messages.FailClosedBody{Decision: "deny", Reason: "audit_writer_unavailable"}}, nil
 	}
-	if out.Status != http.StatusOK {
-		return withStatus{out.Status, out.Response}, nil
-	}
 	return out.Response, nil
 }
+
+// refusalReasons maps each authorize refusal to its envelope reason (and
+// so its status, reasonStatus): the one place a refusal becomes HTTP.
+var refusalReasons = map[messages.Refusal]string{
+	messages.RefusalInvalid:          "BadRequest",
+	messages.RefusalNotPermitted:     "Forbidden",
+	messages.RefusalThrottled:        "TooManyRequests",
+	messages.RefusalInFlight:         "Conflict",
+	messages.RefusalStoreUnavailable: "InternalError",
+	messages.RefusalUnavailable:      "ServiceUnavailable",
+}
+
+// refusalReason is the envelope reason of a refusal (an unknown one is an
+// internal error).
+func refusalReason(r messages.Refusal) string {
+	if reason, ok := refusalReasons[r]; ok {
+		return reason
+	}
+	return "InternalError"
+}
+
+// RefusalStatus is the HTTP status of a refusal (the Authorizer records it
+// in authorize_refused audit events).
+func RefusalStatus(r messages.Refusal) int { return reasonStatus[refusalReason(r)] }
 
 // validSignature checks "sha256=<hex>" against the HMAC of the raw body, in
 // constant time.

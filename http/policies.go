@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"svc/canonical"
+	"svc/messages"
 	"svc/persistence"
 	"svc/rules/policy"
 	"svc/rules/risk"
@@ -97,10 +98,10 @@ func viewSkill(sk persistence.Skill) skillView {
 func skillKey(c *Call) string { return canonical.NormalizeIdentifier(c.Param("skill_key")) }
 
 // invalidate drops a cached skill, policy set or risk setting on every node
-// (a server built without an authorizer, in tests, caches none).
-func (s *Server) invalidate(ctx context.Context, kind, tenantID, key string) {
-	if s.Authorizer != nil {
-		s.Authorizer.Invalidate(ctx, kind, tenantID, key)
+// (a server built without the hub, in tests, caches none).
+func (s *Server) invalidate(ctx context.Context, kind messages.CacheKind, tenantID, key string) {
+	if s.Invalidations != nil {
+		s.Invalidations.Invalidate(ctx, messages.Invalidation{Kind: kind, TenantID: tenantID, Key: key})
 	}
 }
 
@@ -145,7 +146,7 @@ func (s *Server) policyChanged(ctx context.Context, tenantID string) {
 	if err := s.Authorizer.PreparePolicies(ctx, tenantID); err != nil {
 		s.log.Error("preparing the tenant's policies failed; the next authorize retries", "tenant_id", tenantID, "error", err)
 	}
-	s.invalidate(ctx, "policy", tenantID, "-")
+	s.invalidate(ctx, messages.CachePolicy, tenantID, "-")
 }
 
 func (s *Server) registerPolicies() {
@@ -265,7 +266,9 @@ func (s *Server) registerPolicies() {
 				return nil, s.audited(err)
 			}
 			s.auditOK()
-			s.Authorizer.Broadcast(c.Ctx(), "base", "-", "-")
+			if s.Invalidations != nil {
+				s.Invalidations.Broadcast(c.Ctx(), messages.Invalidation{Kind: messages.CacheBasePolicy, TenantID: "-", Key: "-"})
+			}
 			return reloadView{true, src}, nil
 		}})
 
@@ -305,7 +308,7 @@ func (s *Server) registerPolicies() {
 				return nil, s.audited(err)
 			}
 			s.auditOK()
-			s.invalidate(c.Ctx(), "skill", p.TenantID, key)
+			s.invalidate(c.Ctx(), messages.CacheSkill, p.TenantID, key)
 			return viewSkill(sk), nil
 		}})
 	s.register(Route{Method: "GET", Path: "/skills", Access: AccessViewer, Tag: "policies", Resp: []skillView{}, Summary: "The skill registry.",
@@ -350,7 +353,7 @@ func (s *Server) registerPolicies() {
 				return nil, s.audited(err)
 			}
 			s.auditOK()
-			s.invalidate(c.Ctx(), "skill", p.TenantID, key)
+			s.invalidate(c.Ctx(), messages.CacheSkill, p.TenantID, key)
 			return nil, nil
 		}})
 
@@ -384,7 +387,7 @@ func (s *Server) registerPolicies() {
 				return nil, s.audited(err)
 			}
 			s.auditOK()
-			s.invalidate(c.Ctx(), "risk", p.TenantID, "-")
+			s.invalidate(c.Ctx(), messages.CacheRisk, p.TenantID, "-")
 			return weightsView(w), nil
 		}})
 	s.register(Route{Method: "GET", Path: "/tenants/risk-escalation", Access: AccessViewer, Tag: "tenants", Resp: riskEscalation{},
@@ -413,7 +416,7 @@ func (s *Server) registerPolicies() {
 				return nil, s.audited(err)
 			}
 			s.auditOK()
-			s.invalidate(c.Ctx(), "risk", p.TenantID, "-")
+			s.invalidate(c.Ctx(), messages.CacheRisk, p.TenantID, "-")
 			return *b, nil
 		}})
 	s.register(Route{Method: "GET", Path: "/tenants/stats", Access: AccessViewer, Tag: "tenants", Resp: statsView{},

@@ -31,6 +31,9 @@ type Deps struct {
 	Supervisor *actors.Supervisor
 	Authorizer *actors.Authorizer
 	Approvals  *actors.Approvals
+	// Invalidations drops cached records on every node after a change;
+	// nil (in tests) caches none.
+	Invalidations *actors.Invalidations
 	// SOC is the security pipeline's front; SOCStats its counters.
 	SOC      *actors.SOC
 	SOCStats *actors.SOCStats

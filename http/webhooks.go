@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"svc/actors"
+	"svc/messages"
 	"svc/persistence"
 )
 
@@ -215,10 +216,11 @@ func (s *Server) registerWebhooks() {
 // webhooksChanged drops the exporter's cached subscriptions of the tenant
 // on this node and tells the other nodes to do the same.
 func (s *Server) webhooksChanged(ctx context.Context, tenantID string) {
-	s.Exporter.Invalidate(tenantID)
-	if s.Authorizer != nil {
-		s.Authorizer.Broadcast(ctx, "webhooks", tenantID, "-")
+	if s.Invalidations == nil {
+		s.Exporter.Invalidate(tenantID)
+		return
 	}
+	s.Invalidations.Invalidate(ctx, messages.Invalidation{Kind: messages.CacheWebhooks, TenantID: tenantID, Key: "-"})
 }
 
 // webhookEnum checks an enumerated field (any case) and returns it lower

@@ -75,15 +75,13 @@ type Authorize struct {
 }
 
 // AuthorizeOutcome is the actor's answer. Exactly one of Response and
-// Failure is meaningful: Failure carries an HTTP error (status and code)
-// that is not a policy decision (403 before policy, 429, 503).
+// Failure is meaningful: Failure is a refusal that is not a policy
+// decision (the agent may not call, is throttled, or a dependency failed).
 type AuthorizeOutcome struct {
 	Response *AuthorizeResponse
 	Failure  *AuthorizeFailure
-	// Status is the HTTP status of Response: 200, or 503 for the fail-closed
-	// deny when the audit writer is unavailable.
-	Status int
-	// FailClosed marks the 503 deny whose body is exactly
+	// FailClosed marks the deny answered when the audit writer is
+	// unavailable, whose body is exactly
 	// {"decision":"deny","reason":"audit_writer_unavailable"} (CONTRACT §4).
 	FailClosed bool
 }
@@ -94,11 +92,39 @@ type FailClosedBody struct {
 	Reason   string `json:"reason" openapi:"enum=audit_writer_unavailable"`
 }
 
-// AuthorizeFailure is a refusal that is answered with the status envelope.
+// Refusal is why an authorize call is refused without a decision. The
+// HTTP layer maps each to a status and an envelope reason, in one place.
+type Refusal uint8
+
+// The refusals.
+const (
+	// RefusalInvalid: the call cannot be decided as sent (its tool call
+	// does not canonicalize).
+	RefusalInvalid Refusal = iota + 1
+	// RefusalNotPermitted: the agent may not make the call (an environment
+	// it is not allowed, a tool outside its bindings: SPEC 4.2 rules 4, 5).
+	RefusalNotPermitted
+	// RefusalThrottled: a rate limit or quota is exhausted; RetryAfter says
+	// when to come back.
+	RefusalThrottled
+	// RefusalInFlight: a call with the same request_id is still being
+	// decided.
+	RefusalInFlight
+	// RefusalStoreUnavailable: the database did not answer.
+	RefusalStoreUnavailable
+	// RefusalUnavailable: another dependency (the shared state, the
+	// agent's actor) did not answer; the call is refused (fail closed).
+	RefusalUnavailable
+)
+
+// Audited reports whether the refusal is the agent's own doing (not
+// permitted, throttled), recorded as an authorize_refused audit event.
+func (r Refusal) Audited() bool { return r == RefusalNotPermitted || r == RefusalThrottled }
+
+// AuthorizeFailure is a refusal and what the caller is told.
 type AuthorizeFailure struct {
-	Status     int
-	Reason     string // envelope reason, e.g. Forbidden, TooManyRequests
+	Refusal    Refusal
 	Code       string // details.error
 	Message    string
-	RetryAfter int
+	RetryAfter int // seconds; 0 for none
 }

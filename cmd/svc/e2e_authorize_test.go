@@ -1092,7 +1092,7 @@ func TestE2EAuthorize(t *testing.T) {
 			if v := obj(t, s.want(t, 200, "POST", "/v2/receipts/verify-chain", admin, nil)); v["valid"] != true || v["checked"] != float64(3) {
 				t.Fatalf("verify-chain before = %v", v)
 			}
-			db, err := sql.Open("sqlite", strings.TrimPrefix(s.dbURL, "sqlite://"))
+			db, err := sql.Open("sqlite", strings.TrimPrefix(s.dbURL, "sqlite://")+"?_pragma=busy_timeout(10000)") // the server writes too
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -234,6 +234,7 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		registry.Set("audit_writer", actors.StateOK, "")
 	}
 	leader := &actors.Leadership{}
+	invalidations := actors.NewInvalidations(shared, log.Named("invalidate"))
 	pool := &actors.PoolSample{}
 	bus := actors.NewEventBus(system.Root, cfg.EventBufferSize)
 	var approvalsDeleted atomic.Uint64
@@ -329,35 +330,24 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 		RateCapacity: cfg.RateLimitCapacity, RateRefill: cfg.RateLimitRefillRate, QuotaLimit: cfg.QuotaLimit, QuotaWindow: cfg.QuotaWindow,
 		ReplayWindow: cfg.ReplayWindow, SkillCacheCapacity: cfg.SkillCacheCapacity, RiskWeightsTTL: cfg.RiskWeightsCacheTTL,
 		CommitTimeout: cfg.RequestTimeout, EarlyAnswer: !cfg.Cluster && cfg.EarlyAnswer, Lost: &earlyLost, Pending: earlyPending, OnLost: recordLost,
-		Approvals: approvals}, log.Named("authorize"))
+		Approvals: approvals, Invalidations: invalidations, RefusalStatus: httpapi.RefusalStatus}, log.Named("authorize"))
 	if err != nil {
 		return err
 	}
 	// Rule changes, this node's and other nodes', reach the SOC pipeline;
 	// webhook subscription changes reach the exporter's cache.
-	authorizer.OnInvalidate(func(kind, tenantID, _ string) {
-		switch kind {
-		case "soc_rules":
-			if socOn {
-				system.Root.Send(socPID, actors.RulesInvalidated{TenantID: tenantID})
-			}
-		case "webhooks":
-			exports.Invalidate(tenantID)
-		case "*":
-			if socOn {
-				system.Root.Send(socPID, actors.RulesInvalidated{})
-			}
-			exports.InvalidateAll()
-		}
-	})
+	if socOn {
+		invalidations.Subscribe(actors.SOCRulesDrop(system, socPID), messages.CacheSOCRules)
+	}
+	invalidations.Subscribe(exports.Drop, messages.CacheWebhooks)
 	invCtx, stopInvalidations := context.WithCancel(context.Background())
 	defer stopInvalidations()
-	go authorizer.RunInvalidations(invCtx)
+	go invalidations.Run(invCtx)
 	busStop, busDone := make(chan struct{}), make(chan struct{})
 	go func() { defer close(busDone); bus.Run(busStop) }()
 
 	api := httpapi.New(httpapi.Deps{Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: leader, Pool: pool, Events: bus,
-		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, SOC: actors.NewSOC(socStats, authorizer), SOCStats: socStats, Feed: feed, Notifier: notifyStats, Exporter: exports, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, WriterMetrics: writerMetrics, ReceiptSigner: signer,
+		Supervisor: sup, Authorizer: authorizer, Approvals: approvals, SOC: actors.NewSOC(socStats, invalidations), Invalidations: invalidations, SOCStats: socStats, Feed: feed, Notifier: notifyStats, Exporter: exports, ApprovalsDeleted: &approvalsDeleted, Policy: engine, Resealed: &resealed, WriterMetrics: writerMetrics, ReceiptSigner: signer,
 		Log: log, Version: version, NodeID: cfg.NodeID, Heartbeat: heartbeat})
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
