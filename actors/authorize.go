@@ -220,6 +220,7 @@ type draft struct {
 // Authorize decides one call; it blocks the calling (HTTP) goroutine, never
 // an actor.
 func (a *Authorizer) Authorize(ctx context.Context, m *messages.Authorize) messages.AuthorizeOutcome {
+	m.Deadline = askDeadline(ctx)
 	req := &m.Request
 	var idemKey string
 	if req.RequestID != nil && *req.RequestID != "" && !req.DryRun {
@@ -603,7 +604,19 @@ func (g *AgentActor) Receive(ctx actor.Context) {
 		// retry on seeing the stop.
 		g.auth.agents.stopped(g.key, g.ref)
 	case *agentAsk:
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// The caller waits until the request's deadline: a call still
+		// queued past it is not decided (no rate token, nonce or approval
+		// is taken for an answer nobody awaits), and a decision is bounded
+		// by it.
+		deadline := m.m.Deadline
+		if deadline.IsZero() {
+			deadline = time.Now().Add(10 * time.Second)
+		}
+		if !time.Now().Before(deadline) {
+			offer(m.reply, agentAnswer{err: context.DeadlineExceeded})
+			return
+		}
+		c, cancel := context.WithDeadline(context.Background(), deadline)
 		d := g.auth.decide(c, m.m)
 		cancel()
 		offer(m.reply, agentAnswer{d: d})

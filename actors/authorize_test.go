@@ -155,3 +155,33 @@ func TestDeadLetteredAsksAreAnswered(t *testing.T) {
 		t.Fatalf("barrier sent to a stopped writer: %v", err)
 	}
 }
+
+// The request's deadline travels to the agent actor: a call whose deadline
+// has passed is not decided (it takes no rate token), and one in time is.
+func TestAuthorizeDeadlineReachesTheActor(t *testing.T) {
+	sys, writer, store, tenant := writerFixture(t, WriterOptions{})
+	engine, err := policy.NewEngine(policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := sharedstate.NewMemory()
+	t.Cleanup(func() { _ = shared.Close() })
+	// One token, refilled once a minute.
+	auth, err := NewAuthorizer(sys, store, shared, engine, writer, NewEventBus(sys.Root, 64), func(messages.Heartbeat) {},
+		AuthorizerOptions{RateCapacity: 1, RateRefill: 1.0 / 60, ReplayWindow: time.Minute, RiskWeightsTTL: time.Minute}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, call := readCaller(t, store, tenant, auth)
+	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if out := call(past); out.Failure == nil || out.Failure.Refusal != messages.RefusalUnavailable {
+		t.Fatalf("a call past its deadline = %+v %+v, want refused as unavailable", out.Response, out.Failure)
+	}
+	if out := call(context.Background()); out.Response == nil || out.Response.Decision != "allow" {
+		t.Fatalf("the next call = %+v %+v: the late call took the only token", out.Response, out.Failure)
+	}
+	if out := call(context.Background()); out.Failure == nil || out.Failure.Refusal != messages.RefusalThrottled {
+		t.Fatalf("a third call = %+v %+v, want throttled (the limit holds)", out.Response, out.Failure)
+	}
+}

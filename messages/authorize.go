@@ -72,6 +72,10 @@ type Authorize struct {
 	AllowedEnvironments []string
 	Request             AuthorizeRequest
 	ReceivedAt          time.Time
+	// Deadline is the request's: the agent actor does nothing for a call
+	// past it and bounds what it does by it (the Authorizer sets it from
+	// the caller's context).
+	Deadline time.Time
 }
 
 // AuthorizeOutcome is the actor's answer. Exactly one of Response and
