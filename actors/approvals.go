@@ -170,7 +170,7 @@ func (a *Approvals) props(tenantID, id string) func(*actorRef) *actor.Props {
 	return func(ref *actorRef) *actor.Props {
 		return actor.PropsFromProducer(func() actor.Actor {
 			return &ApprovalActor{front: a, key: key, ref: ref, tenantID: tenantID, id: id}
-		}, actor.WithDispatcher(dispatcher), actor.WithGuardian(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
+		}, actor.WithDispatcher(dispatcherOf(a.system)), actor.WithGuardian(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
 	}
 }
 

@@ -293,7 +293,7 @@ func (a *Authorizer) askAgent(ctx context.Context, m *messages.Authorize) (*draf
 func (a *Authorizer) agentProps(key string) func(*actorRef) *actor.Props {
 	return func(ref *actorRef) *actor.Props {
 		return actor.PropsFromProducer(func() actor.Actor { return &AgentActor{auth: a, key: key, ref: ref} },
-			actor.WithDispatcher(dispatcher),
+			actor.WithDispatcher(dispatcherOf(a.system)),
 			actor.WithGuardian(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
 	}
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/asynkron/protoactor-go/extensions"
 	"sync/atomic"
 	"time"
 
@@ -69,6 +70,25 @@ func (d *ReusingDispatcher) work(fn func()) {
 	}
 }
 
-// dispatcher runs every actor svc spawns (mailbox throughput 300, as
-// protoactor-go's default) and the GroupWriter's commits.
-var dispatcher = NewReusingDispatcher(300, 10*time.Second)
+// systemDispatcher is an actor system's dispatcher, kept as one of the
+// system's extensions: NewSystem creates one per system (so per node),
+// and it runs every actor svc spawns in that system (mailbox throughput
+// 300, as protoactor-go's default) and the GroupWriter's commits.
+type systemDispatcher struct{ d *ReusingDispatcher }
+
+// dispatcherExtension is the extension id of systemDispatcher (an id drawn
+// once, not state).
+var dispatcherExtension = extensions.NextExtensionID()
+
+func (systemDispatcher) ExtensionID() extensions.ExtensionID { return dispatcherExtension }
+
+// dispatcherOf is the system's dispatcher; a system not made by NewSystem
+// (a test's bare one) gets protoactor's default.
+func dispatcherOf(sys *actor.ActorSystem) actor.Dispatcher {
+	if sys != nil && sys.Extensions != nil {
+		if e, ok := sys.Extensions.Get(dispatcherExtension).(systemDispatcher); ok {
+			return e.d
+		}
+	}
+	return actor.NewDefaultDispatcher(300)
+}

@@ -584,7 +584,7 @@ func (p *SOCPipeline) correlator(ctx actor.Context, tenantID, agentID string) *c
 	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &Correlator{tenantID: tenantID, agentID: agentID, key: key, parent: parent, idle: idle, seen: seen,
 			shared: shared, life: life, stats: stats}
-	}, actor.WithDispatcher(dispatcher)))
+	}, actor.WithDispatcher(dispatcherOf(ctx.ActorSystem()))))
 	e := &corrEntry{pid: pid}
 	p.corr[key] = e
 	p.stats.Correlators.Add(1)

@@ -42,6 +42,7 @@ func NewSystem(log hclog.Logger) *actor.ActorSystem {
 	handler := SlogHandler(log)
 	system := actor.NewActorSystemWithConfig(actor.Configure(actor.WithLoggerFactory(
 		func(*actor.ActorSystem) *slog.Logger { return slog.New(handler) })))
+	system.Extensions.Register(systemDispatcher{NewReusingDispatcher(300, 10*time.Second)})
 	answerDeadLetters(system)
 	return system
 }
@@ -79,7 +80,7 @@ func StartSupervisor(system *actor.ActorSystem, registry *Registry, log hclog.Lo
 			return
 		}
 		for _, sp := range specs {
-			pid, err := ctx.SpawnNamed(actor.PropsFromProducer(sp.Producer, actor.WithDispatcher(dispatcher),
+			pid, err := ctx.SpawnNamed(actor.PropsFromProducer(sp.Producer, actor.WithDispatcher(dispatcherOf(ctx.ActorSystem())),
 				actor.WithReceiverMiddleware(s.childMiddleware(sp.Name))), sp.Name)
 			if err != nil {
 				started <- fmt.Errorf("actors: spawn %s: %w", sp.Name, err)

@@ -359,7 +359,7 @@ func (w *GroupWriter) startProbe(ctx actor.Context) {
 	}
 	w.probing = true
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	dispatcher.Schedule(func() {
+	dispatcherOf(ctx.ActorSystem()).Schedule(func() {
 		c, cancel := ioContext(5 * time.Second)
 		err := w.probeWrite(c)
 		cancel()
@@ -421,7 +421,7 @@ func (w *GroupWriter) startBatch(ctx actor.Context) {
 	w.flight = flight
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	// On a reused goroutine: SQLite's call depth regrows a fresh stack.
-	dispatcher.Schedule(func() {
+	dispatcherOf(ctx.ActorSystem()).Schedule(func() {
 		start := time.Now()
 		done := batchDone{batch: batch, errs: w.commit(batch)}
 		if w.observe != nil {
