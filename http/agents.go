@@ -139,267 +139,306 @@ func (s *Server) registerAgents() {
 	s.register(Route{Method: "POST", Path: "/agents", Access: AccessAdmin, Tag: "agents", Status: 201,
 		Summary: "Register an agent; agent_token (and a generated signing_key) are returned once.",
 		Body:    &agentCreate{}, Resp: agentCreated{}, Errors: []int{409},
-		Handle: func(c *Call) (any, error) {
-			b := bodyOf[agentCreate](c)
-			if err := validName("name", b.Name, 128); err != nil {
-				return nil, err
-			}
-			if b.RiskTier == "" {
-				b.RiskTier = "low"
-			}
-			if !riskTiers[b.RiskTier] {
-				return nil, invalidField("risk_tier", "must be low, medium or high")
-			}
-			now := nowUTC()
-			p := c.Principal
-			a := persistence.Agent{ID: uuid.NewString(), TenantID: p.TenantID, Name: b.Name, Status: persistence.AgentActive,
-				RiskTier: b.RiskTier, CreatedAt: now, UpdatedAt: now}
-			if b.AllowedEnvironments != nil {
-				if err := validEnvironments(*b.AllowedEnvironments); err != nil {
-					return nil, err
-				}
-				a.AllowedEnvironments = append([]string{}, *b.AllowedEnvironments...)
-			}
-			var shown string
-			if b.SigningKey != nil {
-				key, sh, err := signingKey(*b.SigningKey)
-				if err != nil {
-					return nil, err
-				}
-				a.SigningKey, shown = key, sh
-			}
-			tok, hash := newToken(agentTokenPrefix)
-			err := s.Store.CreateAgent(c.Ctx(), a, hash, auditEvent(p, p.TenantID, "admin_action", "agent_registered", a.ID,
-				map[string]any{"name": a.Name, "risk_tier": a.RiskTier}))
-			if errors.Is(err, persistence.ErrConflict) {
-				return nil, apiErr("AlreadyExists", "already_exists", "an agent named %q already exists", b.Name)
-			}
-			if err != nil {
-				return nil, s.audited(err)
-			}
-			s.auditOK()
-			return agentCreated{agentView: viewAgent(a), AgentToken: tok, SigningKey: shown}, nil
-		}})
+		Handle: s.createAgent})
 	s.register(Route{Method: "GET", Path: "/agents", Access: AccessViewer, Tag: "agents", Resp: []agentView{}, Paginated: true,
 		Query:   []QueryParam{{Name: "status", Type: "string", Description: "exact status; without it deleted agents are hidden"}},
 		Summary: "List agents, newest first.",
-		Handle: func(c *Call) (any, error) {
-			pg, err := c.page()
-			if err != nil {
-				return nil, err
-			}
-			rows, err := s.Store.ListAgents(c.Ctx(), c.Principal.TenantID, persistence.AgentFilter{Status: c.R.URL.Query().Get("status")}, pg)
-			if err != nil {
-				return nil, err
-			}
-			rows = paginate(c, pg, rows, func(a persistence.Agent) int64 { return a.Seq })
-			return viewAll(rows, viewAgent), nil
-		}})
+		Handle:  s.listAgents})
 	s.register(Route{Method: "GET", Path: "/agents/:agent_id", Access: AccessViewer, Tag: "agents", Resp: agentView{}, Errors: []int{404},
 		Summary: "One agent (never its token hash or signing key).",
-		Handle: func(c *Call) (any, error) {
-			a, err := s.Store.GetAgent(c.Ctx(), c.Principal.TenantID, c.Param("agent_id"))
-			if err != nil {
-				return nil, agentNotFound(err)
-			}
-			return viewAgent(a), nil
-		}})
+		Handle:  s.getAgent})
 	s.register(Route{Method: "PATCH", Path: "/agents/:agent_id", Access: AccessAdmin, Tag: "agents", Body: &agentPatch{}, Resp: agentPatched{},
 		Errors:  []int{404, 409},
 		Summary: "Change name, risk_tier, allowed_environments (null: unrestricted) or signing_key (null: remove).",
-		Handle: func(c *Call) (any, error) {
-			b := bodyOf[agentPatch](c)
-			for _, f := range []string{"name", "risk_tier"} {
-				if c.HasField(f) && ((f == "name" && b.Name == nil) || (f == "risk_tier" && b.RiskTier == nil)) {
-					return nil, invalidField(f, "may not be null")
-				}
-			}
-			var patch persistence.AgentPatch
-			details := map[string]any{}
-			if b.Name != nil {
-				if err := validName("name", *b.Name, 128); err != nil {
-					return nil, err
-				}
-				patch.Name, details["name"] = b.Name, *b.Name
-			}
-			if b.RiskTier != nil {
-				if !riskTiers[*b.RiskTier] {
-					return nil, invalidField("risk_tier", "must be low, medium or high")
-				}
-				patch.RiskTier, details["risk_tier"] = b.RiskTier, *b.RiskTier
-			}
-			if c.HasField("allowed_environments") {
-				var envs []string
-				if b.AllowedEnvironments != nil {
-					if err := validEnvironments(*b.AllowedEnvironments); err != nil {
-						return nil, err
-					}
-					envs = append([]string{}, *b.AllowedEnvironments...)
-				}
-				patch.AllowedEnvironments, details["allowed_environments"] = &envs, envs
-			}
-			var shown string
-			if c.HasField("signing_key") {
-				var key []byte
-				if b.SigningKey != nil {
-					k, sh, err := signingKey(*b.SigningKey)
-					if err != nil {
-						return nil, err
-					}
-					key, shown = k, sh
-				}
-				patch.SigningKey, details["signing_key_changed"] = &key, true
-			}
-			p := c.Principal
-			id := c.Param("agent_id")
-			a, err := s.Store.UpdateAgent(c.Ctx(), p.TenantID, id, patch, auditEvent(p, p.TenantID, "admin_action", "agent_updated", id, details))
-			if errors.Is(err, persistence.ErrConflict) {
-				return nil, apiErr("AlreadyExists", "already_exists", "an agent with that name already exists")
-			}
-			if err != nil {
-				return nil, s.audited(agentNotFound(err))
-			}
-			s.auditOK()
-			return agentPatched{agentView: viewAgent(a), SigningKey: shown}, nil
-		}})
+		Handle:  s.updateAgent})
 	s.register(Route{Method: "DELETE", Path: "/agents/:agent_id", Access: AccessAdmin, Tag: "agents", Status: 204, Errors: []int{404},
 		Summary: "Soft-delete an agent (admin_action audit event, action agent_deleted); its token stops working.",
-		Handle: func(c *Call) (any, error) {
-			p := c.Principal
-			id := c.Param("agent_id")
-			_, err := s.Store.TransitionAgent(c.Ctx(), p.TenantID, id,
-				[]string{persistence.AgentActive, persistence.AgentQuarantined, persistence.AgentFrozen, persistence.AgentRevoked},
-				persistence.AgentDeleted, auditEvent(p, p.TenantID, "admin_action", "agent_deleted", id, nil))
-			if errors.Is(err, persistence.ErrStateConflict) {
-				return nil, notFound("agent") // already deleted
-			}
-			return nil, s.audited(agentNotFound(err))
-		}})
+		Handle:  s.deleteAgent})
 	for _, tr := range transitions {
 		s.register(Route{Method: "POST", Path: "/agents/:agent_id/" + tr.path, Access: AccessAdmin, Tag: "agents", Resp: agentView{},
 			Errors:  []int{404, 409},
 			Summary: fmt.Sprintf("Move the agent from %s to %s (409 otherwise).", strings.Join(tr.from, " or "), tr.to),
-			Handle: func(c *Call) (any, error) {
-				p := c.Principal
-				id := c.Param("agent_id")
-				a, err := s.Store.TransitionAgent(c.Ctx(), p.TenantID, id, tr.from, tr.to,
-					auditEvent(p, p.TenantID, "admin_action", tr.action, id, map[string]any{"to": tr.to}))
-				if errors.Is(err, persistence.ErrStateConflict) {
-					return nil, apiErr("Conflict", "invalid_transition", "the agent's status does not allow %s", tr.path)
-				}
-				if err != nil {
-					return nil, s.audited(agentNotFound(err))
-				}
-				s.auditOK()
-				return viewAgent(a), nil
-			}})
+			Handle:  s.transitionAgent(tr)})
 	}
 	s.register(Route{Method: "POST", Path: "/agents/:agent_id/rotate-token", Access: AccessAdmin, Tag: "agents", Resp: tokenRotated{},
 		Errors:  []int{404},
 		Summary: "Issue a new agent token (returned once); the old one fails at once (agent_token_rotated audit event).",
-		Handle: func(c *Call) (any, error) {
-			p := c.Principal
-			id := c.Param("agent_id")
-			tok, hash := newToken(agentTokenPrefix)
-			if _, err := s.Store.RotateAgentToken(c.Ctx(), p.TenantID, id, hash,
-				auditEvent(p, p.TenantID, "agent_token_rotated", "operator_rotation", id, nil)); err != nil {
-				return nil, s.audited(agentNotFound(err))
-			}
-			s.auditOK()
-			return tokenRotated{id, tok}, nil
-		}})
+		Handle:  s.rotateAgentToken})
 	s.register(Route{Method: "POST", Path: "/agents/:agent_id/report-leaked-token", Access: AccessAdmin, Tag: "agents", Resp: leakReported{},
 		Errors:  []int{404},
 		Summary: "Report a leaked agent token: rotates it when the tenant's auto_rotate_token_on_leak_enabled is on, else records agent_token_leak_detected_no_rotation; emits agent_token_leak_detected either way.",
-		Handle: func(c *Call) (any, error) {
-			p := c.Principal
-			id := c.Param("agent_id")
-			t, err := s.Store.GetTenant(c.Ctx(), p.TenantID)
-			if err != nil {
-				return nil, err
-			}
-			out := leakReported{AgentID: id}
-			if t.AutoRotateTokenOnLeak {
-				tok, hash := newToken(agentTokenPrefix)
-				_, err = s.Store.RotateAgentToken(c.Ctx(), p.TenantID, id, hash,
-					auditEvent(p, p.TenantID, "agent_token_rotated", "leak_rotation", id, map[string]any{"reason": "token reported leaked"}))
-				out.Rotated, out.AgentToken = true, tok
-			} else {
-				var a persistence.Agent
-				if a, err = s.Store.GetAgent(c.Ctx(), p.TenantID, id); err == nil && a.Status == persistence.AgentDeleted {
-					err = persistence.ErrNotFound
-				}
-				if err == nil {
-					err = s.Store.AppendAudit(c.Ctx(), []persistence.AuditEvent{auditEvent(p, p.TenantID,
-						"agent_token_leak_detected_no_rotation", "leak_reported", id, map[string]any{"rotated": false})})
-				}
-			}
-			if err != nil {
-				return nil, s.audited(agentNotFound(err))
-			}
-			s.auditOK()
-			s.Events.Publish(messages.AseEvent{EventID: uuid.NewString(), OccurredAt: nowUTC(), TenantID: p.TenantID,
-				Kind: messages.KindAgentTokenLeakDetected, AgentID: id, Decision: "deny", Tool: "agent_token", Action: "report_leaked_token",
-				RiskScore: 90, Reason: fmt.Sprintf("agent token reported leaked; rotated=%t", out.Rotated), SchemaVersion: messages.SchemaVersion})
-			return out, nil
-		}})
+		Handle:  s.reportLeakedToken})
 	s.register(Route{Method: "GET", Path: "/agents/:agent_id/permissions", Access: AccessViewer, Tag: "agents", Resp: []permissionView{},
 		Errors: []int{404}, Summary: "The agent's tool permission bindings (none: any tool).",
-		Handle: func(c *Call) (any, error) {
-			p := c.Principal
-			id := c.Param("agent_id")
-			if _, err := s.Store.GetAgent(c.Ctx(), p.TenantID, id); err != nil {
-				return nil, agentNotFound(err)
-			}
-			ps, err := s.Store.ListPermissions(c.Ctx(), p.TenantID, id)
-			if err != nil {
-				return nil, err
-			}
-			out := make([]permissionView, len(ps))
-			for i, b := range ps {
-				out[i] = permissionView{b.AgentID, b.ToolKey, b.CreatedAt.UTC()}
-			}
-			return out, nil
-		}})
+		Handle: s.listPermissions})
 	s.register(Route{Method: "POST", Path: "/agents/:agent_id/permissions", Access: AccessAdmin, Tag: "agents", Status: 201,
 		Body: &permissionCreate{}, Resp: permissionView{}, Errors: []int{404, 409},
 		Summary: "Bind a tool to the agent (409 AlreadyExists when bound).",
-		Handle: func(c *Call) (any, error) {
-			b := bodyOf[permissionCreate](c)
-			if err := validName("tool_key", b.ToolKey, 128); err != nil {
-				return nil, err
-			}
-			p := c.Principal
-			id := c.Param("agent_id")
-			perm := persistence.Permission{TenantID: p.TenantID, AgentID: id, ToolKey: b.ToolKey, CreatedAt: nowUTC()}
-			err := s.Store.AddPermission(c.Ctx(), perm, auditEvent(p, p.TenantID, "admin_action", "agent_tool_permission_granted", id,
-				map[string]any{"tool_key": b.ToolKey}))
-			if errors.Is(err, persistence.ErrConflict) {
-				return nil, apiErr("AlreadyExists", "already_exists", "tool %q is already bound", b.ToolKey)
-			}
-			if err != nil {
-				return nil, s.audited(agentNotFound(err))
-			}
-			s.auditOK()
-			return permissionView{id, b.ToolKey, perm.CreatedAt}, nil
-		}})
+		Handle:  s.bindPermission})
 	s.register(Route{Method: "DELETE", Path: "/agents/:agent_id/permissions/:tool_key", Access: AccessAdmin, Tag: "agents", Status: 204,
 		Errors:  []int{404},
 		Summary: "Unbind a tool (admin_action audit event, action agent_tool_permission_revoked); 404 when not bound.",
-		Handle: func(c *Call) (any, error) {
-			p := c.Principal
-			id, tool := c.Param("agent_id"), c.Param("tool_key")
-			err := s.Store.DeletePermission(c.Ctx(), p.TenantID, id, tool, auditEvent(p, p.TenantID, "admin_action",
-				"agent_tool_permission_revoked", id, map[string]any{"tool_key": tool}))
-			if errors.Is(err, persistence.ErrNotFound) {
-				return nil, notFound("permission")
-			}
-			return nil, s.audited(err)
-		}})
+		Handle:  s.unbindPermission})
 	s.register(Route{Method: "POST", Path: "/agents/heartbeat", Access: AccessAgent, Tag: "agents", Status: 204,
 		Summary: "Agent heartbeat: last_seen_at is buffered and flushed every SVC_HEARTBEAT_FLUSH_INTERVAL_SECS.",
-		Handle: func(c *Call) (any, error) {
-			s.Heartbeat(messages.Heartbeat{TenantID: c.Principal.TenantID, AgentID: c.Principal.AgentID, At: nowUTC()})
-			return nil, nil
-		}})
+		Handle:  s.agentHeartbeat})
+}
+
+// createAgent serves POST /agents.
+func (s *Server) createAgent(c *Call) (any, error) {
+	b := bodyOf[agentCreate](c)
+	if err := validName("name", b.Name, 128); err != nil {
+		return nil, err
+	}
+	if b.RiskTier == "" {
+		b.RiskTier = "low"
+	}
+	if !riskTiers[b.RiskTier] {
+		return nil, invalidField("risk_tier", "must be low, medium or high")
+	}
+	now := nowUTC()
+	p := c.Principal
+	a := persistence.Agent{ID: uuid.NewString(), TenantID: p.TenantID, Name: b.Name, Status: persistence.AgentActive,
+		RiskTier: b.RiskTier, CreatedAt: now, UpdatedAt: now}
+	if b.AllowedEnvironments != nil {
+		if err := validEnvironments(*b.AllowedEnvironments); err != nil {
+			return nil, err
+		}
+		a.AllowedEnvironments = append([]string{}, *b.AllowedEnvironments...)
+	}
+	var shown string
+	if b.SigningKey != nil {
+		key, sh, err := signingKey(*b.SigningKey)
+		if err != nil {
+			return nil, err
+		}
+		a.SigningKey, shown = key, sh
+	}
+	tok, hash := newToken(agentTokenPrefix)
+	err := s.Store.CreateAgent(c.Ctx(), a, hash, auditEvent(p, p.TenantID, "admin_action", "agent_registered", a.ID,
+		map[string]any{"name": a.Name, "risk_tier": a.RiskTier}))
+	if errors.Is(err, persistence.ErrConflict) {
+		return nil, apiErr("AlreadyExists", "already_exists", "an agent named %q already exists", b.Name)
+	}
+	if err != nil {
+		return nil, s.audited(err)
+	}
+	s.auditOK()
+	return agentCreated{agentView: viewAgent(a), AgentToken: tok, SigningKey: shown}, nil
+}
+
+// listAgents serves GET /agents.
+func (s *Server) listAgents(c *Call) (any, error) {
+	pg, err := c.page()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.Store.ListAgents(c.Ctx(), c.Principal.TenantID, persistence.AgentFilter{Status: c.R.URL.Query().Get("status")}, pg)
+	if err != nil {
+		return nil, err
+	}
+	rows = paginate(c, pg, rows, func(a persistence.Agent) int64 { return a.Seq })
+	return viewAll(rows, viewAgent), nil
+}
+
+// getAgent serves GET /agents/:agent_id.
+func (s *Server) getAgent(c *Call) (any, error) {
+	a, err := s.Store.GetAgent(c.Ctx(), c.Principal.TenantID, c.Param("agent_id"))
+	if err != nil {
+		return nil, agentNotFound(err)
+	}
+	return viewAgent(a), nil
+}
+
+// updateAgent serves PATCH /agents/:agent_id.
+func (s *Server) updateAgent(c *Call) (any, error) {
+	b := bodyOf[agentPatch](c)
+	for _, f := range []string{"name", "risk_tier"} {
+		if c.HasField(f) && ((f == "name" && b.Name == nil) || (f == "risk_tier" && b.RiskTier == nil)) {
+			return nil, invalidField(f, "may not be null")
+		}
+	}
+	var patch persistence.AgentPatch
+	details := map[string]any{}
+	if b.Name != nil {
+		if err := validName("name", *b.Name, 128); err != nil {
+			return nil, err
+		}
+		patch.Name, details["name"] = b.Name, *b.Name
+	}
+	if b.RiskTier != nil {
+		if !riskTiers[*b.RiskTier] {
+			return nil, invalidField("risk_tier", "must be low, medium or high")
+		}
+		patch.RiskTier, details["risk_tier"] = b.RiskTier, *b.RiskTier
+	}
+	if c.HasField("allowed_environments") {
+		var envs []string
+		if b.AllowedEnvironments != nil {
+			if err := validEnvironments(*b.AllowedEnvironments); err != nil {
+				return nil, err
+			}
+			envs = append([]string{}, *b.AllowedEnvironments...)
+		}
+		patch.AllowedEnvironments, details["allowed_environments"] = &envs, envs
+	}
+	var shown string
+	if c.HasField("signing_key") {
+		var key []byte
+		if b.SigningKey != nil {
+			k, sh, err := signingKey(*b.SigningKey)
+			if err != nil {
+				return nil, err
+			}
+			key, shown = k, sh
+		}
+		patch.SigningKey, details["signing_key_changed"] = &key, true
+	}
+	p := c.Principal
+	id := c.Param("agent_id")
+	a, err := s.Store.UpdateAgent(c.Ctx(), p.TenantID, id, patch, auditEvent(p, p.TenantID, "admin_action", "agent_updated", id, details))
+	if errors.Is(err, persistence.ErrConflict) {
+		return nil, apiErr("AlreadyExists", "already_exists", "an agent with that name already exists")
+	}
+	if err != nil {
+		return nil, s.audited(agentNotFound(err))
+	}
+	s.auditOK()
+	return agentPatched{agentView: viewAgent(a), SigningKey: shown}, nil
+}
+
+// deleteAgent serves DELETE /agents/:agent_id.
+func (s *Server) deleteAgent(c *Call) (any, error) {
+	p := c.Principal
+	id := c.Param("agent_id")
+	_, err := s.Store.TransitionAgent(c.Ctx(), p.TenantID, id,
+		[]string{persistence.AgentActive, persistence.AgentQuarantined, persistence.AgentFrozen, persistence.AgentRevoked},
+		persistence.AgentDeleted, auditEvent(p, p.TenantID, "admin_action", "agent_deleted", id, nil))
+	if errors.Is(err, persistence.ErrStateConflict) {
+		return nil, notFound("agent") // already deleted
+	}
+	return nil, s.audited(agentNotFound(err))
+}
+
+// transitionAgent serves POST /agents/:agent_id/<tr.path>: the agent's
+// status moves from one of tr.from to tr.to, or 409.
+func (s *Server) transitionAgent(tr transition) func(c *Call) (any, error) {
+	return func(c *Call) (any, error) {
+		p := c.Principal
+		id := c.Param("agent_id")
+		a, err := s.Store.TransitionAgent(c.Ctx(), p.TenantID, id, tr.from, tr.to,
+			auditEvent(p, p.TenantID, "admin_action", tr.action, id, map[string]any{"to": tr.to}))
+		if errors.Is(err, persistence.ErrStateConflict) {
+			return nil, apiErr("Conflict", "invalid_transition", "the agent's status does not allow %s", tr.path)
+		}
+		if err != nil {
+			return nil, s.audited(agentNotFound(err))
+		}
+		s.auditOK()
+		return viewAgent(a), nil
+	}
+}
+
+// rotateAgentToken serves POST /agents/:agent_id/rotate-token.
+func (s *Server) rotateAgentToken(c *Call) (any, error) {
+	p := c.Principal
+	id := c.Param("agent_id")
+	tok, hash := newToken(agentTokenPrefix)
+	if _, err := s.Store.RotateAgentToken(c.Ctx(), p.TenantID, id, hash,
+		auditEvent(p, p.TenantID, "agent_token_rotated", "operator_rotation", id, nil)); err != nil {
+		return nil, s.audited(agentNotFound(err))
+	}
+	s.auditOK()
+	return tokenRotated{id, tok}, nil
+}
+
+// reportLeakedToken serves POST /agents/:agent_id/report-leaked-token.
+func (s *Server) reportLeakedToken(c *Call) (any, error) {
+	p := c.Principal
+	id := c.Param("agent_id")
+	t, err := s.Store.GetTenant(c.Ctx(), p.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	out := leakReported{AgentID: id}
+	if t.AutoRotateTokenOnLeak {
+		tok, hash := newToken(agentTokenPrefix)
+		_, err = s.Store.RotateAgentToken(c.Ctx(), p.TenantID, id, hash,
+			auditEvent(p, p.TenantID, "agent_token_rotated", "leak_rotation", id, map[string]any{"reason": "token reported leaked"}))
+		out.Rotated, out.AgentToken = true, tok
+	} else {
+		var a persistence.Agent
+		if a, err = s.Store.GetAgent(c.Ctx(), p.TenantID, id); err == nil && a.Status == persistence.AgentDeleted {
+			err = persistence.ErrNotFound
+		}
+		if err == nil {
+			err = s.Store.AppendAudit(c.Ctx(), []persistence.AuditEvent{auditEvent(p, p.TenantID,
+				"agent_token_leak_detected_no_rotation", "leak_reported", id, map[string]any{"rotated": false})})
+		}
+	}
+	if err != nil {
+		return nil, s.audited(agentNotFound(err))
+	}
+	s.auditOK()
+	s.Events.Publish(messages.AseEvent{EventID: uuid.NewString(), OccurredAt: nowUTC(), TenantID: p.TenantID,
+		Kind: messages.KindAgentTokenLeakDetected, AgentID: id, Decision: "deny", Tool: "agent_token", Action: "report_leaked_token",
+		RiskScore: 90, Reason: fmt.Sprintf("agent token reported leaked; rotated=%t", out.Rotated), SchemaVersion: messages.SchemaVersion})
+	return out, nil
+}
+
+// listPermissions serves GET /agents/:agent_id/permissions.
+func (s *Server) listPermissions(c *Call) (any, error) {
+	p := c.Principal
+	id := c.Param("agent_id")
+	if _, err := s.Store.GetAgent(c.Ctx(), p.TenantID, id); err != nil {
+		return nil, agentNotFound(err)
+	}
+	ps, err := s.Store.ListPermissions(c.Ctx(), p.TenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]permissionView, len(ps))
+	for i, b := range ps {
+		out[i] = permissionView{b.AgentID, b.ToolKey, b.CreatedAt.UTC()}
+	}
+	return out, nil
+}
+
+// bindPermission serves POST /agents/:agent_id/permissions.
+func (s *Server) bindPermission(c *Call) (any, error) {
+	b := bodyOf[permissionCreate](c)
+	if err := validName("tool_key", b.ToolKey, 128); err != nil {
+		return nil, err
+	}
+	p := c.Principal
+	id := c.Param("agent_id")
+	perm := persistence.Permission{TenantID: p.TenantID, AgentID: id, ToolKey: b.ToolKey, CreatedAt: nowUTC()}
+	err := s.Store.AddPermission(c.Ctx(), perm, auditEvent(p, p.TenantID, "admin_action", "agent_tool_permission_granted", id,
+		map[string]any{"tool_key": b.ToolKey}))
+	if errors.Is(err, persistence.ErrConflict) {
+		return nil, apiErr("AlreadyExists", "already_exists", "tool %q is already bound", b.ToolKey)
+	}
+	if err != nil {
+		return nil, s.audited(agentNotFound(err))
+	}
+	s.auditOK()
+	return permissionView{id, b.ToolKey, perm.CreatedAt}, nil
+}
+
+// unbindPermission serves DELETE /agents/:agent_id/permissions/:tool_key.
+func (s *Server) unbindPermission(c *Call) (any, error) {
+	p := c.Principal
+	id, tool := c.Param("agent_id"), c.Param("tool_key")
+	err := s.Store.DeletePermission(c.Ctx(), p.TenantID, id, tool, auditEvent(p, p.TenantID, "admin_action",
+		"agent_tool_permission_revoked", id, map[string]any{"tool_key": tool}))
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil, notFound("permission")
+	}
+	return nil, s.audited(err)
+}
+
+// agentHeartbeat serves POST /agents/heartbeat.
+func (s *Server) agentHeartbeat(c *Call) (any, error) {
+	s.Heartbeat(messages.Heartbeat{TenantID: c.Principal.TenantID, AgentID: c.Principal.AgentID, At: nowUTC()})
+	return nil, nil
 }

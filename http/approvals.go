@@ -87,37 +87,10 @@ func (s *Server) registerApprovals() {
 		Query: []QueryParam{{Name: "agent_id", Type: "string", Description: "only this agent's approvals"}},
 		Summary: "The tenant's approvals, newest first. An expired approval shows status EXPIRED. Operators only: an agent " +
 			"token reads its own approvals by id (CONTRACT §2) and gets 403 here.",
-		Handle: func(c *Call) (any, error) {
-			pg, err := c.page()
-			if err != nil {
-				return nil, err
-			}
-			agent := c.R.URL.Query().Get("agent_id")
-			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
-				return nil, err
-			}
-			rows, err := s.Store.ListApprovals(c.Ctx(), c.Principal.TenantID, agent, pg)
-			if err != nil {
-				return nil, err
-			}
-			rows = paginate(c, pg, rows, func(a persistence.Approval) int64 { return a.Seq })
-			return viewAll(rows, s.viewApproval), nil
-		}})
+		Handle: s.listApprovals})
 	s.register(Route{Method: "GET", Path: "/approvals/:approval_id", Access: AccessAgentOrViewer, Tag: "approvals", Resp: approvalView{},
 		Errors: []int{404}, Summary: "One approval (an agent token reads only its own). EXPIRED once expired.",
-		Handle: func(c *Call) (any, error) {
-			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
-				return nil, err
-			}
-			a, err := s.Store.GetApproval(c.Ctx(), c.Principal.TenantID, c.Param("approval_id"))
-			if err != nil {
-				return nil, orNotFound(err, "approval")
-			}
-			if c.Principal.Kind == KindAgent && a.AgentID != c.Principal.AgentID {
-				return nil, notFound("approval")
-			}
-			return s.viewApproval(a), nil
-		}})
+		Handle: s.getApproval})
 	decide := func(status string) func(c *Call) (any, error) {
 		return func(c *Call) (any, error) {
 			id := c.Param("approval_id")
@@ -149,45 +122,12 @@ func (s *Server) registerApprovals() {
 		Body: &approvalEditReq{}, Resp: approvalView{}, Errors: []int{404, 409, 429},
 		Summary: "Grant a pending approval with its tool_call.parameters replaced and action_hash recomputed; the agent must present " +
 			"the edited call. 400 without approver_user_id or parameters (an object); 409 when already decided or expired." + limits,
-		Handle: func(c *Call) (any, error) {
-			id := c.Param("approval_id")
-			return s.guardApprovalCall(c, func() (any, error) {
-				b := bodyOf[approvalEditReq](c)
-				if strings.TrimSpace(b.ApproverUserID) == "" {
-					return nil, invalidField("approver_user_id", "required")
-				}
-				if b.Parameters == nil {
-					return nil, invalidField("parameters", "required (an object)")
-				}
-				a, err := s.Approvals.Decide(c.Ctx(), persistence.ApprovalDecision{TenantID: c.Principal.TenantID, ID: id,
-					Status: persistence.ApprovalApproved, ApproverUserID: b.ApproverUserID, Reason: b.Reason}, b.Parameters, c.Principal.Actor())
-				if actors.IsInvalidParameters(err) {
-					return nil, invalidField("parameters", "%v", err)
-				}
-				if err != nil {
-					return nil, approvalError(err, "the approval is already decided or has expired")
-				}
-				return s.viewApproval(a), nil
-			})
-		}})
+		Handle: s.editApproval})
 	s.register(Route{Method: "POST", Path: "/approvals/:approval_id/consume", Access: AccessAgentOrAdmin, Tag: "approvals",
 		Resp: approvalView{}, Errors: []int{404, 409},
 		Summary: "Use an approved approval once (an agent only its own): consumed_at is set atomically. A second consume answers 409 " +
 			"and emits replay_attempt; so does consuming a pending, rejected or expired approval (409, without the event).",
-		Handle: func(c *Call) (any, error) {
-			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
-				return nil, err
-			}
-			agent := ""
-			if c.Principal.Kind == KindAgent {
-				agent = c.Principal.AgentID
-			}
-			a, err := s.Approvals.Consume(c.Ctx(), c.Principal.TenantID, c.Param("approval_id"), agent, c.Principal.Actor())
-			if err != nil {
-				return nil, approvalError(err, "the approval is not approved, has expired, or was already consumed")
-			}
-			return s.viewApproval(a), nil
-		}})
+		Handle: s.consumeApproval})
 	s.register(Route{Method: "POST", Path: "/callbacks/chat", Access: AccessPublic, OwnBody: true, Tag: "approvals", Resp: chatCallbackView{},
 		Errors: []int{400, 401, 404, 409, 429},
 		Summary: "The chat platform's interactive-button callback (SPEC 4.9): application/x-www-form-urlencoded with one field payload " +
@@ -197,6 +137,78 @@ func (s *Server) registerApprovals() {
 			"401 invalid_signature; 400 for a malformed payload, value or approval id; then the REST approve or reject with reason " +
 			"\"" + ChatReason + "\" (per-IP limit, 404, 409). Success: 200 {\"ok\":true,\"approval_id\":...,\"status\":...}.",
 		Handle: s.chatCallback})
+}
+
+// listApprovals serves GET /approvals.
+func (s *Server) listApprovals(c *Call) (any, error) {
+	pg, err := c.page()
+	if err != nil {
+		return nil, err
+	}
+	agent := c.R.URL.Query().Get("agent_id")
+	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+		return nil, err
+	}
+	rows, err := s.Store.ListApprovals(c.Ctx(), c.Principal.TenantID, agent, pg)
+	if err != nil {
+		return nil, err
+	}
+	rows = paginate(c, pg, rows, func(a persistence.Approval) int64 { return a.Seq })
+	return viewAll(rows, s.viewApproval), nil
+}
+
+// getApproval serves GET /approvals/:approval_id.
+func (s *Server) getApproval(c *Call) (any, error) {
+	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+		return nil, err
+	}
+	a, err := s.Store.GetApproval(c.Ctx(), c.Principal.TenantID, c.Param("approval_id"))
+	if err != nil {
+		return nil, orNotFound(err, "approval")
+	}
+	if c.Principal.Kind == KindAgent && a.AgentID != c.Principal.AgentID {
+		return nil, notFound("approval")
+	}
+	return s.viewApproval(a), nil
+}
+
+// editApproval serves POST /approvals/:approval_id/edit.
+func (s *Server) editApproval(c *Call) (any, error) {
+	id := c.Param("approval_id")
+	return s.guardApprovalCall(c, func() (any, error) {
+		b := bodyOf[approvalEditReq](c)
+		if strings.TrimSpace(b.ApproverUserID) == "" {
+			return nil, invalidField("approver_user_id", "required")
+		}
+		if b.Parameters == nil {
+			return nil, invalidField("parameters", "required (an object)")
+		}
+		a, err := s.Approvals.Decide(c.Ctx(), persistence.ApprovalDecision{TenantID: c.Principal.TenantID, ID: id,
+			Status: persistence.ApprovalApproved, ApproverUserID: b.ApproverUserID, Reason: b.Reason}, b.Parameters, c.Principal.Actor())
+		if actors.IsInvalidParameters(err) {
+			return nil, invalidField("parameters", "%v", err)
+		}
+		if err != nil {
+			return nil, approvalError(err, "the approval is already decided or has expired")
+		}
+		return s.viewApproval(a), nil
+	})
+}
+
+// consumeApproval serves POST /approvals/:approval_id/consume.
+func (s *Server) consumeApproval(c *Call) (any, error) {
+	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+		return nil, err
+	}
+	agent := ""
+	if c.Principal.Kind == KindAgent {
+		agent = c.Principal.AgentID
+	}
+	a, err := s.Approvals.Consume(c.Ctx(), c.Principal.TenantID, c.Param("approval_id"), agent, c.Principal.Actor())
+	if err != nil {
+		return nil, approvalError(err, "the approval is not approved, has expired, or was already consumed")
+	}
+	return s.viewApproval(a), nil
 }
 
 // approvalError maps the approval actors' errors to the API's.

@@ -33,26 +33,29 @@ func (s *Server) registerAudit() {
 				"Indexed values lose their hyphens too, and other punctuation separates words, so an id pasted whole or a hyphenated word typed as shown (send-email) matches"},
 		},
 		Summary: "The tenant's audit events, newest first.",
-		Handle: func(c *Call) (any, error) {
-			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
-				return nil, err
-			}
-			pg, err := c.page()
-			if err != nil {
-				return nil, err
-			}
-			q := c.R.URL.Query()
-			rows, err := s.Store.ListAudit(c.Ctx(), c.Principal.TenantID,
-				persistence.AuditFilter{EventType: q.Get("event_type"), Query: q.Get("q")}, pg)
-			if err != nil {
-				return nil, err
-			}
-			rows = paginate(c, pg, rows, func(e persistence.AuditEvent) int64 { return e.Seq })
-			out := make([]auditView, len(rows))
-			for i, e := range rows {
-				out[i] = auditView{EventID: e.ID, TenantID: e.TenantID, EventType: e.EventType, Action: e.Action, Actor: e.Actor,
-					AgentID: nullable(e.AgentID), DecisionID: nullable(e.DecisionID), Details: e.Details, CreatedAt: e.CreatedAt.UTC()}
-			}
-			return out, nil
-		}})
+		Handle:  s.listAuditEvents})
+}
+
+// listAuditEvents serves GET /audit/events.
+func (s *Server) listAuditEvents(c *Call) (any, error) {
+	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+		return nil, err
+	}
+	pg, err := c.page()
+	if err != nil {
+		return nil, err
+	}
+	q := c.R.URL.Query()
+	rows, err := s.Store.ListAudit(c.Ctx(), c.Principal.TenantID,
+		persistence.AuditFilter{EventType: q.Get("event_type"), Query: q.Get("q")}, pg)
+	if err != nil {
+		return nil, err
+	}
+	rows = paginate(c, pg, rows, func(e persistence.AuditEvent) int64 { return e.Seq })
+	out := make([]auditView, len(rows))
+	for i, e := range rows {
+		out[i] = auditView{EventID: e.ID, TenantID: e.TenantID, EventType: e.EventType, Action: e.Action, Actor: e.Actor,
+			AgentID: nullable(e.AgentID), DecisionID: nullable(e.DecisionID), Details: e.Details, CreatedAt: e.CreatedAt.UTC()}
+	}
+	return out, nil
 }

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"embed"
-	"encoding/json"
 	"net/http"
 )
 
@@ -37,11 +36,5 @@ func (s *Server) registerDocs() {
 		Summary: "Styles of the API browser.", Handle: asset("docs/app.css")})
 	s.register(Route{Method: http.MethodGet, Path: "/docs/openapi.json", Tag: "operations", Resp: map[string]any{},
 		Summary: "The OpenAPI document the browser loads (the same as /openapi.json).",
-		Handle: func(*Call) (any, error) {
-			doc, err := s.OpenAPI()
-			if err != nil {
-				return nil, err
-			}
-			return json.RawMessage(doc), nil
-		}})
+		Handle:  s.openAPIDocument})
 }

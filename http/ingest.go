@@ -81,20 +81,23 @@ func (s *Server) registerIngest() {
 			"payload (the raw JSON object). It becomes an external_event:<source> event (agent unknown, decision allow, risk 0; tool " +
 			"the source system, action the event's verb, resource the repository when named) that flows through detection and the " +
 			"live feed. Only those identifiers are taken from the payload. 202 with event_id.",
-		Handle: func(c *Call) (any, error) {
-			b := bodyOf[ingestReq](c)
-			system, ok := ingestSources[b.Source]
-			if !ok {
-				return nil, invalidField("source", "codehost_webhook or modelvendor_trace")
-			}
-			if b.Payload == nil {
-				return nil, invalidField("payload", "required (a JSON object)")
-			}
-			ev := messages.AseEvent{EventID: uuid.NewString(), OccurredAt: nowUTC(), TenantID: c.Principal.TenantID,
-				Kind: "external_event:" + b.Source, AgentID: messages.UnknownAgent, Decision: "allow", Tool: system,
-				Action: ingestAction(b.Source, b.EventType, b.Payload), Resource: ingestResource(b.Payload), RiskScore: 0,
-				Reason: "ingested", MatchedPolicies: []string{}, RedactedFields: []string{}, SchemaVersion: messages.SchemaVersion}
-			s.Events.Publish(ev)
-			return ingestView{EventID: ev.EventID, Kind: ev.Kind}, nil
-		}})
+		Handle: s.ingestEvent})
+}
+
+// ingestEvent serves POST /ingest.
+func (s *Server) ingestEvent(c *Call) (any, error) {
+	b := bodyOf[ingestReq](c)
+	system, ok := ingestSources[b.Source]
+	if !ok {
+		return nil, invalidField("source", "codehost_webhook or modelvendor_trace")
+	}
+	if b.Payload == nil {
+		return nil, invalidField("payload", "required (a JSON object)")
+	}
+	ev := messages.AseEvent{EventID: uuid.NewString(), OccurredAt: nowUTC(), TenantID: c.Principal.TenantID,
+		Kind: "external_event:" + b.Source, AgentID: messages.UnknownAgent, Decision: "allow", Tool: system,
+		Action: ingestAction(b.Source, b.EventType, b.Payload), Resource: ingestResource(b.Payload), RiskScore: 0,
+		Reason: "ingested", MatchedPolicies: []string{}, RedactedFields: []string{}, SchemaVersion: messages.SchemaVersion}
+	s.Events.Publish(ev)
+	return ingestView{EventID: ev.EventID, Kind: ev.Kind}, nil
 }

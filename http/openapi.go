@@ -21,13 +21,16 @@ import (
 func (s *Server) registerOpenAPI() {
 	s.register(Route{Method: "GET", Path: "/openapi.json", Tag: "operations", Resp: map[string]any{},
 		Summary: "This OpenAPI 3.0 document, generated from the route registrations.",
-		Handle: func(*Call) (any, error) {
-			doc, err := s.OpenAPI()
-			if err != nil {
-				return nil, err
-			}
-			return json.RawMessage(doc), nil
-		}})
+		Handle:  s.openAPIDocument})
+}
+
+// openAPIDocument serves GET /openapi.json.
+func (s *Server) openAPIDocument(*Call) (any, error) {
+	doc, err := s.OpenAPI()
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(doc), nil
 }
 
 // errorsFor lists the error statuses a route can answer: the ones every

@@ -60,73 +60,91 @@ func (s *Server) auditWriterOK() bool {
 func (s *Server) registerProbes() {
 	s.register(Route{Method: "GET", Path: "/health", Unversioned: true, Tag: "operations", Resp: healthBody{},
 		Summary: "Database reachability: 503 with db down when the database does not answer.", Errors: []int{503},
-		Handle: func(c *Call) (any, error) {
-			ctx, cancel := context.WithTimeout(c.Ctx(), 3*time.Second)
-			defer cancel()
-			if err := s.Store.Ping(ctx); err != nil {
-				return withStatus{http.StatusServiceUnavailable, healthBody{"degraded", "down"}}, nil
-			}
-			return healthBody{"ok", "up"}, nil
-		}})
+		Handle: s.healthProbe})
 	s.register(Route{Method: "GET", Path: "/livez", Unversioned: true, Tag: "operations", Resp: simpleStatus{},
 		Summary: "Liveness: no I/O, no dependency checks.",
-		Handle:  func(*Call) (any, error) { return simpleStatus{"ok"}, nil }})
+		Handle:  s.livezProbe})
 	s.register(Route{Method: "GET", Path: "/readyz", Unversioned: true, Tag: "operations", Resp: readyBody{}, Errors: []int{503},
 		Summary: "Readiness: 503 with background_tasks down and the dead tasks listed when a supervised task has spent its restart budget, or when clustered and Valkey is unreachable; audit_writer and load (saturated while nine request slots in ten are held or a request was refused for load in the last minute, with the counts beside it) are advisory.",
-		Handle: func(c *Call) (any, error) {
-			dead := s.Registry.DeadTasks()
-			b := readyBody{Status: "ready", BackgroundTasks: "up", DeadBackgroundTasks: dead, AuditWriter: "ok",
-				Leader: s.Leader.IsLeader(), NodeID: s.NodeID, Components: s.Registry.Snapshot(),
-				Load: "ok", InFlightRequests: s.adm.inFlight(), MaxConcurrentRequests: s.cfg.MaxConcurrentRequests,
-				BusiestTenantInFlight: s.adm.busiestTenant(), MaxConcurrentPerTenant: s.cfg.MaxConcurrentPerTenant,
-				BodiesInFlight: s.adm.bodies.Load()}
-			if s.adm.saturated() {
-				b.Load = "saturated"
-			}
-			if !s.auditWriterOK() {
-				b.AuditWriter, b.AuditWriterUnhealthy = "unhealthy", true
-			}
-			b.SharedStateBackend, b.SharedState = s.Shared.Backend(), "ok"
-			pctx, cancel := context.WithTimeout(c.Ctx(), 2*time.Second)
-			defer cancel()
-			if err := s.Shared.Ping(pctx); err != nil {
-				b.SharedState = "unreachable"
-				if s.cfg.Cluster {
-					b.Status = "not_ready"
-					return withStatus{http.StatusServiceUnavailable, b}, nil
-				}
-			}
-			if len(dead) > 0 {
-				b.Status, b.BackgroundTasks = "not_ready", "down"
-				return withStatus{http.StatusServiceUnavailable, b}, nil
-			}
-			return b, nil
-		}})
+		Handle:  s.readyzProbe})
 	s.register(Route{Method: "GET", Path: "/startupz", Unversioned: true, Tag: "operations", Resp: simpleStatus{}, Errors: []int{503},
 		Summary: "Startup: 200 once migrations ran and the supervision tree started.",
-		Handle: func(*Call) (any, error) {
-			if !s.ready.Load() {
-				return withStatus{http.StatusServiceUnavailable, simpleStatus{"starting"}}, nil
-			}
-			return simpleStatus{"started"}, nil
-		}})
+		Handle:  s.startupzProbe})
 	s.register(Route{Method: "GET", Path: "/metrics", Unversioned: true, Tag: "operations", RawBody: "text/plain; version=0.0.4",
 		Summary: "Prometheus metrics (text format).", Resp: "",
-		Handle: func(c *Call) (any, error) {
-			rec := &bufferWriter{header: http.Header{}}
-			s.metrics.handler().ServeHTTP(rec, c.R)
-			return rec.buf, nil
-		}})
+		Handle: s.metricsPage})
 	s.register(Route{Method: "GET", Path: "/version", Tag: "operations", Resp: versionBody{},
 		Summary: "API version probe.",
-		Handle: func(c *Call) (any, error) {
-			b := versionBody{APIVersion: c.Version, Build: s.Version}
-			if c.Version == "v1" {
-				sunset := Sunset
-				b.Deprecated, b.Sunset = true, &sunset
-			}
-			return b, nil
-		}})
+		Handle:  s.versionInfo})
+}
+
+// healthProbe serves GET /health.
+func (s *Server) healthProbe(c *Call) (any, error) {
+	ctx, cancel := context.WithTimeout(c.Ctx(), 3*time.Second)
+	defer cancel()
+	if err := s.Store.Ping(ctx); err != nil {
+		return withStatus{http.StatusServiceUnavailable, healthBody{"degraded", "down"}}, nil
+	}
+	return healthBody{"ok", "up"}, nil
+}
+
+// livezProbe serves GET /livez.
+func (s *Server) livezProbe(*Call) (any, error) { return simpleStatus{"ok"}, nil }
+
+// readyzProbe serves GET /readyz.
+func (s *Server) readyzProbe(c *Call) (any, error) {
+	dead := s.Registry.DeadTasks()
+	b := readyBody{Status: "ready", BackgroundTasks: "up", DeadBackgroundTasks: dead, AuditWriter: "ok",
+		Leader: s.Leader.IsLeader(), NodeID: s.NodeID, Components: s.Registry.Snapshot(),
+		Load: "ok", InFlightRequests: s.adm.inFlight(), MaxConcurrentRequests: s.cfg.MaxConcurrentRequests,
+		BusiestTenantInFlight: s.adm.busiestTenant(), MaxConcurrentPerTenant: s.cfg.MaxConcurrentPerTenant,
+		BodiesInFlight: s.adm.bodies.Load()}
+	if s.adm.saturated() {
+		b.Load = "saturated"
+	}
+	if !s.auditWriterOK() {
+		b.AuditWriter, b.AuditWriterUnhealthy = "unhealthy", true
+	}
+	b.SharedStateBackend, b.SharedState = s.Shared.Backend(), "ok"
+	pctx, cancel := context.WithTimeout(c.Ctx(), 2*time.Second)
+	defer cancel()
+	if err := s.Shared.Ping(pctx); err != nil {
+		b.SharedState = "unreachable"
+		if s.cfg.Cluster {
+			b.Status = "not_ready"
+			return withStatus{http.StatusServiceUnavailable, b}, nil
+		}
+	}
+	if len(dead) > 0 {
+		b.Status, b.BackgroundTasks = "not_ready", "down"
+		return withStatus{http.StatusServiceUnavailable, b}, nil
+	}
+	return b, nil
+}
+
+// startupzProbe serves GET /startupz.
+func (s *Server) startupzProbe(*Call) (any, error) {
+	if !s.ready.Load() {
+		return withStatus{http.StatusServiceUnavailable, simpleStatus{"starting"}}, nil
+	}
+	return simpleStatus{"started"}, nil
+}
+
+// metricsPage serves GET /metrics.
+func (s *Server) metricsPage(c *Call) (any, error) {
+	rec := &bufferWriter{header: http.Header{}}
+	s.metrics.handler().ServeHTTP(rec, c.R)
+	return rec.buf, nil
+}
+
+// versionInfo serves GET /version.
+func (s *Server) versionInfo(c *Call) (any, error) {
+	b := versionBody{APIVersion: c.Version, Build: s.Version}
+	if c.Version == "v1" {
+		sunset := Sunset
+		b.Deprecated, b.Sunset = true, &sunset
+	}
+	return b, nil
 }
 
 // bufferWriter captures a handler's output.

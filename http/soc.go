@@ -65,90 +65,105 @@ func (s *Server) registerSOC() {
 		Query: []QueryParam{{Name: "severity", Type: "string", Description: "INFO, LOW, MEDIUM or HIGH (any case)"},
 			{Name: "agent_id", Type: "string", Description: "only this agent's alerts"}, watchParam},
 		Summary: "The tenant's alerts, newest first; with watch=true, a server-sent event stream of the alerts created after the request (see watch).",
-		Handle: func(c *Call) (any, error) {
-			watching, pg, sev, err := socList(c)
-			if err != nil {
-				return nil, err
-			}
-			f := persistence.AlertFilter{Severity: sev, AgentID: c.R.URL.Query().Get("agent_id")}
-			if watching {
-				return s.watchAlerts(c, f)
-			}
-			rows, err := s.Store.ListAlerts(c.Ctx(), c.Principal.TenantID, f, pg)
-			if err != nil {
-				return nil, err
-			}
-			rows = paginate(c, pg, rows, func(a persistence.Alert) int64 { return a.Seq })
-			return viewAll(rows, viewAlert), nil
-		}})
+		Handle:  s.listAlerts})
 	s.register(Route{Method: "GET", Path: "/incidents", Access: AccessViewer, Tag: "soc", Resp: []incidentView{}, Paginated: true, Stream: StreamOnWatch,
 		Query: []QueryParam{{Name: "status", Type: "string", Description: "open or closed"},
 			{Name: "severity", Type: "string", Description: "INFO, LOW, MEDIUM or HIGH (any case)"},
 			{Name: "agent_id", Type: "string", Description: "only this agent's incidents"},
 			{Name: "kind", Type: "string", Description: "deny_storm, runaway, repeated_approval or trust_escalation"}, watchParam},
 		Summary: "The tenant's incidents, newest first; with watch=true, a server-sent event stream of the incidents opened after the request (see watch).",
-		Handle: func(c *Call) (any, error) {
-			watching, pg, sev, err := socList(c)
-			if err != nil {
-				return nil, err
-			}
-			q := c.R.URL.Query()
-			status := strings.ToLower(q.Get("status"))
-			if status != "" && status != persistence.IncidentOpen && status != persistence.IncidentClosed {
-				return nil, invalidField("status", "open or closed")
-			}
-			f := persistence.IncidentFilter{Status: status, Severity: sev, AgentID: q.Get("agent_id"), Kind: q.Get("kind")}
-			if watching {
-				return s.watchIncidents(c, f)
-			}
-			rows, err := s.Store.ListIncidents(c.Ctx(), c.Principal.TenantID, f, pg)
-			if err != nil {
-				return nil, err
-			}
-			rows = paginate(c, pg, rows, func(in persistence.Incident) int64 { return in.Seq })
-			return viewAll(rows, viewIncident), nil
-		}})
+		Handle:  s.listIncidents})
 	s.register(Route{Method: "GET", Path: "/incidents/:incident_id", Access: AccessViewer, Tag: "soc", Resp: incidentView{}, Errors: []int{404},
 		Summary: "One incident.",
-		Handle: func(c *Call) (any, error) {
-			in, err := s.Store.GetIncident(c.Ctx(), c.Principal.TenantID, c.Param("incident_id"))
-			if err != nil {
-				return nil, orNotFound(err, "incident")
-			}
-			return viewIncident(in), nil
-		}})
+		Handle:  s.getIncident})
 	s.register(Route{Method: "POST", Path: "/incidents/:incident_id/close", Access: AccessAdmin, Tag: "soc", Body: &closeIncidentReq{},
 		OptionalBody: true, Resp: incidentView{}, Errors: []int{404, 409},
 		Summary: "Close an open incident, with an optional reason; closing a closed one is 409.",
-		Handle: func(c *Call) (any, error) {
-			b := bodyOf[closeIncidentReq](c)
-			id, now := c.Param("incident_id"), nowUTC()
-			details := map[string]any{"action": "incident_closed", "incident_id": id}
-			if b.Reason != nil {
-				details["reason"] = *b.Reason
-			}
-			in, err := s.Store.CloseIncident(c.Ctx(), c.Principal.TenantID, id, b.Reason, now, persistence.AuditEvent{ID: uuid.NewString(),
-				TenantID: c.Principal.TenantID, EventType: "admin_action", Action: "incident_closed", Actor: c.Principal.Actor(),
-				CreatedAt: now, Details: details})
-			if err != nil {
-				return nil, stateError(err, "incident", "incident_closed", "the incident is already closed")
-			}
-			if s.SOC != nil {
-				s.SOC.IncidentClosed(in)
-			}
-			return viewIncident(in), nil
-		}})
+		Handle:  s.closeIncident})
 	s.register(Route{Method: "GET", Path: "/soc/summary", Access: AccessViewer, Tag: "soc", Resp: socSummaryView{},
 		Summary: "Alert counts by severity and incident counts by status (open ones by severity).",
-		Handle: func(c *Call) (any, error) {
-			sum, err := s.Store.SOCSummary(c.Ctx(), c.Principal.TenantID)
-			if err != nil {
-				return nil, err
-			}
-			return socSummaryView{TenantID: c.Principal.TenantID, AlertsTotal: sum.AlertsTotal, AlertsBySeverity: sum.AlertsBySeverity,
-				IncidentsTotal: sum.IncidentsTotal, IncidentsOpen: sum.IncidentsByStatus[persistence.IncidentOpen],
-				IncidentsByStatus: sum.IncidentsByStatus, OpenIncidentsBySeverity: sum.IncidentsBySeverity}, nil
-		}})
+		Handle:  s.socSummary})
+}
+
+// listAlerts serves GET /alerts.
+func (s *Server) listAlerts(c *Call) (any, error) {
+	watching, pg, sev, err := socList(c)
+	if err != nil {
+		return nil, err
+	}
+	f := persistence.AlertFilter{Severity: sev, AgentID: c.R.URL.Query().Get("agent_id")}
+	if watching {
+		return s.watchAlerts(c, f)
+	}
+	rows, err := s.Store.ListAlerts(c.Ctx(), c.Principal.TenantID, f, pg)
+	if err != nil {
+		return nil, err
+	}
+	rows = paginate(c, pg, rows, func(a persistence.Alert) int64 { return a.Seq })
+	return viewAll(rows, viewAlert), nil
+}
+
+// listIncidents serves GET /incidents.
+func (s *Server) listIncidents(c *Call) (any, error) {
+	watching, pg, sev, err := socList(c)
+	if err != nil {
+		return nil, err
+	}
+	q := c.R.URL.Query()
+	status := strings.ToLower(q.Get("status"))
+	if status != "" && status != persistence.IncidentOpen && status != persistence.IncidentClosed {
+		return nil, invalidField("status", "open or closed")
+	}
+	f := persistence.IncidentFilter{Status: status, Severity: sev, AgentID: q.Get("agent_id"), Kind: q.Get("kind")}
+	if watching {
+		return s.watchIncidents(c, f)
+	}
+	rows, err := s.Store.ListIncidents(c.Ctx(), c.Principal.TenantID, f, pg)
+	if err != nil {
+		return nil, err
+	}
+	rows = paginate(c, pg, rows, func(in persistence.Incident) int64 { return in.Seq })
+	return viewAll(rows, viewIncident), nil
+}
+
+// getIncident serves GET /incidents/:incident_id.
+func (s *Server) getIncident(c *Call) (any, error) {
+	in, err := s.Store.GetIncident(c.Ctx(), c.Principal.TenantID, c.Param("incident_id"))
+	if err != nil {
+		return nil, orNotFound(err, "incident")
+	}
+	return viewIncident(in), nil
+}
+
+// closeIncident serves POST /incidents/:incident_id/close.
+func (s *Server) closeIncident(c *Call) (any, error) {
+	b := bodyOf[closeIncidentReq](c)
+	id, now := c.Param("incident_id"), nowUTC()
+	details := map[string]any{"action": "incident_closed", "incident_id": id}
+	if b.Reason != nil {
+		details["reason"] = *b.Reason
+	}
+	in, err := s.Store.CloseIncident(c.Ctx(), c.Principal.TenantID, id, b.Reason, now, persistence.AuditEvent{ID: uuid.NewString(),
+		TenantID: c.Principal.TenantID, EventType: "admin_action", Action: "incident_closed", Actor: c.Principal.Actor(),
+		CreatedAt: now, Details: details})
+	if err != nil {
+		return nil, stateError(err, "incident", "incident_closed", "the incident is already closed")
+	}
+	if s.SOC != nil {
+		s.SOC.IncidentClosed(in)
+	}
+	return viewIncident(in), nil
+}
+
+// socSummary serves GET /soc/summary.
+func (s *Server) socSummary(c *Call) (any, error) {
+	sum, err := s.Store.SOCSummary(c.Ctx(), c.Principal.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	return socSummaryView{TenantID: c.Principal.TenantID, AlertsTotal: sum.AlertsTotal, AlertsBySeverity: sum.AlertsBySeverity,
+		IncidentsTotal: sum.IncidentsTotal, IncidentsOpen: sum.IncidentsByStatus[persistence.IncidentOpen],
+		IncidentsByStatus: sum.IncidentsByStatus, OpenIncidentsBySeverity: sum.IncidentsBySeverity}, nil
 }
 
 // watchParam documents the watch streams of the alert and incident lists.

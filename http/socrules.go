@@ -77,14 +77,7 @@ const maxBacktestRange = 366 * 24 * time.Hour
 func (s *Server) registerSOCRules() {
 	s.register(Route{Method: "GET", Path: "/soc/rules", Access: AccessViewer, Tag: "soc", Resp: []ruleView{},
 		Summary: "The effective detection rules: the eight defaults (source default) and the tenant's custom rules (source custom).",
-		Handle: func(c *Call) (any, error) {
-			custom, err := s.Store.ListRules(c.Ctx(), c.Principal.TenantID)
-			if err != nil {
-				return nil, err
-			}
-			out := viewAll(detect.Defaults(), viewDefaultRule)
-			return append(out, viewAll(custom, viewCustomRule)...), nil
-		}})
+		Handle:  s.listSOCRules})
 	s.register(Route{Method: "POST", Path: "/soc/rules", Access: AccessAdmin, Tag: "soc", Body: &ruleReq{}, AcceptYAML: true,
 		Resp: ruleView{}, Errors: []int{409},
 		Summary: "Create or replace a custom rule. The body is JSON or YAML (Content-Type application/yaml): rule_key " +
@@ -92,111 +85,133 @@ func (s *Server) registerSOCRules() {
 			"any case), enabled (default true), condition (CONTRACT §7: field to scalar or to one of eq, ne, gt, gte, lt, lte, in, " +
 			"contains, prefix). An invalid condition or severity is 400 with the offending path in details.path. The change " +
 			"applies from the next event on every node.",
-		Handle: func(c *Call) (any, error) {
-			b := bodyOf[ruleReq](c)
-			if !detect.ValidKey(b.RuleKey) {
-				return nil, invalidField("rule_key", "must match [a-z0-9_]{1,64}")
-			}
-			if detect.IsDefaultKey(b.RuleKey) {
-				return nil, apiErr("Conflict", "default_rule", "%s is a default rule's key", b.RuleKey)
-			}
-			sev, err := detect.ParseSeverity(b.Severity)
-			if err != nil {
-				return nil, invalidField("severity", "one of INFO, LOW, MEDIUM, HIGH")
-			}
-			if b.Condition == nil {
-				return nil, conditionError(&detect.ConditionError{Path: "condition", Msg: "a condition is required"})
-			}
-			cond, err := detect.ParseCondition(b.Condition)
-			if err != nil {
-				return nil, conditionError(err)
-			}
-			name := b.RuleKey
-			if b.AlertName != nil && *b.AlertName != "" {
-				name = *b.AlertName
-			}
-			enabled := b.Enabled == nil || *b.Enabled
-			raw, err := json.Marshal(cond)
-			if err != nil {
-				return nil, err
-			}
-			now := nowUTC()
-			r, err := s.Store.PutRule(c.Ctx(), persistence.CustomRule{TenantID: c.Principal.TenantID, Key: b.RuleKey, AlertName: name,
-				Severity: sev, Enabled: enabled, Condition: raw, CreatedAt: now, UpdatedAt: now},
-				persistence.AuditEvent{ID: uuid.NewString(), TenantID: c.Principal.TenantID, EventType: "config_change",
-					Action: "soc_rule_saved", Actor: c.Principal.Actor(), CreatedAt: now,
-					Details: map[string]any{"action": "soc_rule_saved", "rule_key": b.RuleKey, "severity": sev, "enabled": enabled}})
-			if err != nil {
-				return nil, err
-			}
-			if s.SOC != nil {
-				s.SOC.RulesChanged(c.Ctx(), c.Principal.TenantID)
-			}
-			return viewCustomRule(r), nil
-		}})
+		Handle: s.putSOCRule})
 	s.register(Route{Method: "DELETE", Path: "/soc/rules/:rule_key", Access: AccessAdmin, Tag: "soc", Status: 204, Errors: []int{404, 409},
 		Summary: "Delete a custom rule (a default rule's key is 409).",
-		Handle: func(c *Call) (any, error) {
-			key := c.Param("rule_key")
-			if detect.IsDefaultKey(key) {
-				return nil, apiErr("Conflict", "default_rule", "%s is a default rule and cannot be deleted", key)
-			}
-			now := nowUTC()
-			err := s.Store.DeleteRule(c.Ctx(), c.Principal.TenantID, key, persistence.AuditEvent{ID: uuid.NewString(),
-				TenantID: c.Principal.TenantID, EventType: "config_change", Action: "soc_rule_deleted", Actor: c.Principal.Actor(),
-				CreatedAt: now, Details: map[string]any{"action": "soc_rule_deleted", "rule_key": key}})
-			if err != nil {
-				return nil, orNotFound(err, "rule")
-			}
-			if s.SOC != nil {
-				s.SOC.RulesChanged(c.Ctx(), c.Principal.TenantID)
-			}
-			return nil, nil
-		}})
+		Handle:  s.deleteSOCRule})
 	s.register(Route{Method: "POST", Path: "/soc/rules/reload", Access: AccessAdmin, Tag: "soc", Resp: map[string]any{},
 		Summary: "A no-op kept for compatibility: rules are read fresh for every event (a change invalidates the cache at once).",
-		Handle: func(*Call) (any, error) {
-			return map[string]any{"reloaded": true, "note": "rules are evaluated fresh per event; nothing to reload"}, nil
-		}})
+		Handle:  s.reloadSOCRules})
 	s.register(Route{Method: "POST", Path: "/soc/rules/:rule_key/backtest", Access: AccessAdmin, Tag: "soc", Body: &backtestReq{},
 		OptionalBody: true, Resp: backtestView{}, Errors: []int{404},
 		Summary: "Replay a default or enabled custom rule over the tenant's recorded decisions from `from` to `to` (RFC 3339; " +
 			"default the trailing 7 days), read-only and in memory, scanning at most 50,000 decisions (the newest). " +
 			"estimated_daily_alert_volume is match_count divided by the range in days. 404 for an unknown or disabled rule.",
-		Handle: func(c *Call) (any, error) {
-			b := bodyOf[backtestReq](c)
-			key := c.Param("rule_key")
-			rule, ok := s.findRule(c, key)
-			if !ok {
-				return nil, notFound("rule")
-			}
-			to := nowUTC()
-			if b.To != nil {
-				to = b.To.UTC()
-			}
-			from := to.Add(-7 * 24 * time.Hour)
-			if b.From != nil {
-				from = b.From.UTC()
-			}
-			if !from.Before(to) {
-				return nil, invalidField("from", "must be before to")
-			}
-			if to.Sub(from) > maxBacktestRange {
-				return nil, invalidField("from", "the range is at most 366 days")
-			}
-			if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
-				return nil, err
-			}
-			ds, err := s.Store.DecisionsBetween(c.Ctx(), c.Principal.TenantID, from, to, detect.MaxBacktestDecisions)
-			if err != nil {
-				return nil, err
-			}
-			events := make([]detect.Event, len(ds))
-			for i, d := range ds {
-				events[i] = actors.DecisionEvent(d)
-			}
-			return backtestView{RuleKey: key, BacktestResult: detect.Backtest(rule, events, from, to), From: from, To: to}, nil
-		}})
+		Handle: s.backtestSOCRule})
+}
+
+// listSOCRules serves GET /soc/rules.
+func (s *Server) listSOCRules(c *Call) (any, error) {
+	custom, err := s.Store.ListRules(c.Ctx(), c.Principal.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	out := viewAll(detect.Defaults(), viewDefaultRule)
+	return append(out, viewAll(custom, viewCustomRule)...), nil
+}
+
+// putSOCRule serves POST /soc/rules.
+func (s *Server) putSOCRule(c *Call) (any, error) {
+	b := bodyOf[ruleReq](c)
+	if !detect.ValidKey(b.RuleKey) {
+		return nil, invalidField("rule_key", "must match [a-z0-9_]{1,64}")
+	}
+	if detect.IsDefaultKey(b.RuleKey) {
+		return nil, apiErr("Conflict", "default_rule", "%s is a default rule's key", b.RuleKey)
+	}
+	sev, err := detect.ParseSeverity(b.Severity)
+	if err != nil {
+		return nil, invalidField("severity", "one of INFO, LOW, MEDIUM, HIGH")
+	}
+	if b.Condition == nil {
+		return nil, conditionError(&detect.ConditionError{Path: "condition", Msg: "a condition is required"})
+	}
+	cond, err := detect.ParseCondition(b.Condition)
+	if err != nil {
+		return nil, conditionError(err)
+	}
+	name := b.RuleKey
+	if b.AlertName != nil && *b.AlertName != "" {
+		name = *b.AlertName
+	}
+	enabled := b.Enabled == nil || *b.Enabled
+	raw, err := json.Marshal(cond)
+	if err != nil {
+		return nil, err
+	}
+	now := nowUTC()
+	r, err := s.Store.PutRule(c.Ctx(), persistence.CustomRule{TenantID: c.Principal.TenantID, Key: b.RuleKey, AlertName: name,
+		Severity: sev, Enabled: enabled, Condition: raw, CreatedAt: now, UpdatedAt: now},
+		persistence.AuditEvent{ID: uuid.NewString(), TenantID: c.Principal.TenantID, EventType: "config_change",
+			Action: "soc_rule_saved", Actor: c.Principal.Actor(), CreatedAt: now,
+			Details: map[string]any{"action": "soc_rule_saved", "rule_key": b.RuleKey, "severity": sev, "enabled": enabled}})
+	if err != nil {
+		return nil, err
+	}
+	if s.SOC != nil {
+		s.SOC.RulesChanged(c.Ctx(), c.Principal.TenantID)
+	}
+	return viewCustomRule(r), nil
+}
+
+// deleteSOCRule serves DELETE /soc/rules/:rule_key.
+func (s *Server) deleteSOCRule(c *Call) (any, error) {
+	key := c.Param("rule_key")
+	if detect.IsDefaultKey(key) {
+		return nil, apiErr("Conflict", "default_rule", "%s is a default rule and cannot be deleted", key)
+	}
+	now := nowUTC()
+	err := s.Store.DeleteRule(c.Ctx(), c.Principal.TenantID, key, persistence.AuditEvent{ID: uuid.NewString(),
+		TenantID: c.Principal.TenantID, EventType: "config_change", Action: "soc_rule_deleted", Actor: c.Principal.Actor(),
+		CreatedAt: now, Details: map[string]any{"action": "soc_rule_deleted", "rule_key": key}})
+	if err != nil {
+		return nil, orNotFound(err, "rule")
+	}
+	if s.SOC != nil {
+		s.SOC.RulesChanged(c.Ctx(), c.Principal.TenantID)
+	}
+	return nil, nil
+}
+
+// reloadSOCRules serves POST /soc/rules/reload.
+func (s *Server) reloadSOCRules(*Call) (any, error) {
+	return map[string]any{"reloaded": true, "note": "rules are evaluated fresh per event; nothing to reload"}, nil
+}
+
+// backtestSOCRule serves POST /soc/rules/:rule_key/backtest.
+func (s *Server) backtestSOCRule(c *Call) (any, error) {
+	b := bodyOf[backtestReq](c)
+	key := c.Param("rule_key")
+	rule, ok := s.findRule(c, key)
+	if !ok {
+		return nil, notFound("rule")
+	}
+	to := nowUTC()
+	if b.To != nil {
+		to = b.To.UTC()
+	}
+	from := to.Add(-7 * 24 * time.Hour)
+	if b.From != nil {
+		from = b.From.UTC()
+	}
+	if !from.Before(to) {
+		return nil, invalidField("from", "must be before to")
+	}
+	if to.Sub(from) > maxBacktestRange {
+		return nil, invalidField("from", "the range is at most 366 days")
+	}
+	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+		return nil, err
+	}
+	ds, err := s.Store.DecisionsBetween(c.Ctx(), c.Principal.TenantID, from, to, detect.MaxBacktestDecisions)
+	if err != nil {
+		return nil, err
+	}
+	events := make([]detect.Event, len(ds))
+	for i, d := range ds {
+		events[i] = actors.DecisionEvent(d)
+	}
+	return backtestView{RuleKey: key, BacktestResult: detect.Backtest(rule, events, from, to), From: from, To: to}, nil
 }
 
 // findRule is the default or enabled custom rule with key.

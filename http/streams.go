@@ -72,23 +72,29 @@ func (s *Server) registerStreams() {
 	s.register(Route{Method: "POST", Path: "/stream-tickets", Access: AccessViewer, Tag: "streams", Resp: ticketView{}, Status: 201,
 		Summary: "A one-time ticket for browsers, which cannot set headers on WebSocket or EventSource: the stream endpoints " +
 			"accept ?ticket= once, within 60 seconds, instead of the Authorization header. Tokens are never accepted in query strings.",
-		Handle: func(c *Call) (any, error) {
-			var b [24]byte
-			_, _ = rand.Read(b[:])
-			ticket := base64.RawURLEncoding.EncodeToString(b[:])
-			raw, _ := json.Marshal(ticketRecord{Kind: c.Principal.Kind, TenantID: c.Principal.TenantID, Role: c.Principal.Role, TokenID: c.Principal.TokenID})
-			if err := s.Shared.Set(c.Ctx(), ticketKeyPrefix+ticket, string(raw), ticketLifetime); err != nil {
-				return nil, unavailable("shared_state_unavailable", "shared state is unavailable")
-			}
-			return ticketView{Ticket: ticket, ExpiresIn: int(ticketLifetime.Seconds())}, nil
-		}})
+		Handle: s.createStreamTicket})
 	s.register(Route{Method: "GET", Path: "/ws/events", Access: AccessViewer, Stream: StreamAlways, Tag: "streams", Resp: feedFrame{},
 		Status: http.StatusSwitchingProtocols,
 		Summary: "The live SOC feed over WebSocket: one JSON text frame per item, {\"type\":\"event\"|\"alert\"|\"incident\",\"data\":{...}}, " +
 			"from every node. A client that falls 256 frames behind, or does not take a frame within 5 s, is disconnected (close " +
 			"status 1008) so that it never slows the pipeline or other subscribers.",
-		Handle: func(c *Call) (any, error) { return s.websocketFeed(c), nil }})
+		Handle: s.eventsFeed})
 }
+
+// createStreamTicket serves POST /stream-tickets.
+func (s *Server) createStreamTicket(c *Call) (any, error) {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	ticket := base64.RawURLEncoding.EncodeToString(b[:])
+	raw, _ := json.Marshal(ticketRecord{Kind: c.Principal.Kind, TenantID: c.Principal.TenantID, Role: c.Principal.Role, TokenID: c.Principal.TokenID})
+	if err := s.Shared.Set(c.Ctx(), ticketKeyPrefix+ticket, string(raw), ticketLifetime); err != nil {
+		return nil, unavailable("shared_state_unavailable", "shared state is unavailable")
+	}
+	return ticketView{Ticket: ticket, ExpiresIn: int(ticketLifetime.Seconds())}, nil
+}
+
+// eventsFeed serves GET /ws/events.
+func (s *Server) eventsFeed(c *Call) (any, error) { return s.websocketFeed(c), nil }
 
 // redeemTicket authenticates a stream request by its one-time ticket.
 func (s *Server) redeemTicket(r *http.Request) (Principal, error) {

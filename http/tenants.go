@@ -103,106 +103,130 @@ func (s *Server) registerTenants() {
 	s.register(Route{Method: "POST", Path: "/tenants", Access: AccessSuperAdmin, Tag: "tenants", Status: 201,
 		Summary: "Create a tenant; the response carries its admin operator token, once.",
 		Body:    &tenantCreate{}, Resp: tenantCreated{}, Errors: []int{409},
-		Handle: func(c *Call) (any, error) {
-			b := bodyOf[tenantCreate](c)
-			if err := validName("name", b.Name, 128); err != nil {
-				return nil, err
-			}
-			t, tok, err := NewTenant(c.Ctx(), s.Store, strings.TrimSpace(b.Name), c.Principal.Actor())
-			if err != nil {
-				if errors.Is(err, persistence.ErrConflict) {
-					return nil, apiErr("AlreadyExists", "already_exists", "a tenant named %q already exists", b.Name)
-				}
-				return nil, s.audited(err)
-			}
-			s.auditOK()
-			return tenantCreated{viewTenant(t), tok}, nil
-		}})
+		Handle: s.createTenant})
 	s.register(Route{Method: "GET", Path: "/tenants", Access: AccessSuperAdmin, Tag: "tenants", Resp: []tenantView{},
 		Summary: "List tenants.",
-		Handle: func(c *Call) (any, error) {
-			ts, err := s.Store.ListTenants(c.Ctx())
-			if err != nil {
-				return nil, err
-			}
-			return viewAll(ts, viewTenant), nil
-		}})
+		Handle:  s.listTenants})
 	s.register(Route{Method: "DELETE", Path: "/tenants/:tenant_id", Access: AccessSuperAdmin, Tag: "tenants", Status: 204,
 		Summary: "Delete a tenant and every row it owns; its tokens stop working at once.", Errors: []int{404},
-		Handle: func(c *Call) (any, error) {
-			err := s.Store.DeleteTenant(c.Ctx(), c.Param("tenant_id"))
-			if errors.Is(err, persistence.ErrNotFound) {
-				return nil, notFound("tenant")
-			}
-			return nil, err
-		}})
+		Handle: s.deleteTenant})
 	s.register(Route{Method: "GET", Path: "/tenants/settings", Access: AccessViewer, Tag: "tenants", Resp: settingsView{},
 		Summary: "The tenant's settings.",
-		Handle: func(c *Call) (any, error) {
-			t, err := s.Store.GetTenant(c.Ctx(), c.Principal.TenantID)
-			if err != nil {
-				return nil, err
-			}
-			return settingsView{t.ID, t.AutoRotateTokenOnLeak}, nil
-		}})
+		Handle:  s.getTenantSettings})
 	s.register(Route{Method: "PATCH", Path: "/tenants/settings", Access: AccessAdmin, Tag: "tenants", Resp: settingsView{},
 		Summary: "Change the tenant's settings (config_change audit event).", Body: &settingsPatch{},
-		Handle: func(c *Call) (any, error) {
-			b := bodyOf[settingsPatch](c)
-			if b.AutoRotateTokenOnLeakEnabled == nil {
-				return nil, invalidField("auto_rotate_token_on_leak_enabled", "is required")
-			}
-			p := c.Principal
-			t, err := s.Store.UpdateTenantSettings(c.Ctx(), p.TenantID, *b.AutoRotateTokenOnLeakEnabled,
-				auditEvent(p, p.TenantID, "config_change", "tenant_settings_updated", "",
-					map[string]any{"auto_rotate_token_on_leak_enabled": *b.AutoRotateTokenOnLeakEnabled}))
-			if err != nil {
-				return nil, s.audited(err)
-			}
-			s.auditOK()
-			return settingsView{t.ID, t.AutoRotateTokenOnLeak}, nil
-		}})
+		Handle: s.updateTenantSettings})
 	s.register(Route{Method: "POST", Path: "/operator-tokens", Access: AccessAdmin, Tag: "tenants", Status: 201,
 		Summary: "Create an operator token with a role; the secret is returned once.",
 		Body:    &opTokenCreate{}, Resp: opTokenCreated{},
-		Handle: func(c *Call) (any, error) {
-			b := bodyOf[opTokenCreate](c)
-			if err := validName("name", b.Name, 128); err != nil {
-				return nil, err
-			}
-			if _, ok := roleRank[b.Role]; !ok {
-				return nil, invalidField("role", "must be admin, approver or viewer")
-			}
-			p := c.Principal
-			tok, hash := newToken(operatorTokenPrefix)
-			ot := persistence.OperatorToken{ID: uuid.NewString(), TenantID: p.TenantID, Name: b.Name, Role: b.Role, CreatedAt: nowUTC()}
-			err := s.Store.CreateOperatorToken(c.Ctx(), ot, hash, auditEvent(p, p.TenantID, "admin_action", "operator_token_created", "",
-				map[string]any{"token_id": ot.ID, "role": ot.Role}))
-			if err != nil {
-				return nil, s.audited(err)
-			}
-			s.auditOK()
-			return opTokenCreated{viewOpToken(ot), tok}, nil
-		}})
+		Handle: s.createOperatorToken})
 	s.register(Route{Method: "GET", Path: "/operator-tokens", Access: AccessAdmin, Tag: "tenants", Resp: []opTokenView{},
 		Summary: "List the tenant's operator tokens (never their secrets).",
-		Handle: func(c *Call) (any, error) {
-			ts, err := s.Store.ListOperatorTokens(c.Ctx(), c.Principal.TenantID)
-			if err != nil {
-				return nil, err
-			}
-			return viewAll(ts, viewOpToken), nil
-		}})
+		Handle:  s.listOperatorTokens})
 	s.register(Route{Method: "DELETE", Path: "/operator-tokens/:token_id", Access: AccessAdmin, Tag: "tenants", Status: 204,
 		Summary: "Revoke an operator token; it fails on the very next call.", Errors: []int{404},
-		Handle: func(c *Call) (any, error) {
-			p := c.Principal
-			id := c.Param("token_id")
-			err := s.Store.DeleteOperatorToken(c.Ctx(), p.TenantID, id,
-				auditEvent(p, p.TenantID, "admin_action", "operator_token_revoked", "", map[string]any{"token_id": id}))
-			if errors.Is(err, persistence.ErrNotFound) {
-				return nil, notFound("operator token")
-			}
-			return nil, s.audited(err)
-		}})
+		Handle: s.deleteOperatorToken})
+}
+
+// createTenant serves POST /tenants.
+func (s *Server) createTenant(c *Call) (any, error) {
+	b := bodyOf[tenantCreate](c)
+	if err := validName("name", b.Name, 128); err != nil {
+		return nil, err
+	}
+	t, tok, err := NewTenant(c.Ctx(), s.Store, strings.TrimSpace(b.Name), c.Principal.Actor())
+	if err != nil {
+		if errors.Is(err, persistence.ErrConflict) {
+			return nil, apiErr("AlreadyExists", "already_exists", "a tenant named %q already exists", b.Name)
+		}
+		return nil, s.audited(err)
+	}
+	s.auditOK()
+	return tenantCreated{viewTenant(t), tok}, nil
+}
+
+// listTenants serves GET /tenants.
+func (s *Server) listTenants(c *Call) (any, error) {
+	ts, err := s.Store.ListTenants(c.Ctx())
+	if err != nil {
+		return nil, err
+	}
+	return viewAll(ts, viewTenant), nil
+}
+
+// deleteTenant serves DELETE /tenants/:tenant_id.
+func (s *Server) deleteTenant(c *Call) (any, error) {
+	err := s.Store.DeleteTenant(c.Ctx(), c.Param("tenant_id"))
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil, notFound("tenant")
+	}
+	return nil, err
+}
+
+// getTenantSettings serves GET /tenants/settings.
+func (s *Server) getTenantSettings(c *Call) (any, error) {
+	t, err := s.Store.GetTenant(c.Ctx(), c.Principal.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	return settingsView{t.ID, t.AutoRotateTokenOnLeak}, nil
+}
+
+// updateTenantSettings serves PATCH /tenants/settings.
+func (s *Server) updateTenantSettings(c *Call) (any, error) {
+	b := bodyOf[settingsPatch](c)
+	if b.AutoRotateTokenOnLeakEnabled == nil {
+		return nil, invalidField("auto_rotate_token_on_leak_enabled", "is required")
+	}
+	p := c.Principal
+	t, err := s.Store.UpdateTenantSettings(c.Ctx(), p.TenantID, *b.AutoRotateTokenOnLeakEnabled,
+		auditEvent(p, p.TenantID, "config_change", "tenant_settings_updated", "",
+			map[string]any{"auto_rotate_token_on_leak_enabled": *b.AutoRotateTokenOnLeakEnabled}))
+	if err != nil {
+		return nil, s.audited(err)
+	}
+	s.auditOK()
+	return settingsView{t.ID, t.AutoRotateTokenOnLeak}, nil
+}
+
+// createOperatorToken serves POST /operator-tokens.
+func (s *Server) createOperatorToken(c *Call) (any, error) {
+	b := bodyOf[opTokenCreate](c)
+	if err := validName("name", b.Name, 128); err != nil {
+		return nil, err
+	}
+	if _, ok := roleRank[b.Role]; !ok {
+		return nil, invalidField("role", "must be admin, approver or viewer")
+	}
+	p := c.Principal
+	tok, hash := newToken(operatorTokenPrefix)
+	ot := persistence.OperatorToken{ID: uuid.NewString(), TenantID: p.TenantID, Name: b.Name, Role: b.Role, CreatedAt: nowUTC()}
+	err := s.Store.CreateOperatorToken(c.Ctx(), ot, hash, auditEvent(p, p.TenantID, "admin_action", "operator_token_created", "",
+		map[string]any{"token_id": ot.ID, "role": ot.Role}))
+	if err != nil {
+		return nil, s.audited(err)
+	}
+	s.auditOK()
+	return opTokenCreated{viewOpToken(ot), tok}, nil
+}
+
+// listOperatorTokens serves GET /operator-tokens.
+func (s *Server) listOperatorTokens(c *Call) (any, error) {
+	ts, err := s.Store.ListOperatorTokens(c.Ctx(), c.Principal.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	return viewAll(ts, viewOpToken), nil
+}
+
+// deleteOperatorToken serves DELETE /operator-tokens/:token_id.
+func (s *Server) deleteOperatorToken(c *Call) (any, error) {
+	p := c.Principal
+	id := c.Param("token_id")
+	err := s.Store.DeleteOperatorToken(c.Ctx(), p.TenantID, id,
+		auditEvent(p, p.TenantID, "admin_action", "operator_token_revoked", "", map[string]any{"token_id": id}))
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil, notFound("operator token")
+	}
+	return nil, s.audited(err)
 }

@@ -90,127 +90,142 @@ func (s *Server) registerWebhooks() {
 			"link-local or metadata always and loopback or private unless SVC_ALLOW_PRIVATE_TARGETS=true, is 400 forbidden_target), " +
 			"min_severity (info or high; default info), format (json or cef; default json), enabled (default true). The answer " +
 			"carries delivery_secret, the HMAC key of the signatures, once." + webhookPayloadDoc,
-		Handle: func(c *Call) (any, error) {
-			b := bodyOf[webhookCreate](c)
-			if b.URL == nil {
-				return nil, invalidField("url", "is required")
-			}
-			target, err := s.webhookURL(*b.URL)
-			if err != nil {
-				return nil, err
-			}
-			sev, format := persistence.WebhookSeverityInfo, persistence.WebhookFormatJSON
-			if b.MinSeverity != nil {
-				if sev, err = webhookEnum("min_severity", *b.MinSeverity, persistence.WebhookSeverityInfo, persistence.WebhookSeverityHigh); err != nil {
-					return nil, err
-				}
-			}
-			if b.Format != nil {
-				if format, err = webhookEnum("format", *b.Format, persistence.WebhookFormatJSON, persistence.WebhookFormatCEF); err != nil {
-					return nil, err
-				}
-			}
-			enabled := b.Enabled == nil || *b.Enabled
-			secret, _ := newToken(deliveryKeyPrefix)
-			p, now := c.Principal, nowUTC()
-			w := persistence.WebhookSubscription{ID: uuid.NewString(), TenantID: p.TenantID, URL: target, MinSeverity: sev, Format: format,
-				Enabled: enabled, DeliverySecret: secret, CreatedAt: now, UpdatedAt: now}
-			created, err := s.Store.CreateWebhook(c.Ctx(), w, auditEvent(p, p.TenantID, "config_change", "webhook_subscription_created", "",
-				map[string]any{"subscription_id": w.ID, "url_host": urlHost(target), "min_severity": sev, "format": format, "enabled": enabled}))
-			if err != nil {
-				return nil, s.audited(err)
-			}
-			s.auditOK()
-			s.webhooksChanged(c.Ctx(), p.TenantID)
-			return webhookCreated{webhookView: viewWebhook(created), DeliverySecret: secret}, nil
-		}})
+		Handle: s.createWebhook})
 	s.register(Route{Method: "GET", Path: "/webhooks/subscriptions", Access: AccessViewer, Tag: "webhooks", Resp: []webhookView{},
 		Paginated: true, Summary: "The tenant's webhook export subscriptions, newest first (never their secrets).",
-		Handle: func(c *Call) (any, error) {
-			pg, err := c.page()
-			if err != nil {
-				return nil, err
-			}
-			rows, err := s.Store.ListWebhooks(c.Ctx(), c.Principal.TenantID, pg)
-			if err != nil {
-				return nil, err
-			}
-			rows = paginate(c, pg, rows, func(w persistence.WebhookSubscription) int64 { return w.Seq })
-			return viewAll(rows, viewWebhook), nil
-		}})
+		Handle: s.listWebhooks})
 	s.register(Route{Method: "GET", Path: "/webhooks/subscriptions/:subscription_id", Access: AccessViewer, Tag: "webhooks",
 		Resp: webhookView{}, Errors: []int{404}, Summary: "One webhook export subscription (never its secret).",
-		Handle: func(c *Call) (any, error) {
-			w, err := s.Store.GetWebhook(c.Ctx(), c.Principal.TenantID, c.Param("subscription_id"))
-			if err != nil {
-				return nil, orNotFound(err, "webhook subscription")
-			}
-			return viewWebhook(w), nil
-		}})
+		Handle: s.getWebhook})
 	s.register(Route{Method: "PATCH", Path: "/webhooks/subscriptions/:subscription_id", Access: AccessAdmin, Tag: "webhooks",
 		Body: &webhookPatch{}, Resp: webhookView{}, Errors: []int{404},
 		Summary: "Change any of url, min_severity, format and enabled (validated as at creation; null is 400). Every PATCH, an empty " +
 			"one ({}) too, resets consecutive_failures to 0 and delivery_status to healthy, which revives a dead subscription; " +
 			"results of deliveries started before it are not counted.",
-		Handle: func(c *Call) (any, error) {
-			b := bodyOf[webhookPatch](c)
-			for _, f := range []struct {
-				name string
-				null bool
-			}{{"url", b.URL == nil}, {"min_severity", b.MinSeverity == nil}, {"format", b.Format == nil}, {"enabled", b.Enabled == nil}} {
-				if f.null && c.HasField(f.name) {
-					return nil, invalidField(f.name, "may not be null")
-				}
-			}
-			var patch persistence.WebhookPatch
-			details := map[string]any{"subscription_id": c.Param("subscription_id")}
-			if b.URL != nil {
-				target, err := s.webhookURL(*b.URL)
-				if err != nil {
-					return nil, err
-				}
-				patch.URL, details["url_host"] = &target, urlHost(target)
-			}
-			if b.MinSeverity != nil {
-				sev, err := webhookEnum("min_severity", *b.MinSeverity, persistence.WebhookSeverityInfo, persistence.WebhookSeverityHigh)
-				if err != nil {
-					return nil, err
-				}
-				patch.MinSeverity, details["min_severity"] = &sev, sev
-			}
-			if b.Format != nil {
-				format, err := webhookEnum("format", *b.Format, persistence.WebhookFormatJSON, persistence.WebhookFormatCEF)
-				if err != nil {
-					return nil, err
-				}
-				patch.Format, details["format"] = &format, format
-			}
-			if b.Enabled != nil {
-				patch.Enabled, details["enabled"] = b.Enabled, *b.Enabled
-			}
-			p := c.Principal
-			w, err := s.Store.UpdateWebhook(c.Ctx(), p.TenantID, c.Param("subscription_id"), patch, nowUTC(),
-				auditEvent(p, p.TenantID, "config_change", "webhook_subscription_updated", "", details))
-			if err != nil {
-				return nil, s.audited(orNotFound(err, "webhook subscription"))
-			}
-			s.auditOK()
-			s.webhooksChanged(c.Ctx(), p.TenantID)
-			return viewWebhook(w), nil
-		}})
+		Handle: s.updateWebhook})
 	s.register(Route{Method: "DELETE", Path: "/webhooks/subscriptions/:subscription_id", Access: AccessAdmin, Tag: "webhooks",
 		Status: 204, Errors: []int{404}, Summary: "Delete a webhook export subscription; deliveries to it stop at once.",
-		Handle: func(c *Call) (any, error) {
-			p, id := c.Principal, c.Param("subscription_id")
-			err := s.Store.DeleteWebhook(c.Ctx(), p.TenantID, id, auditEvent(p, p.TenantID, "config_change", "webhook_subscription_deleted", "",
-				map[string]any{"subscription_id": id}))
-			if err != nil {
-				return nil, s.audited(orNotFound(err, "webhook subscription"))
-			}
-			s.auditOK()
-			s.webhooksChanged(c.Ctx(), p.TenantID)
-			return nil, nil
-		}})
+		Handle: s.deleteWebhook})
+}
+
+// createWebhook serves POST /webhooks/subscriptions.
+func (s *Server) createWebhook(c *Call) (any, error) {
+	b := bodyOf[webhookCreate](c)
+	if b.URL == nil {
+		return nil, invalidField("url", "is required")
+	}
+	target, err := s.webhookURL(*b.URL)
+	if err != nil {
+		return nil, err
+	}
+	sev, format := persistence.WebhookSeverityInfo, persistence.WebhookFormatJSON
+	if b.MinSeverity != nil {
+		if sev, err = webhookEnum("min_severity", *b.MinSeverity, persistence.WebhookSeverityInfo, persistence.WebhookSeverityHigh); err != nil {
+			return nil, err
+		}
+	}
+	if b.Format != nil {
+		if format, err = webhookEnum("format", *b.Format, persistence.WebhookFormatJSON, persistence.WebhookFormatCEF); err != nil {
+			return nil, err
+		}
+	}
+	enabled := b.Enabled == nil || *b.Enabled
+	secret, _ := newToken(deliveryKeyPrefix)
+	p, now := c.Principal, nowUTC()
+	w := persistence.WebhookSubscription{ID: uuid.NewString(), TenantID: p.TenantID, URL: target, MinSeverity: sev, Format: format,
+		Enabled: enabled, DeliverySecret: secret, CreatedAt: now, UpdatedAt: now}
+	created, err := s.Store.CreateWebhook(c.Ctx(), w, auditEvent(p, p.TenantID, "config_change", "webhook_subscription_created", "",
+		map[string]any{"subscription_id": w.ID, "url_host": urlHost(target), "min_severity": sev, "format": format, "enabled": enabled}))
+	if err != nil {
+		return nil, s.audited(err)
+	}
+	s.auditOK()
+	s.webhooksChanged(c.Ctx(), p.TenantID)
+	return webhookCreated{webhookView: viewWebhook(created), DeliverySecret: secret}, nil
+}
+
+// listWebhooks serves GET /webhooks/subscriptions.
+func (s *Server) listWebhooks(c *Call) (any, error) {
+	pg, err := c.page()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.Store.ListWebhooks(c.Ctx(), c.Principal.TenantID, pg)
+	if err != nil {
+		return nil, err
+	}
+	rows = paginate(c, pg, rows, func(w persistence.WebhookSubscription) int64 { return w.Seq })
+	return viewAll(rows, viewWebhook), nil
+}
+
+// getWebhook serves GET /webhooks/subscriptions/:subscription_id.
+func (s *Server) getWebhook(c *Call) (any, error) {
+	w, err := s.Store.GetWebhook(c.Ctx(), c.Principal.TenantID, c.Param("subscription_id"))
+	if err != nil {
+		return nil, orNotFound(err, "webhook subscription")
+	}
+	return viewWebhook(w), nil
+}
+
+// updateWebhook serves PATCH /webhooks/subscriptions/:subscription_id.
+func (s *Server) updateWebhook(c *Call) (any, error) {
+	b := bodyOf[webhookPatch](c)
+	for _, f := range []struct {
+		name string
+		null bool
+	}{{"url", b.URL == nil}, {"min_severity", b.MinSeverity == nil}, {"format", b.Format == nil}, {"enabled", b.Enabled == nil}} {
+		if f.null && c.HasField(f.name) {
+			return nil, invalidField(f.name, "may not be null")
+		}
+	}
+	var patch persistence.WebhookPatch
+	details := map[string]any{"subscription_id": c.Param("subscription_id")}
+	if b.URL != nil {
+		target, err := s.webhookURL(*b.URL)
+		if err != nil {
+			return nil, err
+		}
+		patch.URL, details["url_host"] = &target, urlHost(target)
+	}
+	if b.MinSeverity != nil {
+		sev, err := webhookEnum("min_severity", *b.MinSeverity, persistence.WebhookSeverityInfo, persistence.WebhookSeverityHigh)
+		if err != nil {
+			return nil, err
+		}
+		patch.MinSeverity, details["min_severity"] = &sev, sev
+	}
+	if b.Format != nil {
+		format, err := webhookEnum("format", *b.Format, persistence.WebhookFormatJSON, persistence.WebhookFormatCEF)
+		if err != nil {
+			return nil, err
+		}
+		patch.Format, details["format"] = &format, format
+	}
+	if b.Enabled != nil {
+		patch.Enabled, details["enabled"] = b.Enabled, *b.Enabled
+	}
+	p := c.Principal
+	w, err := s.Store.UpdateWebhook(c.Ctx(), p.TenantID, c.Param("subscription_id"), patch, nowUTC(),
+		auditEvent(p, p.TenantID, "config_change", "webhook_subscription_updated", "", details))
+	if err != nil {
+		return nil, s.audited(orNotFound(err, "webhook subscription"))
+	}
+	s.auditOK()
+	s.webhooksChanged(c.Ctx(), p.TenantID)
+	return viewWebhook(w), nil
+}
+
+// deleteWebhook serves DELETE /webhooks/subscriptions/:subscription_id.
+func (s *Server) deleteWebhook(c *Call) (any, error) {
+	p, id := c.Principal, c.Param("subscription_id")
+	err := s.Store.DeleteWebhook(c.Ctx(), p.TenantID, id, auditEvent(p, p.TenantID, "config_change", "webhook_subscription_deleted", "",
+		map[string]any{"subscription_id": id}))
+	if err != nil {
+		return nil, s.audited(orNotFound(err, "webhook subscription"))
+	}
+	s.auditOK()
+	s.webhooksChanged(c.Ctx(), p.TenantID)
+	return nil, nil
 }
 
 // webhooksChanged drops the exporter's cached subscriptions of the tenant
