@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -19,103 +16,6 @@ import (
 	"svc/rules/correlate"
 	"svc/rules/detect"
 )
-
-// SOCStats counts the security pipeline's work for /metrics (SPEC 4.10).
-// Safe for concurrent use.
-type SOCStats struct {
-	Events    atomic.Uint64 // events processed
-	Alerts    atomic.Uint64 // alerts raised
-	Incidents atomic.Uint64 // incidents opened
-	// Correlators is the number of live tenant/agent correlators.
-	Correlators atomic.Int64
-	// SharedConflicts counts lost compare-and-swap races on the shared
-	// detection state (SharedDetection); SharedDropped counts observations
-	// given up because the shared state stayed unavailable; SharedObserved
-	// counts those folded into it.
-	SharedConflicts atomic.Uint64
-	SharedDropped   atomic.Uint64
-	SharedObserved  atomic.Uint64
-
-	mu         sync.Mutex
-	mttd, mttr mean
-	skipped    uint64
-}
-
-// mean is a rolling cumulative average of durations, in seconds.
-type mean struct {
-	sum float64
-	n   uint64
-}
-
-func (m mean) value() float64 {
-	if m.n == 0 {
-		return 0
-	}
-	return m.sum / float64(m.n)
-}
-
-// observe adds one duration to m, skipping negative or non-finite ones
-// (clock skew between nodes, bad timestamps), which it counts.
-func (s *SOCStats) observe(m *mean, d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v := d.Seconds()
-	if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		s.skipped++
-		return
-	}
-	m.sum += v
-	m.n++
-}
-
-// MTTD is the mean time, in seconds, from an event to the alert it raised.
-func (s *SOCStats) MTTD() float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mttd.value()
-}
-
-// MTTR is the mean time, in seconds, from an incident's opening to its
-// closing.
-func (s *SOCStats) MTTR() float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mttr.value()
-}
-
-// Skipped counts durations left out of the averages.
-func (s *SOCStats) Skipped() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.skipped
-}
-
-// SOC is the front of the security-operations pipeline (SPEC 6): the HTTP
-// layer tells it about rule changes and closed incidents.
-type SOC struct {
-	stats *SOCStats
-	inv   *Invalidations
-}
-
-// NewSOC returns the pipeline's front; inv carries rule invalidations to
-// every node.
-func NewSOC(stats *SOCStats, inv *Invalidations) *SOC { return &SOC{stats: stats, inv: inv} }
-
-// RulesChanged drops the tenant's cached custom rules on every node, so
-// the next event is evaluated with the change.
-func (s *SOC) RulesChanged(ctx context.Context, tenantID string) {
-	if s.inv != nil {
-		s.inv.Invalidate(ctx, messages.Invalidation{Kind: messages.CacheSOCRules, TenantID: tenantID, Key: "-"})
-	}
-}
-
-// IncidentClosed records the time to resolve for MTTR.
-func (s *SOC) IncidentClosed(in persistence.Incident) {
-	if in.ClosedAt == nil {
-		return
-	}
-	s.stats.observe(&s.stats.mttr, in.ClosedAt.Sub(in.OpenedAt))
-}
 
 // SOCOptions configure the pipeline.
 type SOCOptions struct {
@@ -196,13 +96,6 @@ type incidentsFlushed struct {
 // invalidations, this node's and other nodes', as this message.
 type RulesInvalidated struct{ TenantID string }
 
-// observed is one authorize decision on its way to its correlator.
-type observed struct {
-	ev  *messages.AseEvent
-	de  detect.Event
-	obs correlate.Observation
-}
-
 // SOCRulesDrop returns the invalidation hub subscriber that tells the
 // pipeline at pid about custom rule changes (RulesInvalidated).
 func SOCRulesDrop(system *actor.ActorSystem, pid *actor.PID) func(messages.Invalidation) {
@@ -213,34 +106,6 @@ func SOCRulesDrop(system *actor.ActorSystem, pid *actor.PID) func(messages.Inval
 		}
 		system.Root.Send(pid, RulesInvalidated{TenantID: tenant})
 	}
-}
-
-// correlated carries a correlator's incidents, and with shared detection
-// the event's baseline anomalies, to the pipeline.
-type correlated struct {
-	tenantID, agentID string
-	incidents         []correlate.Incident
-	ev                *messages.AseEvent
-	de                detect.Event
-	anomalies         []detect.Anomaly
-}
-
-// corrEntry is a live correlator and how many observations the pipeline
-// has sent it.
-type corrEntry struct {
-	pid  *actor.PID
-	sent uint64
-}
-
-// correlatorIdle tells the pipeline a correlator's windows are empty after
-// it processed seen observations. The pipeline, the only sender of
-// observations, stops it only when it has sent it no more than that, so
-// that no observation is ever queued to a stopping correlator (protoactor
-// would drop it).
-type correlatorIdle struct {
-	key  string
-	pid  *actor.PID
-	seen uint64
 }
 
 // flushEvery is how often buffered alerts and incidents are written (one
@@ -510,87 +375,6 @@ func (p *SOCPipeline) detect(ctx actor.Context, ev *messages.AseEvent, rules []d
 	}
 }
 
-// AlertRecordLost is the rule key and name of the HIGH alert raised when
-// decisions answered before their commit could not be recorded.
-const AlertRecordLost = "audit_record_lost"
-
-// lostAlertEvery bounds the audit-hole alerts to one per tenant in this
-// time; the losses in between are counted into the next one.
-const lostAlertEvery = time.Minute
-
-// lostRecords is a tenant's audit losses not yet alerted, and when it was
-// last alerted.
-type lostRecords struct {
-	count     int
-	last      *messages.RecordLost
-	alertedAt time.Time
-}
-
-// recordLost notes a decision that was answered but never recorded; the
-// tenant hears of it at once unless it was alerted within lostAlertEvery.
-func (p *SOCPipeline) recordLost(m *messages.RecordLost) {
-	l := p.lost[m.TenantID]
-	if l == nil {
-		l = &lostRecords{}
-		p.lost[m.TenantID] = l
-	}
-	l.count++
-	l.last = m
-	p.alertLost(time.Now(), true)
-}
-
-// alertLost raises the audit-hole alert of every tenant with losses whose
-// last alert is older than lostAlertEvery; fresh (a loss just arrived)
-// keeps the tenants without losses, else they are forgotten once quiet.
-func (p *SOCPipeline) alertLost(now time.Time, fresh bool) {
-	for tenant, l := range p.lost {
-		if l.count == 0 {
-			if !fresh && now.Sub(l.alertedAt) >= lostAlertEvery {
-				delete(p.lost, tenant)
-			}
-			continue
-		}
-		if !l.alertedAt.IsZero() && now.Sub(l.alertedAt) < lostAlertEvery {
-			continue
-		}
-		m := l.last
-		summary := fmt.Sprintf("%s: %d decision(s) answered before their commit were not recorded; the audit trail and receipt chain lack them (last: decision %s of agent %s: %s)",
-			AlertRecordLost, l.count, m.DecisionID, m.AgentID, m.Error)
-		a := persistence.Alert{ID: uuid.NewString(), TenantID: tenant, RuleKey: AlertRecordLost, AlertName: AlertRecordLost,
-			Severity: detect.SeverityHigh, Source: detect.SourceDefault, AgentID: m.AgentID, DecisionID: m.DecisionID,
-			SourceEventID: uuid.NewString(), Summary: summary, CreatedAt: now.UTC()}
-		p.alerts = append(p.alerts, a)
-		p.stats.Alerts.Add(1)
-		if p.opt.Feed != nil {
-			p.opt.Feed.Publish(messages.FeedItem{TenantID: tenant, Type: messages.FeedAlert, Data: AlertRecord(a)})
-		}
-		if p.opt.Notify != nil {
-			p.opt.Notify(messages.Notification{Kind: AlertRecordLost, Severity: messages.NotifySeverityHigh, TenantID: tenant,
-				AgentID: m.AgentID, At: a.CreatedAt, Summary: summary, Detail: fmt.Sprintf("alert %s", a.ID),
-				RecordType: messages.FeedAlert, RecordID: a.ID, RuleKey: AlertRecordLost})
-		}
-		l.count, l.alertedAt = 0, now
-	}
-}
-
-// correlator returns (spawning when needed) the tenant/agent correlator.
-func (p *SOCPipeline) correlator(ctx actor.Context, tenantID, agentID string) *corrEntry {
-	key := tenantID + "/" + agentID
-	if e, ok := p.corr[key]; ok {
-		return e
-	}
-	parent, idle, seen := ctx.Self(), p.opt.CorrelatorIdle, new(uint64)
-	shared, life, stats := p.opt.Shared, p.life, p.stats
-	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &Correlator{tenantID: tenantID, agentID: agentID, key: key, parent: parent, idle: idle, seen: seen,
-			shared: shared, life: life, stats: stats}
-	}, actor.WithDispatcher(dispatcherOf(ctx.ActorSystem()))))
-	e := &corrEntry{pid: pid}
-	p.corr[key] = e
-	p.stats.Correlators.Add(1)
-	return e
-}
-
 // opened records a correlator's incidents and anomalies.
 func (p *SOCPipeline) opened(m correlated) {
 	for _, an := range m.anomalies {
@@ -674,57 +458,6 @@ func (p *SOCPipeline) drain() {
 	}
 	if keep, err := p.writeIncidents(p.incidents); len(keep) > 0 {
 		p.log.Error("final incident flush failed", "incidents", len(keep), "error", err)
-	}
-}
-
-// Correlator holds one tenant/agent's correlation windows (SPEC 6.3), or
-// with shared detection updates the installation's windows and baseline of
-// the agent (SharedDetection). When idle with nothing left in its own
-// windows (with shared detection: when idle) it asks the pipeline to stop
-// it.
-type Correlator struct {
-	tenantID, agentID, key string
-	parent                 *actor.PID
-	idle                   time.Duration
-	w                      *correlate.Windows
-	seen                   *uint64 // observations processed (kept across a restart)
-
-	shared *SharedDetection // nil: the windows are w
-	life   context.Context  // the pipeline's: ends a wait for the shared state
-	stats  *SOCStats
-	cached string // the shared value last read or written
-}
-
-// Receive implements actor.Actor.
-func (c *Correlator) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		c.w = &correlate.Windows{}
-		c.cached = ""
-		ctx.SetReceiveTimeout(c.idle)
-	case observed:
-		*c.seen++
-		if c.shared == nil {
-			if found := c.w.Observe(m.obs); len(found) > 0 {
-				ctx.Send(c.parent, correlated{tenantID: c.tenantID, agentID: c.agentID, incidents: found, ev: m.ev, de: m.de})
-			}
-			return
-		}
-		so := &sharedObservation{event: m.de, obs: m.obs}
-		found, anomalies, ok := c.shared.observeRetrying(c.life, c.tenantID, c.agentID, so, &c.cached)
-		if ok {
-			c.stats.SharedObserved.Add(1)
-		} else {
-			c.stats.SharedDropped.Add(1)
-		}
-		if len(found) > 0 || len(anomalies) > 0 {
-			ctx.Send(c.parent, correlated{tenantID: c.tenantID, agentID: c.agentID, incidents: found, ev: m.ev, de: m.de, anomalies: anomalies})
-		}
-	case *actor.ReceiveTimeout:
-		ctx.SetReceiveTimeout(c.idle) // protoactor disarms it on firing
-		if c.shared != nil || c.w.Idle(time.Now()) {
-			ctx.Send(c.parent, correlatorIdle{key: c.key, pid: ctx.Self(), seen: *c.seen})
-		}
 	}
 }
 

@@ -2,9 +2,7 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -66,13 +64,6 @@ func (m *CommitDecision) awaited() bool { return m.Reply != nil || m.ReplyTo != 
 
 // BarrierPassed answers a Barrier.
 type BarrierPassed struct{}
-
-// EarlyPending counts early-answered writes not yet committed; readers skip
-// the barrier while it is zero.
-type EarlyPending struct{ n atomic.Int64 }
-
-// Pending reports the early-answered writes not yet committed.
-func (e *EarlyPending) Pending() int64 { return e.n.Load() }
 
 // Committed is the writer's answer to one CommitDecision: the receipt hash
 // the decision was sealed with, or the error that stopped it.
@@ -164,11 +155,6 @@ type GroupWriter struct {
 	probe      *time.Timer
 	probing    bool
 }
-
-// probeDue and probeDone run the write probe while writes fail.
-type probeDue struct{}
-
-type probeDone struct{ err error }
 
 // batchDone reports a finished group commit back to the writer.
 type batchDone struct {
@@ -317,65 +303,6 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 	}
 }
 
-// noteOutcome tracks whether the database refuses writes: a batch of which
-// nothing committed because the database was busy or unavailable starts the
-// write probe; any committed write ends it.
-func (w *GroupWriter) noteOutcome(ctx actor.Context, errs []error) {
-	refused := false
-	for _, err := range errs {
-		if err == nil {
-			w.failing = false
-			w.stopProbe()
-			return
-		}
-		refused = refused || transient(err)
-	}
-	if refused {
-		w.failing = true
-		w.scheduleProbe(ctx)
-	}
-}
-
-func (w *GroupWriter) scheduleProbe(ctx actor.Context) {
-	if w.probe != nil || w.probing {
-		return
-	}
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	w.probe = time.AfterFunc(w.probeEvery, func() { root.Send(self, probeDue{}) })
-}
-
-func (w *GroupWriter) stopProbe() { stopTimer(&w.probe) }
-
-// startProbe writes the probe row unless writes succeed again already or a
-// group commit is in flight (its outcome tells as much; the probe is
-// scheduled again if it fails).
-func (w *GroupWriter) startProbe(ctx actor.Context) {
-	if !w.failing || w.probing {
-		return
-	}
-	if w.inFlight {
-		w.scheduleProbe(ctx)
-		return
-	}
-	w.probing = true
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	dispatcherOf(ctx.ActorSystem()).Schedule(func() {
-		c, cancel := ioContext(5 * time.Second)
-		err := w.probeWrite(c)
-		cancel()
-		root.Send(self, probeDone{err: err})
-	})
-}
-
-// earlyDue ends the wait of deferred early-answered writes.
-type earlyDue struct{}
-
-// answered reports whether m's caller has its answer already (an early
-// answer), so that its write may wait for company.
-func (w *GroupWriter) answered(m *CommitDecision) bool {
-	return w.earlySeal && m.Early
-}
-
 // maybeStart starts the next transaction unless only early-answered writes
 // wait and they may wait longer; then it starts their timer, which runs
 // from the first of them to wait (a transaction started meanwhile for other
@@ -501,140 +428,6 @@ func (w *GroupWriter) resyncHeads() {
 		w.heads[t] = head
 		delete(w.resync, t)
 	}
-}
-
-// passBarriers answers the barriers whose writes have all ended.
-func (w *GroupWriter) passBarriers(ctx actor.Context) {
-	kept := w.barriers[:0]
-	for _, b := range w.barriers {
-		if b.after <= w.done {
-			switch {
-			case b.reply != nil:
-				offer(b.reply, &BarrierPassed{})
-			case b.replyTo != nil:
-				ctx.Send(b.replyTo, &BarrierPassed{})
-			}
-			continue
-		}
-		kept = append(kept, b)
-	}
-	w.barriers = kept
-}
-
-// presealAndMaybeAnswer seals the receipt against this writer's head of
-// its tenant (read from the database the first time) and answers an Early
-// request at once. The transaction checks the seal against the locked head
-// and reseals when they disagree.
-func (w *GroupWriter) presealAndMaybeAnswer(ctx actor.Context, m *CommitDecision) {
-	r := m.Write.Receipt
-	if r == nil {
-		return
-	}
-	if w.resync[r.TenantID] {
-		m.Early = false // sealed in its transaction, answered after it
-		return
-	}
-	head, ok := w.heads[r.TenantID]
-	if !ok {
-		c, cancel := ioContext(5 * time.Second)
-		h, err := w.store.ChainHead(c, r.TenantID)
-		cancel()
-		if err != nil {
-			m.Early = false // cannot seal now: answer after the commit
-			return
-		}
-		head = h
-	}
-	if err := w.seal1(r.TenantID, head, []*persistence.Receipt{r}); err != nil {
-		m.Early = false
-		return
-	}
-	w.heads[r.TenantID] = persistence.ChainHead{Seq: r.Seq, Hash: r.Hash}
-	m.sealedAs = r.Hash
-	if m.Early && w.failing {
-		m.Early = false // writes fail: no receipt_id that may never exist
-	}
-	if m.Early && m.awaited() {
-		if w.pending != nil {
-			w.pending.n.Add(1)
-		}
-		m.answer(ctx, &Committed{DecisionID: m.Write.Decision.ID, ReceiptHash: r.Hash, Early: true})
-	}
-}
-
-// commit writes a batch with retries for a busy or unreachable database,
-// and, when the batch fails for another reason (one bad row poisons a
-// transaction), commits its writes one by one so that only the bad one
-// fails. It returns one error per write.
-func (w *GroupWriter) commit(batch []*CommitDecision) []error {
-	writes := make([]persistence.DecisionWrite, len(batch))
-	for i, c := range batch {
-		writes[i] = c.Write
-	}
-	errs := make([]error, len(batch))
-	err := w.commitWithRetry(writes)
-	if err != nil && len(batch) > 1 && !transient(err) {
-		for i := range writes {
-			errs[i] = w.commitWithRetry(writes[i : i+1])
-		}
-	} else {
-		for i := range errs {
-			errs[i] = err
-		}
-	}
-	return errs
-}
-
-// retryBudget bounds how long a busy or unreachable database is retried
-// before the writes are answered as failed (fail closed).
-const retryBudget = 2 * time.Second
-
-func (w *GroupWriter) commitWithRetry(writes []persistence.DecisionWrite) error {
-	deadline := time.Now().Add(retryBudget)
-	delay := 5 * time.Millisecond
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := w.store.CommitDecisions(ctx, writes, w.seal)
-		cancel()
-		if w.health != nil {
-			w.health(err)
-		}
-		if err == nil || !transient(err) || time.Now().Add(delay).After(deadline) {
-			return err
-		}
-		w.log.Debug("commit retry", "writes", len(writes), "error", err)
-		time.Sleep(delay)
-		delay *= 2
-	}
-}
-
-// transient errors are worth retrying.
-func transient(err error) bool {
-	return errors.Is(err, persistence.ErrBusy) || errors.Is(err, persistence.ErrUnavailable)
-}
-
-func (w *GroupWriter) flushAudit(ctx actor.Context) {
-	if w.auditInFlight || len(w.auditBuf) == 0 {
-		return
-	}
-	events := w.auditBuf
-	w.auditBuf = nil
-	w.auditInFlight = true
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	go func() {
-		keep, err := w.appendAudit(events)
-		root.Send(self, auditDone{events: keep, err: err})
-	}()
-}
-
-// appendAudit writes buffered audit events and returns those to keep for
-// the next flush (writeBuffered).
-func (w *GroupWriter) appendAudit(events []persistence.AuditEvent) ([]persistence.AuditEvent, error) {
-	return writeBuffered(events, w.audit.AppendAudit,
-		func(e persistence.AuditEvent, err error) {
-			w.log.Error("audit event dropped: it cannot be written", "tenant_id", e.TenantID, "event_type", e.EventType,
-				"event_id", e.ID, "error", err)
-		})
 }
 
 // drain waits for the batch in flight and answers it, then commits

@@ -1,31 +1,14 @@
 package httpapi
 
 import (
-	"gopkg.in/yaml.v3"
-
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"mime"
 	"net/http"
-	"reflect"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/julienschmidt/httprouter"
-
-	"svc/persistence"
 )
-
-// Sunset is the HTTP-date after which /v1 is retired (SPEC 9).
-const Sunset = "Wed, 31 Dec 2026 23:59:59 GMT"
-
-// Versions served; the same handlers are mounted under each prefix.
-var apiVersions = []string{"v1", "v2"}
 
 // Route is one endpoint. Its registration carries the request and response
 // types, which the OpenAPI document is generated from, so an endpoint cannot
@@ -116,49 +99,14 @@ type Call struct {
 	streamHeld string
 }
 
-// ReadBody reads and decodes the body of a SelfAuth route, which the
-// router leaves unread so that a bad credential is answered (and counted)
-// before a bad body; a no-op elsewhere.
-func (c *Call) ReadBody() error {
-	if c.readBody == nil {
-		return nil
-	}
-	read := c.readBody
-	c.readBody = nil
-	if e := read(); e != nil {
-		return e
-	}
-	return nil
-}
-
 // Ctx is the request's context, bounded by the request timeout.
 func (c *Call) Ctx() context.Context { return c.R.Context() }
 
 // Param returns a path parameter.
 func (c *Call) Param(name string) string { return c.Params.ByName(name) }
 
-// bodyOf returns the decoded request body as the route's Body type T (the
-// router decoded it into a fresh *T before calling the handler).
-func bodyOf[T any](c *Call) *T {
-	if v, ok := c.body.(*T); ok {
-		return v
-	}
-	return new(T)
-}
-
 // Header gives the response headers to set.
 func (c *Call) Header() http.Header { return c.header }
-
-// HasField reports whether the JSON body carries the top-level field (to
-// tell an explicit null from an absent field).
-func (c *Call) HasField(name string) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(c.Raw, &m) != nil {
-		return false
-	}
-	_, ok := m[name]
-	return ok
-}
 
 // register adds a route to the server's table.
 func (s *Server) register(r Route) {
@@ -226,56 +174,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	setVersionHeaders(w, v)
 	writeEnvelope(w, v, notFound("path "+r.URL.Path))
-}
-
-// dispatch serves r when a route matches its method and path.
-func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) bool {
-	if h, ok := s.static[r.Method+" "+r.URL.Path]; ok {
-		h.ServeHTTP(w, r)
-		return true
-	}
-	if h, ps, _ := s.router.Lookup(r.Method, r.URL.Path); h != nil {
-		h(w, r, ps)
-		return true
-	}
-	return false
-}
-
-func accepts(header, mediaType string) bool {
-	for _, part := range strings.Split(header, ",") {
-		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err == nil && strings.EqualFold(mt, mediaType) {
-			return true
-		}
-	}
-	return false
-}
-
-// versionOf returns "v1" or "v2" for a versioned path, "" otherwise.
-func versionOf(path string) string {
-	for _, v := range apiVersions {
-		if path == "/"+v || strings.HasPrefix(path, "/"+v+"/") {
-			return v
-		}
-	}
-	return ""
-}
-
-// exempt paths are never version-routed (SPEC 9.1).
-func exempt(path string) bool {
-	for _, p := range []string{"/health", "/livez", "/readyz", "/startupz", "/metrics", "/debug/", "/dashboard"} {
-		if path == p || strings.HasPrefix(path, p+"/") || (strings.HasSuffix(p, "/") && strings.HasPrefix(path, p)) {
-			return true
-		}
-	}
-	return false
-}
-
-func setVersionHeaders(w http.ResponseWriter, version string) {
-	if version == "v1" {
-		w.Header().Set("Deprecation", "true")
-		w.Header().Set("Sunset", Sunset)
-	}
 }
 
 // handle wraps a route's handler with the conventions every endpoint gets:
@@ -386,175 +284,4 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		return fail(ae)
 	}
 	return s.writeOK(w, r, rt, out)
-}
-
-// checkURL refuses, before any work, a path or query value that no store
-// holds alike (CONTRACT §10): U+0000 or bad UTF-8 in a path segment is the
-// 404 of any malformed id; in a query key or value, 400 nul_character (or
-// invalid_query) naming the parameter.
-func checkURL(c *Call) *Error {
-	for _, p := range c.Params {
-		if !persistence.StorableText(p.Value) {
-			return notFound("resource")
-		}
-	}
-	if c.R.URL.RawQuery == "" {
-		return nil
-	}
-	for k, vs := range c.R.URL.Query() {
-		for _, v := range append([]string{k}, vs...) {
-			switch {
-			case strings.IndexByte(v, 0) >= 0:
-				e := badRequest("nul_character", "query parameter %q contains U+0000, which is not accepted", k)
-				e.Details["field"] = k
-				return e
-			case !utf8.ValidString(v):
-				e := badRequest("invalid_query", "query parameter %q is not valid UTF-8", k)
-				e.Details["field"] = k
-				return e
-			}
-		}
-	}
-	return nil
-}
-
-// readRaw reads the body under the size cap and checks its content type
-// (JSON, or YAML where the route accepts it, converted to JSON), JSON
-// validity and UTF-8; nil for an empty body.
-func (s *Server) readRaw(c *Call, rt Route) ([]byte, *Error) {
-	raw, e := s.readCapped(c)
-	if e != nil {
-		return nil, e
-	}
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, nil
-	}
-	ct := c.R.Header.Get("Content-Type")
-	mt, _, perr := mime.ParseMediaType(ct)
-	yamlBody := rt.AcceptYAML && perr == nil && (mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml")
-	if yamlBody {
-		if !utf8.Valid(raw) {
-			return nil, badRequest("invalid_yaml", "request body is not valid UTF-8")
-		}
-		converted, err := yamlToJSON(raw)
-		if err != nil {
-			return nil, badRequest("invalid_yaml", "request body is not valid YAML: %v", err)
-		}
-		raw = converted
-	} else if ct == "" || perr != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		if rt.AcceptYAML {
-			return nil, apiErr("UnsupportedMediaType", "unsupported_media_type", "Content-Type must be application/json or application/yaml")
-		}
-		return nil, apiErr("UnsupportedMediaType", "unsupported_media_type", "Content-Type must be application/json")
-	}
-	if e := checkJSON(raw); e != nil {
-		return nil, e
-	}
-	return raw, nil
-}
-
-// checkUnusedBody holds a route that takes no body to the same rules when
-// a client sends one anyway (CONTRACT §10): over the cap 400, another
-// content type 415, not JSON 400; an empty body is fine and a valid one is
-// ignored.
-func (s *Server) checkUnusedBody(c *Call, rt Route) *Error {
-	raw, e := s.readRaw(c, rt)
-	if e == nil {
-		c.Raw = raw
-	}
-	return e
-}
-
-// readBody enforces the content type, the size cap and JSON validity
-// (readRaw), then decodes into a fresh value of the route's Body type.
-func (s *Server) readBody(c *Call, rt Route) *Error {
-	raw, e := s.readRaw(c, rt)
-	if e != nil {
-		return e
-	}
-	if raw == nil {
-		if !rt.OptionalBody {
-			return badRequest("invalid_json", "request body is empty; a JSON object is required")
-		}
-		raw = []byte("{}")
-	}
-	c.Raw = raw
-	v := reflect.New(reflect.TypeOf(rt.Body).Elem()).Interface()
-	if e := decodeStrict(raw, v); e != nil {
-		return e
-	}
-	c.body = v
-	return nil
-}
-
-// writeOK encodes a success, with ETag and 304 for GET 200.
-func (s *Server) writeOK(w http.ResponseWriter, r *http.Request, rt Route, out any) int {
-	if st, ok := out.(streamOut); ok {
-		st(w, r)
-		return http.StatusOK
-	}
-	status := rt.Status
-	if ws, ok := out.(withStatus); ok {
-		status, out = ws.Status, ws.Body
-	}
-	if rt.Status == http.StatusNoContent || (out == nil && rt.Resp == nil) {
-		w.WriteHeader(rt.Status)
-		return rt.Status
-	}
-	var body []byte
-	ctype := "application/json"
-	if raw, ok := out.([]byte); ok && rt.RawBody != "" {
-		body, ctype = raw, rt.RawBody
-	} else {
-		var err error
-		if body, err = json.Marshal(out); err != nil {
-			s.log.Error("encode response", "path", r.URL.Path, "error", err)
-			writeEnvelope(w, versionOf(r.URL.Path), apiErr("InternalError", "internal", "internal error"))
-			return http.StatusInternalServerError
-		}
-	}
-	if r.Method == http.MethodGet && status == http.StatusOK {
-		sum := sha256.Sum256(body)
-		etag := `"` + hex.EncodeToString(sum[:]) + `"`
-		w.Header().Set("ETag", etag)
-		if etagMatches(r.Header.Get("If-None-Match"), etag) {
-			w.WriteHeader(http.StatusNotModified)
-			return http.StatusNotModified
-		}
-	}
-	w.Header().Set("Content-Type", ctype)
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-	return status
-}
-
-// withStatus lets a handler answer a documented non-default status with a
-// body of its own (the probes' 503).
-type withStatus struct {
-	Status int
-	Body   any
-}
-
-func etagMatches(header, etag string) bool {
-	for _, part := range strings.Split(header, ",") {
-		p := strings.TrimPrefix(strings.TrimSpace(part), "W/")
-		if p == etag || p == "*" {
-			return true
-		}
-	}
-	return false
-}
-
-// yamlToJSON re-encodes a YAML document as JSON (a body of an AcceptYAML
-// route), so that it is decoded and checked exactly like a JSON body.
-func yamlToJSON(raw []byte) ([]byte, error) {
-	var v any
-	if err := yaml.Unmarshal(raw, &v); err != nil {
-		return nil, err
-	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("not representable as JSON: %w", err)
-	}
-	return out, nil
 }

@@ -1,0 +1,119 @@
+package actors
+
+// Correlators (SPEC 6.3): one child actor of the pipeline per tenant and
+// agent with events in a window.
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"svc/messages"
+	"svc/rules/correlate"
+	"svc/rules/detect"
+)
+
+// observed is one authorize decision on its way to its correlator.
+type observed struct {
+	ev  *messages.AseEvent
+	de  detect.Event
+	obs correlate.Observation
+}
+
+// correlated carries a correlator's incidents, and with shared detection
+// the event's baseline anomalies, to the pipeline.
+type correlated struct {
+	tenantID, agentID string
+	incidents         []correlate.Incident
+	ev                *messages.AseEvent
+	de                detect.Event
+	anomalies         []detect.Anomaly
+}
+
+// corrEntry is a live correlator and how many observations the pipeline
+// has sent it.
+type corrEntry struct {
+	pid  *actor.PID
+	sent uint64
+}
+
+// correlatorIdle tells the pipeline a correlator's windows are empty after
+// it processed seen observations. The pipeline, the only sender of
+// observations, stops it only when it has sent it no more than that, so
+// that no observation is ever queued to a stopping correlator (protoactor
+// would drop it).
+type correlatorIdle struct {
+	key  string
+	pid  *actor.PID
+	seen uint64
+}
+
+// correlator returns (spawning when needed) the tenant/agent correlator.
+func (p *SOCPipeline) correlator(ctx actor.Context, tenantID, agentID string) *corrEntry {
+	key := tenantID + "/" + agentID
+	if e, ok := p.corr[key]; ok {
+		return e
+	}
+	parent, idle, seen := ctx.Self(), p.opt.CorrelatorIdle, new(uint64)
+	shared, life, stats := p.opt.Shared, p.life, p.stats
+	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &Correlator{tenantID: tenantID, agentID: agentID, key: key, parent: parent, idle: idle, seen: seen,
+			shared: shared, life: life, stats: stats}
+	}, actor.WithDispatcher(dispatcherOf(ctx.ActorSystem()))))
+	e := &corrEntry{pid: pid}
+	p.corr[key] = e
+	p.stats.Correlators.Add(1)
+	return e
+}
+
+// Correlator holds one tenant/agent's correlation windows (SPEC 6.3), or
+// with shared detection updates the installation's windows and baseline of
+// the agent (SharedDetection). When idle with nothing left in its own
+// windows (with shared detection: when idle) it asks the pipeline to stop
+// it.
+type Correlator struct {
+	tenantID, agentID, key string
+	parent                 *actor.PID
+	idle                   time.Duration
+	w                      *correlate.Windows
+	seen                   *uint64 // observations processed (kept across a restart)
+
+	shared *SharedDetection // nil: the windows are w
+	life   context.Context  // the pipeline's: ends a wait for the shared state
+	stats  *SOCStats
+	cached string // the shared value last read or written
+}
+
+// Receive implements actor.Actor.
+func (c *Correlator) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		c.w = &correlate.Windows{}
+		c.cached = ""
+		ctx.SetReceiveTimeout(c.idle)
+	case observed:
+		*c.seen++
+		if c.shared == nil {
+			if found := c.w.Observe(m.obs); len(found) > 0 {
+				ctx.Send(c.parent, correlated{tenantID: c.tenantID, agentID: c.agentID, incidents: found, ev: m.ev, de: m.de})
+			}
+			return
+		}
+		so := &sharedObservation{event: m.de, obs: m.obs}
+		found, anomalies, ok := c.shared.observeRetrying(c.life, c.tenantID, c.agentID, so, &c.cached)
+		if ok {
+			c.stats.SharedObserved.Add(1)
+		} else {
+			c.stats.SharedDropped.Add(1)
+		}
+		if len(found) > 0 || len(anomalies) > 0 {
+			ctx.Send(c.parent, correlated{tenantID: c.tenantID, agentID: c.agentID, incidents: found, ev: m.ev, de: m.de, anomalies: anomalies})
+		}
+	case *actor.ReceiveTimeout:
+		ctx.SetReceiveTimeout(c.idle) // protoactor disarms it on firing
+		if c.shared != nil || c.w.Idle(time.Now()) {
+			ctx.Send(c.parent, correlatorIdle{key: c.key, pid: ctx.Self(), seen: *c.seen})
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package actors
+
+// Audit holes (SPEC 4.2 rule 10): decisions answered but never recorded
+// raise a rate-limited HIGH alert for their tenant.
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"svc/messages"
+	"svc/persistence"
+	"svc/rules/detect"
+)
+
+// AlertRecordLost is the rule key and name of the HIGH alert raised when
+// decisions answered before their commit could not be recorded.
+const AlertRecordLost = "audit_record_lost"
+
+// lostAlertEvery bounds the audit-hole alerts to one per tenant in this
+// time; the losses in between are counted into the next one.
+const lostAlertEvery = time.Minute
+
+// lostRecords is a tenant's audit losses not yet alerted, and when it was
+// last alerted.
+type lostRecords struct {
+	count     int
+	last      *messages.RecordLost
+	alertedAt time.Time
+}
+
+// recordLost notes a decision that was answered but never recorded; the
+// tenant hears of it at once unless it was alerted within lostAlertEvery.
+func (p *SOCPipeline) recordLost(m *messages.RecordLost) {
+	l := p.lost[m.TenantID]
+	if l == nil {
+		l = &lostRecords{}
+		p.lost[m.TenantID] = l
+	}
+	l.count++
+	l.last = m
+	p.alertLost(time.Now(), true)
+}
+
+// alertLost raises the audit-hole alert of every tenant with losses whose
+// last alert is older than lostAlertEvery; fresh (a loss just arrived)
+// keeps the tenants without losses, else they are forgotten once quiet.
+func (p *SOCPipeline) alertLost(now time.Time, fresh bool) {
+	for tenant, l := range p.lost {
+		if l.count == 0 {
+			if !fresh && now.Sub(l.alertedAt) >= lostAlertEvery {
+				delete(p.lost, tenant)
+			}
+			continue
+		}
+		if !l.alertedAt.IsZero() && now.Sub(l.alertedAt) < lostAlertEvery {
+			continue
+		}
+		m := l.last
+		summary := fmt.Sprintf("%s: %d decision(s) answered before their commit were not recorded; the audit trail and receipt chain lack them (last: decision %s of agent %s: %s)",
+			AlertRecordLost, l.count, m.DecisionID, m.AgentID, m.Error)
+		a := persistence.Alert{ID: uuid.NewString(), TenantID: tenant, RuleKey: AlertRecordLost, AlertName: AlertRecordLost,
+			Severity: detect.SeverityHigh, Source: detect.SourceDefault, AgentID: m.AgentID, DecisionID: m.DecisionID,
+			SourceEventID: uuid.NewString(), Summary: summary, CreatedAt: now.UTC()}
+		p.alerts = append(p.alerts, a)
+		p.stats.Alerts.Add(1)
+		if p.opt.Feed != nil {
+			p.opt.Feed.Publish(messages.FeedItem{TenantID: tenant, Type: messages.FeedAlert, Data: AlertRecord(a)})
+		}
+		if p.opt.Notify != nil {
+			p.opt.Notify(messages.Notification{Kind: AlertRecordLost, Severity: messages.NotifySeverityHigh, TenantID: tenant,
+				AgentID: m.AgentID, At: a.CreatedAt, Summary: summary, Detail: fmt.Sprintf("alert %s", a.ID),
+				RecordType: messages.FeedAlert, RecordID: a.ID, RuleKey: AlertRecordLost})
+		}
+		l.count, l.alertedAt = 0, now
+	}
+}
