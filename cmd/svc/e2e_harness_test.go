@@ -147,6 +147,22 @@ func startServer(t testing.TB, backend string, env map[string]string) *server {
 // startServerOn starts the gateway on the given database URL.
 func startServerOn(t testing.TB, dbURL string, env map[string]string) *server {
 	t.Helper()
+	// A port found free can be taken by another test's process before this
+	// one binds it: then the server exits at once, and another pair of
+	// ports is tried.
+	for range 4 {
+		if s := tryStartServerOn(t, dbURL, env); s != nil {
+			return s
+		}
+	}
+	t.Fatal("svc could not bind free ports in 4 tries")
+	return nil
+}
+
+// tryStartServerOn starts svc on fresh ports; it returns nil when the
+// server exited because a port was taken meanwhile.
+func tryStartServerOn(t testing.TB, dbURL string, env map[string]string) *server {
+	t.Helper()
 	listen, debug := freeAddr(t), freeAddr(t)
 	vars := map[string]string{
 		"SVC_LISTEN_ADDR":                   listen,
@@ -205,6 +221,10 @@ func startServerOn(t testing.TB, dbURL string, env map[string]string) *server {
 	for {
 		select {
 		case <-s.done:
+			if strings.Contains(s.stderr.String(), "address already in use") {
+				t.Logf("svc exited at startup: a port was taken meanwhile; trying others")
+				return nil
+			}
 			t.Fatalf("svc exited during startup (code %d)\nstderr:\n%s", s.exit, s.stderr.String())
 		default:
 		}
