@@ -297,7 +297,26 @@ func parse(getenv func(string) (string, bool)) environment {
 func validate(env environment) (*Config, []error) {
 	v := &validator{env: env, bad: make(map[string]bool)}
 	c := &Config{}
+	var o optionals
+	v.serving(c, &o)
+	v.limits(c, &o)
+	v.background(c)
+	o.defaults(c)
+	v.crossChecks(c)
+	return c, v.errs
+}
 
+// optionals are the settings whose default depends on others, read before
+// those are known.
+type optionals struct {
+	poolSize, legacyPool, perTenant  int
+	poolSet, legacySet, perTenantSet bool
+	testBeforeAcquire, testSet       bool
+}
+
+// serving reads the addresses, the database and shared state, the
+// administrative settings and the database pool.
+func (v *validator) serving(c *Config, o *optionals) {
 	c.ListenAddr = v.address("SVC_LISTEN_ADDR", false)
 	c.DebugAddr = v.address("SVC_DEBUG_ADDR", true)
 
@@ -310,13 +329,17 @@ func validate(env environment) (*Config, []error) {
 	c.BootstrapTenant, _ = v.text("SVC_BOOTSTRAP_TENANT")
 	c.ShutdownTimeout = v.seconds("SVC_SHUTDOWN_TIMEOUT_SECS", 1)
 
-	poolSize, poolSet := v.optionalCount("SVC_DB_POOL_SIZE", 1)
-	legacyPool, legacySet := v.optionalCount("SVC_DB_MAX_CONNECTIONS", 1)
+	o.poolSize, o.poolSet = v.optionalCount("SVC_DB_POOL_SIZE", 1)
+	o.legacyPool, o.legacySet = v.optionalCount("SVC_DB_MAX_CONNECTIONS", 1)
 	c.DBIdleTimeout = v.seconds("SVC_DB_IDLE_TIMEOUT_SECS", 1)
 	c.DBAcquireTimeout = v.seconds("SVC_DB_ACQUIRE_TIMEOUT_SECS", 1)
 	c.DBMaxLifetime = v.seconds("SVC_DB_MAX_LIFETIME_SECS", 1)
-	testBeforeAcquire, testSet := v.optionalBoolean("SVC_DB_TEST_BEFORE_ACQUIRE")
+	o.testBeforeAcquire, o.testSet = v.optionalBoolean("SVC_DB_TEST_BEFORE_ACQUIRE")
+}
 
+// limits reads the caches, the rate limits and quotas, the approval and
+// authentication limits and the request limits.
+func (v *validator) limits(c *Config, o *optionals) {
 	c.SkillCacheCapacity = v.count("SVC_SKILL_CACHE_CAPACITY", 0)
 	c.MCPServerCacheCapacity = v.count("SVC_MCP_SERVER_CACHE_CAPACITY", 0)
 	c.MCPToolCacheCapacity = v.count("SVC_MCP_TOOL_CACHE_CAPACITY", 0)
@@ -339,10 +362,14 @@ func validate(env environment) (*Config, []error) {
 	c.MaxBodyBytes = v.integer("SVC_MAX_BODY_LIMIT_BYTES", 1, 64)
 	c.RequestTimeout = v.seconds("SVC_REQUEST_TIMEOUT_SECS", 1)
 	c.MaxConcurrentRequests = v.count("SVC_MAX_CONCURRENT_REQUESTS", 1)
-	perTenant, perTenantSet := v.optionalCount("SVC_MAX_CONCURRENT_PER_TENANT", 1)
+	o.perTenant, o.perTenantSet = v.optionalCount("SVC_MAX_CONCURRENT_PER_TENANT", 1)
 	c.HeaderReadTimeout = v.seconds("SVC_HEADER_READ_TIMEOUT_SECS", 1)
 	c.BodyReadTimeout = v.seconds("SVC_BODY_READ_TIMEOUT_SECS", 1)
+}
 
+// background reads the writer, the background jobs, the outbound
+// integrations, TLS, policies and receipts, the pipeline and logging.
+func (v *validator) background(c *Config) {
 	c.AuditBatchSize = v.count("SVC_AUDIT_BATCH_SIZE", 1)
 	c.AuditBatchFlush = v.duration("SVC_AUDIT_BATCH_FLUSH_MS", time.Millisecond, 1)
 	c.EarlyAnswer = v.boolean("SVC_EARLY_ANSWER")
@@ -383,34 +410,34 @@ func validate(env environment) (*Config, []error) {
 	c.LogLevel = v.choice("SVC_LOG_LEVEL", "trace", "debug", "info", "warn", "error")
 	c.LogFormat = v.choice("SVC_LOG_FORMAT", "text", "json")
 	c.NodeID = v.nodeID("SVC_NODE_ID")
+}
 
-	// Defaults that depend on the backend, now that DATABASE_URL is known.
+// defaults applies the defaults that depend on the backend, now that
+// DATABASE_URL is known.
+func (o *optionals) defaults(c *Config) {
 	switch {
-	case poolSet:
-		c.DBPoolSize = poolSize
-	case legacySet:
-		c.DBPoolSize = legacyPool
+	case o.poolSet:
+		c.DBPoolSize = o.poolSize
+	case o.legacySet:
+		c.DBPoolSize = o.legacyPool
 	case c.DBBackend == BackendPostgres:
 		c.DBPoolSize = defaultPoolSizePostgres
 	default:
 		c.DBPoolSize = defaultPoolSizeSQLite
 	}
-	if perTenantSet {
-		c.MaxConcurrentPerTenant = perTenant
+	if o.perTenantSet {
+		c.MaxConcurrentPerTenant = o.perTenant
 	} else {
 		c.MaxConcurrentPerTenant = max(1, c.MaxConcurrentRequests/2)
 	}
-	if testSet {
-		c.DBTestBeforeAcquire = testBeforeAcquire
+	if o.testSet {
+		c.DBTestBeforeAcquire = o.testBeforeAcquire
 	} else {
 		c.DBTestBeforeAcquire = c.DBBackend == BackendPostgres
 	}
 	if c.DBBackend == BackendSQLite {
 		c.ReadReplicaURL = "" // SPEC part 8: ignored for SQLite
 	}
-
-	v.crossChecks(c)
-	return c, v.errs
 }
 
 // crossChecks applies the rules that tie settings together. A rule is skipped

@@ -40,22 +40,19 @@ func newMetrics(s *Server) *metrics {
 	}
 	m.authLocked = prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_auth_locked_total",
 		Help: "Failed authorize token attempts answered 429 auth_locked (past SVC_AUTH_FAILURE_LIMIT for their address and tenant)."})
-	gauge := func(name, help string, f func() float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
-	}
-	counter := func(name, help string, f func() float64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
-	}
-	boolean := func(b bool) float64 {
-		if b {
-			return 1
-		}
-		return 0
-	}
 	if w := s.WriterMetrics; w != nil {
 		m.reg.MustRegister(w.duration, w.size, w.failed)
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.shed, m.refused, m.authLocked,
+	m.reg.MustRegister(m.requests, m.latency, m.shed, m.refused, m.authLocked)
+	for _, cs := range [][]prometheus.Collector{httpCollectors(s), nodeCollectors(s), authorizeCollectors(s), outboundCollectors(s), socCollectors(s), streamCollectors(s)} {
+		m.reg.MustRegister(cs...)
+	}
+	return m
+}
+
+// httpCollectors are the metrics of the HTTP front: requests in flight, the slots and saturation, and the Go runtime and process.
+func httpCollectors(s *Server) []prometheus.Collector {
+	return []prometheus.Collector{
 		gauge("svc_http_requests_in_flight", "Requests holding one of the SVC_MAX_CONCURRENT_REQUESTS slots.", func() float64 { return float64(s.adm.inFlight()) }),
 		gauge("svc_http_requests_in_flight_max", "SVC_MAX_CONCURRENT_REQUESTS.", func() float64 { return float64(s.cfg.MaxConcurrentRequests) }),
 		gauge("svc_http_tenant_in_flight_max", "Slots held by the busiest tenant (its share is SVC_MAX_CONCURRENT_PER_TENANT).", func() float64 { return float64(s.adm.busiestTenant()) }),
@@ -64,6 +61,12 @@ func newMetrics(s *Server) *metrics {
 		// The scheduler's run-queue latency beside the defaults: how long
 		// runnable goroutines (the group writer's among them) wait for a CPU.
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}
+}
+
+// nodeCollectors are the metrics of the database pool, leadership, supervision and the audit writer.
+func nodeCollectors(s *Server) []prometheus.Collector {
+	return []prometheus.Collector{
 		gauge("db_pool_connections_active", "Database connections in use.", func() float64 { return float64(s.Store.PoolStats().Active) }),
 		gauge("db_pool_connections_idle", "Idle database connections.", func() float64 { return float64(s.Store.PoolStats().Idle) }),
 		gauge("db_pool_connections_max", "Configured maximum database connections.", func() float64 { return float64(s.Store.PoolStats().Max) }),
@@ -73,6 +76,12 @@ func newMetrics(s *Server) *metrics {
 		gauge("svc_background_tasks_dead", "Supervised background tasks whose restart budget is spent.",
 			func() float64 { return float64(len(s.Registry.DeadTasks())) }),
 		gauge("svc_audit_writer_unhealthy", "1 while audit writes are failing.", func() float64 { return boolean(!s.auditWriterOK()) }),
+	}
+}
+
+// authorizeCollectors are the metrics of the authorize path and its event bus.
+func authorizeCollectors(s *Server) []prometheus.Collector {
+	return []prometheus.Collector{
 		gauge("svc_events_queue_depth", "SOC events queued for the pipeline.", func() float64 { return float64(s.Events.Depth()) }),
 		counter("svc_events_published_total", "SOC events queued for the pipeline.", func() float64 { return float64(s.Events.Published()) }),
 		counter("svc_events_dropped_total", "SOC events dropped because the queue was full.", func() float64 { return float64(s.Events.Dropped()) }),
@@ -104,6 +113,31 @@ func newMetrics(s *Server) *metrics {
 				}
 				return float64(s.Resealed.Load())
 			}),
+		gauge("svc_agent_actors", "Live agent actors on this node (an agent's actor stops after two minutes without a call).", func() float64 {
+			if s.Authorizer == nil {
+				return 0
+			}
+			return float64(s.Authorizer.LiveAgents())
+		}),
+		counter("svc_approvals_deleted_total", "Stale approvals deleted by the cleanup job.", func() float64 {
+			if s.ApprovalsDeleted == nil {
+				return 0
+			}
+			return float64(s.ApprovalsDeleted.Load())
+		}),
+		counter("svc_authorize_refusals_total", "Calls refused before a decision (403 before policy, 429).", func() float64 {
+			if s.Authorizer == nil {
+				return 0
+			}
+			_, _, r := s.Authorizer.Stats()
+			return float64(r)
+		}),
+	}
+}
+
+// outboundCollectors are the metrics of the chat notifier and the webhook exporter.
+func outboundCollectors(s *Server) []prometheus.Collector {
+	return []prometheus.Collector{
 		counter("svc_notifications_sent_total", "Outbound chat notifications delivered (2xx).", notifier(s, func(n *actors.NotifierStats) uint64 { return n.Sent.Load() })),
 		counter("svc_notifications_failed_total", "Outbound chat notifications that failed or timed out.", notifier(s, func(n *actors.NotifierStats) uint64 { return n.Failed.Load() })),
 		counter("svc_notifications_rejected_total", "Outbound chat notifications dropped while the circuit breaker was open.",
@@ -119,6 +153,12 @@ func newMetrics(s *Server) *metrics {
 			exporter(s, func(h *actors.ExporterHandle) uint64 { return h.Failed.Load() })),
 		counter("svc_webhook_deliveries_dropped_total", "Webhook export deliveries not attempted (too many in flight, or subscriptions unreadable).",
 			exporter(s, func(h *actors.ExporterHandle) uint64 { return h.Dropped.Load() })),
+	}
+}
+
+// socCollectors are the metrics of the security pipeline.
+func socCollectors(s *Server) []prometheus.Collector {
+	return []prometheus.Collector{
 		gauge("svc_soc_mttd_seconds", "Rolling cumulative mean time from a SOC event to the alert it raised.", soc(s, (*actors.SOCStats).MTTD)),
 		gauge("svc_soc_mttr_seconds", "Rolling cumulative mean time from an incident's opening to its closing.", soc(s, (*actors.SOCStats).MTTR)),
 		counter("svc_soc_events_processed_total", "SOC events evaluated by the detection pipeline.",
@@ -133,14 +173,14 @@ func newMetrics(s *Server) *metrics {
 			soc(s, func(st *actors.SOCStats) float64 { return float64(st.SharedDropped.Load()) })),
 		gauge("svc_soc_correlators", "Live incident correlators on this node (one per tenant and agent with events still in a window).",
 			soc(s, func(st *actors.SOCStats) float64 { return float64(st.Correlators.Load()) })),
-		gauge("svc_agent_actors", "Live agent actors on this node (an agent's actor stops after two minutes without a call).", func() float64 {
-			if s.Authorizer == nil {
-				return 0
-			}
-			return float64(s.Authorizer.LiveAgents())
-		}),
 		counter("svc_soc_durations_skipped_total", "Durations left out of the MTTD and MTTR means (negative or unparseable).",
 			soc(s, func(st *actors.SOCStats) float64 { return float64(st.Skipped()) })),
+	}
+}
+
+// streamCollectors are the metrics of the live feed and the watch streams.
+func streamCollectors(s *Server) []prometheus.Collector {
+	return []prometheus.Collector{
 		gauge("svc_streams_open", "Open watch (SSE) and WebSocket streams.", func() float64 { return float64(s.streams.open.Load()) }),
 		counter("svc_stream_subscribers_cut_total", "Live-feed and watch subscribers disconnected for falling behind.", func() float64 {
 			n := s.streams.sseCut.Load() + s.streams.wsCut.Load()
@@ -164,21 +204,22 @@ func newMetrics(s *Server) *metrics {
 			_, _, _, f := s.Feed.Stats()
 			return float64(f)
 		}),
-		counter("svc_approvals_deleted_total", "Stale approvals deleted by the cleanup job.", func() float64 {
-			if s.ApprovalsDeleted == nil {
-				return 0
-			}
-			return float64(s.ApprovalsDeleted.Load())
-		}),
-		counter("svc_authorize_refusals_total", "Calls refused before a decision (403 before policy, 429).", func() float64 {
-			if s.Authorizer == nil {
-				return 0
-			}
-			_, _, r := s.Authorizer.Stats()
-			return float64(r)
-		}),
-	)
-	return m
+	}
+}
+
+func gauge(name, help string, f func() float64) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+}
+
+func counter(name, help string, f func() float64) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+}
+
+func boolean(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (m *metrics) observe(rt Route, status int, d time.Duration) {

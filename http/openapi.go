@@ -46,9 +46,25 @@ const policyInputDescription = "The input of every policy module (the embedded b
 
 // OpenAPI generates the OpenAPI 3.0 document from the routes.
 func (s *Server) OpenAPI() ([]byte, error) {
-	doc := &openapi3.T{
+	doc := baseDocument(s.Version)
+	g := newSchemaGens(doc)
+	statusRef, err := addComponents(doc, g)
+	if err != nil {
+		return nil, err
+	}
+	for _, rt := range s.routes {
+		if err := addRoute(doc, g, rt, statusRef); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(doc)
+}
+
+// baseDocument is the document without its operations and components.
+func baseDocument(version string) *openapi3.T {
+	return &openapi3.T{
 		OpenAPI: "3.0.3",
-		Info: &openapi3.Info{Title: "svc authorization gateway", Version: s.Version,
+		Info: &openapi3.Info{Title: "svc authorization gateway", Version: version,
 			Description: "Authorization gateway for AI agents. Every route is served under /v2 (current) and /v1 " +
 				"(deprecated: responses carry `deprecation: true` and `sunset: " + Sunset + "`). On an unversioned API path " +
 				"the Accept header picks the version (application/vnd.svc.v2+json: v2, anything else: v1). Errors use the " +
@@ -66,34 +82,54 @@ func (s *Server) OpenAPI() ([]byte, error) {
 				"Agent token (svc_agent_...), operator token (svc_op_...) or the super-admin token (SVC_ADMIN_TOKEN, with X-Svc-Tenant-ID on tenant endpoints).")}},
 		},
 	}
-	// Request bodies and responses are generated apart: a request field is
-	// required only when its tag says so, a response field whenever it is
-	// not omitempty (encoding/json always writes it).
-	reqGen := openapi3gen.NewGenerator(openapi3gen.UseAllExportedFields(), openapi3gen.SchemaCustomizer(customizeSchema(false)))
-	respGen := openapi3gen.NewGenerator(openapi3gen.UseAllExportedFields(), openapi3gen.SchemaCustomizer(customizeSchema(true)))
-	schemaOf := func(gen *openapi3gen.Generator, v any) (*openapi3.SchemaRef, error) {
-		return gen.NewSchemaRefForValue(v, doc.Components.Schemas)
-	}
-	respSchema := func(v any) (*openapi3.SchemaRef, error) { return schemaOf(respGen, v) }
-	env, err := respSchema(envelope{})
+}
+
+// schemaGens generate the schemas of the document's components. Request
+// bodies and responses are generated apart: a request field is required
+// only when its tag says so, a response field whenever it is not
+// omitempty (encoding/json always writes it).
+type schemaGens struct {
+	schemas openapi3.Schemas
+	reqGen  *openapi3gen.Generator
+	respGen *openapi3gen.Generator
+}
+
+func newSchemaGens(doc *openapi3.T) schemaGens {
+	return schemaGens{schemas: doc.Components.Schemas,
+		reqGen:  openapi3gen.NewGenerator(openapi3gen.UseAllExportedFields(), openapi3gen.SchemaCustomizer(customizeSchema(false))),
+		respGen: openapi3gen.NewGenerator(openapi3gen.UseAllExportedFields(), openapi3gen.SchemaCustomizer(customizeSchema(true)))}
+}
+
+func (g schemaGens) req(v any) (*openapi3.SchemaRef, error) {
+	return g.reqGen.NewSchemaRefForValue(v, g.schemas)
+}
+
+func (g schemaGens) resp(v any) (*openapi3.SchemaRef, error) {
+	return g.respGen.NewSchemaRefForValue(v, g.schemas)
+}
+
+// addComponents adds the shared schemas and error responses, and returns
+// the reference of the status envelope.
+func addComponents(doc *openapi3.T, g schemaGens) (*openapi3.SchemaRef, error) {
+	env, err := g.resp(envelope{})
 	if err != nil {
 		return nil, err
 	}
 	doc.Components.Schemas["Status"] = env
 	statusRef := &openapi3.SchemaRef{Ref: "#/components/schemas/Status"}
-	failClosed, err := respSchema(messages.FailClosedBody{})
+	failClosed, err := g.resp(messages.FailClosedBody{})
 	if err != nil {
 		return nil, err
 	}
 	doc.Components.Schemas["FailClosedDeny"] = failClosed
-	feed, err := respSchema(feedFrame{})
+	feed, err := g.resp(feedFrame{})
 	if err != nil {
 		return nil, err
 	}
 	doc.Components.Schemas["FeedFrame"] = feed
 	// The input every policy module sees (CONTRACT §6); an example is
 	// testdata/policy/input_example.json.
-	in, err := schemaOf(reqGen, policy.Input{})
+	in, err := g.req(policy.Input{})
 	if err != nil {
 		return nil, err
 	}
@@ -105,101 +141,105 @@ func (s *Server) OpenAPI() ([]byte, error) {
 		doc.Components.Responses[errorResponseName(code, "")] = &openapi3.ResponseRef{Value: errorResponse(code, statusRef, "")}
 		doc.Components.Responses[errorResponseName(code, "v1")] = &openapi3.ResponseRef{Value: errorResponse(code, statusRef, "v1")}
 	}
+	return statusRef, nil
+}
 
-	for _, rt := range s.routes {
-		op := openapi3.NewOperation()
-		op.Summary = rt.Summary
-		op.Tags = []string{rt.Tag}
-		if rt.Access != AccessPublic {
-			op.Security = &openapi3.SecurityRequirements{{"bearer": []string{}}}
-			op.Description = "Access: " + accessName(rt.Access) + "."
-		}
-		for _, seg := range strings.Split(rt.Path, "/") {
-			if strings.HasPrefix(seg, ":") {
-				op.AddParameter(openapi3.NewPathParameter(seg[1:]).WithSchema(pathParamSchema(seg[1:])))
-			}
-		}
-		if rt.Access >= AccessViewer {
-			op.AddParameter(openapi3.NewHeaderParameter(TenantHeader).WithSchema(openapi3.NewStringSchema()).
-				WithDescription("tenant for the super-admin token; with an operator token it must name the token's own tenant"))
-		}
-		params := rt.Query
-		if rt.Paginated {
-			params = append(append([]QueryParam{}, params...), pageQuery...)
-		}
-		for _, q := range params {
-			op.AddParameter(openapi3.NewQueryParameter(q.Name).WithSchema(queryParamSchema(rt, q)).WithDescription(q.Description))
-		}
-		if rt.Body != nil {
-			ref, err := schemaOf(reqGen, rt.Body)
-			if err != nil {
-				return nil, fmt.Errorf("httpapi: schema of %s %s body: %w", rt.Method, rt.Path, err)
-			}
-			types := []string{"application/json"}
-			if rt.AcceptYAML {
-				types = append(types, "application/yaml")
-			}
-			op.RequestBody = &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().
-				WithRequired(!rt.OptionalBody).WithSchemaRef(ref, types)}
-		}
-		resp := openapi3.NewResponse().WithDescription(http.StatusText(rt.Status))
-		var respRef *openapi3.SchemaRef
-		switch {
-		case rt.Stream == StreamAlways:
-			// The handshake answers 101 without a body; the frames that follow
-			// are FeedFrame JSON texts.
-			resp.WithDescription("Switching Protocols: a WebSocket whose text frames are FeedFrame objects (#/components/schemas/FeedFrame).")
-		case rt.RawBody != "":
-			resp.WithContent(openapi3.NewContentWithSchema(openapi3.NewStringSchema(), []string{rt.RawBody}))
-		case rt.Resp != nil && rt.Status != http.StatusNoContent:
-			if respRef, err = respSchema(rt.Resp); err != nil {
-				return nil, fmt.Errorf("httpapi: schema of %s %s response: %w", rt.Method, rt.Path, err)
-			}
-			resp.WithJSONSchemaRef(respRef)
-			if rt.Stream == StreamOnWatch {
-				resp.Content["text/event-stream"] = openapi3.NewMediaType().WithSchema(describedString(
-					"with watch=true: server-sent events, each data line one row of the JSON array's item schema"))
-			}
-		}
-		responses := func(version string) *openapi3.Responses {
-			ok := *resp
-			ok.Headers = versionHeaders(version)
-			if rt.Paginated {
-				ok.Headers["X-Next-Cursor"] = stringHeader("cursor of the next page; absent at the end", false)
-			}
-			if rt.Method == http.MethodGet && rt.Status == http.StatusOK {
-				ok.Headers["ETag"] = stringHeader("quoted SHA-256 of the body (not on a stream)", false)
-			}
-			rs := openapi3.NewResponses()
-			rs.Set(fmt.Sprint(rt.Status), &openapi3.ResponseRef{Value: &ok})
-			if rt.Method == http.MethodGet && rt.Status == http.StatusOK {
-				h := versionHeaders(version)
-				h["ETag"] = stringHeader("the matching ETag", false)
-				nm := openapi3.NewResponse().WithDescription("Not Modified: If-None-Match matched the ETag")
-				nm.Headers = h
-				rs.Set("304", &openapi3.ResponseRef{Value: nm})
-			}
-			for _, code := range errorsFor(rt) {
-				rs.Set(fmt.Sprint(code), errorResponseFor(rt, code, version, statusRef, respRef))
-			}
-			return rs
-		}
-		if rt.Unversioned {
-			o := *op
-			o.OperationID = operationID(rt.Method, rt.Path)
-			o.Responses = responses("")
-			doc.AddOperation(openAPIPath(rt.Path), rt.Method, &o)
-			continue
-		}
-		for _, v := range apiVersions {
-			o := *op
-			o.OperationID = operationID(rt.Method, "/"+v+rt.Path)
-			o.Deprecated = v == "v1"
-			o.Responses = responses(v)
-			doc.AddOperation(openAPIPath("/"+v+rt.Path), rt.Method, &o)
+// addRoute adds a route's operations: under /v2 and /v1, or once for an
+// unversioned path.
+func addRoute(doc *openapi3.T, g schemaGens, rt Route, statusRef *openapi3.SchemaRef) error {
+	op := openapi3.NewOperation()
+	op.Summary = rt.Summary
+	op.Tags = []string{rt.Tag}
+	if rt.Access != AccessPublic {
+		op.Security = &openapi3.SecurityRequirements{{"bearer": []string{}}}
+		op.Description = "Access: " + accessName(rt.Access) + "."
+	}
+	for _, seg := range strings.Split(rt.Path, "/") {
+		if strings.HasPrefix(seg, ":") {
+			op.AddParameter(openapi3.NewPathParameter(seg[1:]).WithSchema(pathParamSchema(seg[1:])))
 		}
 	}
-	return json.Marshal(doc)
+	if rt.Access >= AccessViewer {
+		op.AddParameter(openapi3.NewHeaderParameter(TenantHeader).WithSchema(openapi3.NewStringSchema()).
+			WithDescription("tenant for the super-admin token; with an operator token it must name the token's own tenant"))
+	}
+	params := rt.Query
+	if rt.Paginated {
+		params = append(append([]QueryParam{}, params...), pageQuery...)
+	}
+	for _, q := range params {
+		op.AddParameter(openapi3.NewQueryParameter(q.Name).WithSchema(queryParamSchema(rt, q)).WithDescription(q.Description))
+	}
+	if rt.Body != nil {
+		ref, err := g.req(rt.Body)
+		if err != nil {
+			return fmt.Errorf("httpapi: schema of %s %s body: %w", rt.Method, rt.Path, err)
+		}
+		types := []string{"application/json"}
+		if rt.AcceptYAML {
+			types = append(types, "application/yaml")
+		}
+		op.RequestBody = &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().
+			WithRequired(!rt.OptionalBody).WithSchemaRef(ref, types)}
+	}
+	resp := openapi3.NewResponse().WithDescription(http.StatusText(rt.Status))
+	var respRef *openapi3.SchemaRef
+	switch {
+	case rt.Stream == StreamAlways:
+		// The handshake answers 101 without a body; the frames that follow
+		// are FeedFrame JSON texts.
+		resp.WithDescription("Switching Protocols: a WebSocket whose text frames are FeedFrame objects (#/components/schemas/FeedFrame).")
+	case rt.RawBody != "":
+		resp.WithContent(openapi3.NewContentWithSchema(openapi3.NewStringSchema(), []string{rt.RawBody}))
+	case rt.Resp != nil && rt.Status != http.StatusNoContent:
+		var err error
+		if respRef, err = g.resp(rt.Resp); err != nil {
+			return fmt.Errorf("httpapi: schema of %s %s response: %w", rt.Method, rt.Path, err)
+		}
+		resp.WithJSONSchemaRef(respRef)
+		if rt.Stream == StreamOnWatch {
+			resp.Content["text/event-stream"] = openapi3.NewMediaType().WithSchema(describedString(
+				"with watch=true: server-sent events, each data line one row of the JSON array's item schema"))
+		}
+	}
+	responses := func(version string) *openapi3.Responses {
+		ok := *resp
+		ok.Headers = versionHeaders(version)
+		if rt.Paginated {
+			ok.Headers["X-Next-Cursor"] = stringHeader("cursor of the next page; absent at the end", false)
+		}
+		if rt.Method == http.MethodGet && rt.Status == http.StatusOK {
+			ok.Headers["ETag"] = stringHeader("quoted SHA-256 of the body (not on a stream)", false)
+		}
+		rs := openapi3.NewResponses()
+		rs.Set(fmt.Sprint(rt.Status), &openapi3.ResponseRef{Value: &ok})
+		if rt.Method == http.MethodGet && rt.Status == http.StatusOK {
+			h := versionHeaders(version)
+			h["ETag"] = stringHeader("the matching ETag", false)
+			nm := openapi3.NewResponse().WithDescription("Not Modified: If-None-Match matched the ETag")
+			nm.Headers = h
+			rs.Set("304", &openapi3.ResponseRef{Value: nm})
+		}
+		for _, code := range errorsFor(rt) {
+			rs.Set(fmt.Sprint(code), errorResponseFor(rt, code, version, statusRef, respRef))
+		}
+		return rs
+	}
+	if rt.Unversioned {
+		o := *op
+		o.OperationID = operationID(rt.Method, rt.Path)
+		o.Responses = responses("")
+		doc.AddOperation(openAPIPath(rt.Path), rt.Method, &o)
+		return nil
+	}
+	for _, v := range apiVersions {
+		o := *op
+		o.OperationID = operationID(rt.Method, "/"+v+rt.Path)
+		o.Deprecated = v == "v1"
+		o.Responses = responses(v)
+		doc.AddOperation(openAPIPath("/"+v+rt.Path), rt.Method, &o)
+	}
+	return nil
 }
 
 // versionHeaders are the headers every response of the version carries:
