@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"svc/credential"
 	"svc/messages"
 	"svc/persistence"
 )
@@ -214,7 +215,7 @@ func (s *Server) createAgent(c *Call) (any, error) {
 		}
 		a.SigningKey, shown = key, sh
 	}
-	tok, hash := newToken(agentTokenPrefix)
+	tok, hash := credential.Mint(credential.AgentPrefix)
 	err := s.Store.CreateAgent(c.Ctx(), a, hash, auditEvent(p, p.TenantID, "admin_action", "agent_registered", a.ID,
 		map[string]any{"name": a.Name, "risk_tier": a.RiskTier}))
 	if errors.Is(err, persistence.ErrConflict) {
@@ -343,7 +344,7 @@ func (s *Server) transitionAgent(tr transition) func(c *Call) (any, error) {
 func (s *Server) rotateAgentToken(c *Call) (any, error) {
 	p := c.Principal
 	id := c.Param("agent_id")
-	tok, hash := newToken(agentTokenPrefix)
+	tok, hash := credential.Mint(credential.AgentPrefix)
 	if _, err := s.Store.RotateAgentToken(c.Ctx(), p.TenantID, id, hash,
 		auditEvent(p, p.TenantID, "agent_token_rotated", "operator_rotation", id, nil)); err != nil {
 		return nil, s.audited(agentNotFound(err))
@@ -362,7 +363,7 @@ func (s *Server) reportLeakedToken(c *Call) (any, error) {
 	}
 	out := leakReported{AgentID: id}
 	if t.AutoRotateTokenOnLeak {
-		tok, hash := newToken(agentTokenPrefix)
+		tok, hash := credential.Mint(credential.AgentPrefix)
 		_, err = s.Store.RotateAgentToken(c.Ctx(), p.TenantID, id, hash,
 			auditEvent(p, p.TenantID, "agent_token_rotated", "leak_rotation", id, map[string]any{"reason": "token reported leaked"}))
 		out.Rotated, out.AgentToken = true, tok

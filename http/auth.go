@@ -1,14 +1,12 @@
 package httpapi
 
 import (
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"strings"
 
+	"svc/credential"
 	"svc/persistence"
 )
 
@@ -34,12 +32,6 @@ const (
 	KindAgent      = "agent"
 	KindOperator   = "operator"
 	KindSuperAdmin = "super_admin"
-)
-
-// Token prefixes (CONTRACT §2).
-const (
-	agentTokenPrefix    = "svc_agent_"
-	operatorTokenPrefix = "svc_op_"
 )
 
 // TenantHeader names the tenant for super-admin calls.
@@ -68,20 +60,6 @@ func (p Principal) Actor() string {
 
 var roleRank = map[string]int{persistence.RoleViewer: 1, persistence.RoleApprover: 2, persistence.RoleAdmin: 3}
 
-// newToken returns a fresh secret with its prefix (32 random bytes, 43
-// base64url characters) and its SHA-256, the only form stored.
-func newToken(prefix string) (string, []byte) {
-	var b [32]byte
-	_, _ = rand.Read(b[:])
-	tok := prefix + base64.RawURLEncoding.EncodeToString(b[:])
-	return tok, hashToken(tok)
-}
-
-func hashToken(tok string) []byte {
-	h := sha256.Sum256([]byte(tok))
-	return h[:]
-}
-
 func bearer(r *http.Request) string {
 	h := r.Header.Get("Authorization")
 	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
@@ -101,8 +79,8 @@ func (s *Server) authenticate(r *http.Request, need Access) (Principal, error) {
 	ctx := r.Context()
 	var p Principal
 	switch {
-	case strings.HasPrefix(tok, agentTokenPrefix):
-		a, err := s.Store.LookupAgentToken(ctx, hashToken(tok))
+	case strings.HasPrefix(tok, credential.AgentPrefix):
+		a, err := s.Store.LookupAgentToken(ctx, credential.Hash(tok))
 		if errors.Is(err, persistence.ErrNotFound) {
 			return p, unauthorized("invalid agent token")
 		}
@@ -115,8 +93,8 @@ func (s *Server) authenticate(r *http.Request, need Access) (Principal, error) {
 			return p, unauthorized("invalid agent token")
 		}
 		p = Principal{Kind: KindAgent, TenantID: a.TenantID, AgentID: a.ID}
-	case strings.HasPrefix(tok, operatorTokenPrefix):
-		o, err := s.Store.LookupOperatorToken(ctx, hashToken(tok))
+	case strings.HasPrefix(tok, credential.OperatorPrefix):
+		o, err := s.Store.LookupOperatorToken(ctx, credential.Hash(tok))
 		if errors.Is(err, persistence.ErrNotFound) {
 			return p, unauthorized("invalid operator token")
 		}

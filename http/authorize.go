@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"svc/credential"
 	"svc/messages"
 	"svc/persistence"
 	"svc/rules/policy"
@@ -66,10 +67,10 @@ func (s *Server) authorize(c *Call) (any, error) {
 	switch {
 	case tok == "":
 		return fail(unauthorized("missing bearer token"))
-	case strings.HasPrefix(tok, operatorTokenPrefix):
+	case strings.HasPrefix(tok, credential.OperatorPrefix):
 		// A live operator token is the wrong kind (403); an unknown or
 		// deleted one is an unknown token (401, counted) like any other.
-		_, err := s.Store.LookupOperatorToken(ctx, hashToken(tok))
+		_, err := s.Store.LookupOperatorToken(ctx, credential.Hash(tok))
 		if errors.Is(err, persistence.ErrNotFound) {
 			return fail(unauthorized("invalid token"))
 		}
@@ -79,10 +80,10 @@ func (s *Server) authorize(c *Call) (any, error) {
 		return nil, forbidden("authorize requires an agent token")
 	case s.cfg.SuperAdminEnabled() && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminToken)) == 1:
 		return nil, forbidden("authorize requires an agent token")
-	case !strings.HasPrefix(tok, agentTokenPrefix):
+	case !strings.HasPrefix(tok, credential.AgentPrefix):
 		return fail(unauthorized("invalid agent token"))
 	}
-	agent, err := s.Store.LookupAgentToken(ctx, hashToken(tok))
+	agent, err := s.Store.LookupAgentToken(ctx, credential.Hash(tok))
 	if errors.Is(err, persistence.ErrNotFound) {
 		return fail(unauthorized("invalid agent token"))
 	}

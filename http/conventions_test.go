@@ -49,7 +49,7 @@ func TestLeakReportEmitsEvent(t *testing.T) {
 	defer close(stop)
 	go s.Events.Run(stop)
 
-	tenant, tok, err := NewTenant(context.Background(), s.Store, "acme", "test")
+	tenant, tok, err := actors.NewTenant(context.Background(), s.Store, "acme", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func newTestServer(t *testing.T) *Server {
 // decoded JSON answer.
 func tenantCaller(t *testing.T, s *Server) func(method, path, body string) (int, map[string]any) {
 	t.Helper()
-	_, tok, err := NewTenant(context.Background(), s.Store, "acme", "test")
+	_, tok, err := actors.NewTenant(context.Background(), s.Store, "acme", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"svc/actors"
 	"svc/persistence"
 )
 
@@ -15,7 +16,7 @@ import (
 func TestSkillStoredUnnormalizedCanBeReadAndDeleted(t *testing.T) {
 	s := newTestServer(t)
 	ctx := context.Background()
-	tenant, tok, err := NewTenant(ctx, s.Store, "acme", "test")
+	tenant, tok, err := actors.NewTenant(ctx, s.Store, "acme", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"time"
@@ -9,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"svc/actors"
+	"svc/credential"
 	"svc/persistence"
 )
 
@@ -83,22 +84,6 @@ func validName(field, v string, limit int) error {
 	return nil
 }
 
-// NewTenant creates a tenant with its first admin operator token and a
-// tenant_created audit event, returning the token's plaintext (shown once).
-// POST /v1/tenants, `svc tenants create` and the start-up bootstrap share it.
-func NewTenant(ctx context.Context, store persistence.TenantStore, name, actor string) (persistence.Tenant, string, error) {
-	now := nowUTC()
-	t := persistence.Tenant{ID: uuid.NewString(), Name: name, AutoRotateTokenOnLeak: true, CreatedAt: now}
-	tok, hash := newToken(operatorTokenPrefix)
-	op := persistence.OperatorToken{ID: uuid.NewString(), TenantID: t.ID, Name: "admin", Role: persistence.RoleAdmin, CreatedAt: now}
-	ev := persistence.AuditEvent{ID: uuid.NewString(), TenantID: t.ID, EventType: "admin_action", Action: "tenant_created",
-		Actor: actor, Details: map[string]any{"action": "tenant_created", "name": name, "token_id": op.ID}, CreatedAt: now}
-	if err := store.CreateTenant(ctx, t, op, hash, ev); err != nil {
-		return t, "", err
-	}
-	return t, tok, nil
-}
-
 func (s *Server) registerTenants() {
 	s.register(Route{Method: "POST", Path: "/tenants", Access: AccessSuperAdmin, Tag: "tenants", Status: 201,
 		Summary: "Create a tenant; the response carries its admin operator token, once.",
@@ -134,7 +119,7 @@ func (s *Server) createTenant(c *Call) (any, error) {
 	if err := validName("name", b.Name, 128); err != nil {
 		return nil, err
 	}
-	t, tok, err := NewTenant(c.Ctx(), s.Store, strings.TrimSpace(b.Name), c.Principal.Actor())
+	t, tok, err := actors.NewTenant(c.Ctx(), s.Store, strings.TrimSpace(b.Name), c.Principal.Actor())
 	if err != nil {
 		if errors.Is(err, persistence.ErrConflict) {
 			return nil, apiErr("AlreadyExists", "already_exists", "a tenant named %q already exists", b.Name)
@@ -199,7 +184,7 @@ func (s *Server) createOperatorToken(c *Call) (any, error) {
 		return nil, invalidField("role", "must be admin, approver or viewer")
 	}
 	p := c.Principal
-	tok, hash := newToken(operatorTokenPrefix)
+	tok, hash := credential.Mint(credential.OperatorPrefix)
 	ot := persistence.OperatorToken{ID: uuid.NewString(), TenantID: p.TenantID, Name: b.Name, Role: b.Role, CreatedAt: nowUTC()}
 	err := s.Store.CreateOperatorToken(c.Ctx(), ot, hash, auditEvent(p, p.TenantID, "admin_action", "operator_token_created", "",
 		map[string]any{"token_id": ot.ID, "role": ot.Role}))

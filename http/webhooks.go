@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"svc/actors"
+	"svc/credential"
 	"svc/messages"
 	"svc/persistence"
 )
@@ -130,7 +131,7 @@ func (s *Server) createWebhook(c *Call) (any, error) {
 		}
 	}
 	enabled := b.Enabled == nil || *b.Enabled
-	secret, _ := newToken(deliveryKeyPrefix)
+	secret, _ := credential.Mint(deliveryKeyPrefix)
 	p, now := c.Principal, nowUTC()
 	w := persistence.WebhookSubscription{ID: uuid.NewString(), TenantID: p.TenantID, URL: target, MinSeverity: sev, Format: format,
 		Enabled: enabled, DeliverySecret: secret, CreatedAt: now, UpdatedAt: now}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"svc/actors"
 	"svc/config"
-	httpapi "svc/http"
 	"svc/persistence/sqlite"
 )
 
@@ -41,7 +41,7 @@ func TestNodeInProcess(t *testing.T) {
 	}
 	srv := httptest.NewServer(n.Handler())
 	defer srv.Close()
-	_, admin, err := httpapi.NewTenant(ctx, store, "in-process", "test")
+	_, admin, err := actors.NewTenant(ctx, store, "in-process", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func bootstrap(ctx context.Context, cfg *config.Config, store persistence.Store,
 	} else if !errors.Is(err, persistence.ErrNotFound) {
 		return err
 	}
-	t, tok, err := httpapi.NewTenant(ctx, store, cfg.BootstrapTenant, "bootstrap")
+	t, tok, err := actors.NewTenant(ctx, store, cfg.BootstrapTenant, "bootstrap")
 	if errors.Is(err, persistence.ErrConflict) {
 		return nil // another node bootstrapped it first
 	}

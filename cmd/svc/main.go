@@ -28,8 +28,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"svc/actors"
 	"svc/config"
-	httpapi "svc/http"
 	"svc/node"
 	"svc/persistence"
 	"svc/persistence/postgres"
@@ -108,7 +108,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stdout, "migrations applied (%s)\n", cfg.DBBackend)
 		return exitOK
 	case "tenants":
-		t, tok, err := httpapi.NewTenant(ctx, store, args[2], "cli")
+		t, tok, err := actors.NewTenant(ctx, store, args[2], "cli")
 		if errors.Is(err, persistence.ErrConflict) {
 			_, _ = fmt.Fprintf(stderr, "svc: a tenant named %q already exists\n", args[2])
 			return exitError
