@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -538,6 +539,9 @@ func parseValue(f field, op string, v any) (any, *valueError) {
 			return parseList(f, v, false)
 		}
 		if s, ok := v.(string); ok {
+			if !utf8.ValidString(s) {
+				return nil, &valueError{msg: invalidTextMsg}
+			}
 			return s, nil
 		}
 		return nil, &valueError{msg: "must be a string or a list of strings, got " + describe(v)}
@@ -573,9 +577,16 @@ func parseScalar(t valueType, v any) (x any, msg string) {
 		if !ok {
 			return nil, "must be a string, got " + describe(v)
 		}
+		if !utf8.ValidString(s) {
+			// A YAML !!binary value can hold any bytes; a condition compares
+			// text, and JSON (its stored form) cannot keep them.
+			return nil, invalidTextMsg
+		}
 		return s, ""
 	}
 }
+
+const invalidTextMsg = "must be valid UTF-8 text"
 
 // parseList checks a list of the field's element type; nonEmpty is set for
 // the in operator.

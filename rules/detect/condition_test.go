@@ -666,3 +666,20 @@ func TestToInt(t *testing.T) {
 		})
 	}
 }
+
+// A string that is not UTF-8 (YAML's !!binary can make one) is refused
+// where it stands: a condition compares text, and its stored JSON form
+// could not keep the bytes.
+func TestConditionRefusesInvalidUTF8(t *testing.T) {
+	for _, tc := range []struct{ src, path string }{
+		{"kind: !!binary 0000\n", "condition.kind"},
+		{"tool: {in: [ok, !!binary 0000]}\n", "condition.tool.in[1]"},
+		{"matched_policies: {ne: !!binary 0000}\n", "condition.matched_policies.ne"},
+	} {
+		_, err := ParseConditionYAML([]byte(tc.src))
+		var ce *ConditionError
+		if !errors.As(err, &ce) || ce.Path != tc.path || !strings.Contains(ce.Error(), "UTF-8") {
+			t.Errorf("%q: %v, want an error at %s naming UTF-8", tc.src, err, tc.path)
+		}
+	}
+}
