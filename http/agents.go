@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"svc/actors"
 	"svc/credential"
 	"svc/messages"
 	"svc/persistence"
@@ -122,20 +123,6 @@ func validEnvironments(envs []string) error {
 
 func agentNotFound(err error) error { return orNotFound(err, "agent") }
 
-// transition describes one status operation (CONTRACT §3).
-type transition struct {
-	path, action string
-	from         []string
-	to           string
-}
-
-var transitions = []transition{
-	{"freeze", "agent_frozen", []string{persistence.AgentActive, persistence.AgentQuarantined}, persistence.AgentFrozen},
-	{"unfreeze", "agent_unfrozen", []string{persistence.AgentFrozen}, persistence.AgentActive},
-	{"restore", "agent_restored", []string{persistence.AgentQuarantined, persistence.AgentFrozen}, persistence.AgentActive},
-	{"revoke", "agent_revoked", []string{persistence.AgentActive, persistence.AgentQuarantined, persistence.AgentFrozen}, persistence.AgentRevoked},
-}
-
 func (s *Server) registerAgents() {
 	s.register(Route{Method: "POST", Path: "/agents", Access: AccessAdmin, Tag: "agents", Status: 201,
 		Summary: "Register an agent; agent_token (and a generated signing_key) are returned once.",
@@ -155,10 +142,10 @@ func (s *Server) registerAgents() {
 	s.register(Route{Method: "DELETE", Path: "/agents/:agent_id", Access: AccessAdmin, Tag: "agents", Status: 204, Errors: []int{404},
 		Summary: "Soft-delete an agent (admin_action audit event, action agent_deleted); its token stops working.",
 		Handle:  s.deleteAgent})
-	for _, tr := range transitions {
-		s.register(Route{Method: "POST", Path: "/agents/:agent_id/" + tr.path, Access: AccessAdmin, Tag: "agents", Resp: agentView{},
+	for _, tr := range actors.AgentTransitions() {
+		s.register(Route{Method: "POST", Path: "/agents/:agent_id/" + tr.Op, Access: AccessAdmin, Tag: "agents", Resp: agentView{},
 			Errors:  []int{404, 409},
-			Summary: fmt.Sprintf("Move the agent from %s to %s (409 otherwise).", strings.Join(tr.from, " or "), tr.to),
+			Summary: fmt.Sprintf("Move the agent from %s to %s (409 otherwise).", strings.Join(tr.From, " or "), tr.To),
 			Handle:  s.transitionAgent(tr)})
 	}
 	s.register(Route{Method: "POST", Path: "/agents/:agent_id/rotate-token", Access: AccessAdmin, Tag: "agents", Resp: tokenRotated{},
@@ -321,16 +308,16 @@ func (s *Server) deleteAgent(c *Call) (any, error) {
 	return nil, s.audited(agentNotFound(err))
 }
 
-// transitionAgent serves POST /agents/:agent_id/<tr.path>: the agent's
-// status moves from one of tr.from to tr.to, or 409.
-func (s *Server) transitionAgent(tr transition) func(c *Call) (any, error) {
+// transitionAgent serves POST /agents/:agent_id/<tr.Op>: the agent's
+// status moves from one of tr.From to tr.To, or 409.
+func (s *Server) transitionAgent(tr actors.AgentTransition) func(c *Call) (any, error) {
 	return func(c *Call) (any, error) {
 		p := c.Principal
 		id := c.Param("agent_id")
-		a, err := s.Store.TransitionAgent(c.Ctx(), p.TenantID, id, tr.from, tr.to,
-			auditEvent(p, p.TenantID, "admin_action", tr.action, id, map[string]any{"to": tr.to}))
+		a, err := s.Store.TransitionAgent(c.Ctx(), p.TenantID, id, tr.From, tr.To,
+			auditEvent(p, p.TenantID, "admin_action", tr.Action, id, map[string]any{"to": tr.To}))
 		if errors.Is(err, persistence.ErrStateConflict) {
-			return nil, apiErr("Conflict", "invalid_transition", "the agent's status does not allow %s", tr.path)
+			return nil, apiErr("Conflict", "invalid_transition", "the agent's status does not allow %s", tr.Op)
 		}
 		if err != nil {
 			return nil, s.audited(agentNotFound(err))
