@@ -21,6 +21,13 @@ import (
 // the default.
 func authorizerFixture(t *testing.T, agentIdle time.Duration) (*actor.ActorSystem, *actor.PID, persistence.Store, string, *Authorizer) {
 	t.Helper()
+	return authorizerWith(t, AuthorizerOptions{RateCapacity: 1000, RateRefill: 1000, ReplayWindow: time.Minute, RiskWeightsTTL: time.Minute,
+		AgentIdle: agentIdle})
+}
+
+// authorizerWith is authorizerFixture with the given options.
+func authorizerWith(t *testing.T, o AuthorizerOptions) (*actor.ActorSystem, *actor.PID, persistence.Store, string, *Authorizer) {
+	t.Helper()
 	sys, writer, store, tenant := writerFixture(t, WriterOptions{})
 	engine, err := policy.NewEngine(policy.Options{})
 	if err != nil {
@@ -28,9 +35,7 @@ func authorizerFixture(t *testing.T, agentIdle time.Duration) (*actor.ActorSyste
 	}
 	shared := sharedstate.NewMemory()
 	t.Cleanup(func() { _ = shared.Close() })
-	auth, err := NewAuthorizer(sys, store, shared, engine, writer, NewEventBus(sys.Root, 64), func(messages.Heartbeat) {},
-		AuthorizerOptions{RateCapacity: 1000, RateRefill: 1000, ReplayWindow: time.Minute, RiskWeightsTTL: time.Minute,
-			AgentIdle: agentIdle}, hclog.NewNullLogger())
+	auth, err := NewAuthorizer(sys, store, shared, engine, writer, NewEventBus(sys.Root, 64), func(messages.Heartbeat) {}, o, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,19 +164,9 @@ func TestDeadLetteredAsksAreAnswered(t *testing.T) {
 // The request's deadline travels to the agent actor: a call whose deadline
 // has passed is not decided (it takes no rate token), and one in time is.
 func TestAuthorizeDeadlineReachesTheActor(t *testing.T) {
-	sys, writer, store, tenant := writerFixture(t, WriterOptions{})
-	engine, err := policy.NewEngine(policy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared := sharedstate.NewMemory()
-	t.Cleanup(func() { _ = shared.Close() })
 	// One token, refilled once a minute.
-	auth, err := NewAuthorizer(sys, store, shared, engine, writer, NewEventBus(sys.Root, 64), func(messages.Heartbeat) {},
-		AuthorizerOptions{RateCapacity: 1, RateRefill: 1.0 / 60, ReplayWindow: time.Minute, RiskWeightsTTL: time.Minute}, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, store, tenant, auth := authorizerWith(t, AuthorizerOptions{RateCapacity: 1, RateRefill: 1.0 / 60, ReplayWindow: time.Minute,
+		RiskWeightsTTL: time.Minute})
 	_, call := readCaller(t, store, tenant, auth)
 	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()

@@ -133,20 +133,7 @@ func (f *Feed) pump(ctx context.Context) {
 // subscription breaks.
 func (f *Feed) Run(ctx context.Context) {
 	go f.pump(ctx)
-	for ctx.Err() == nil {
-		ch, err := f.shared.Subscribe(ctx, FeedChannel)
-		if err != nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-				continue
-			}
-		}
-		for raw := range ch {
-			f.deliver(raw)
-		}
-	}
+	follow(ctx, f.shared, FeedChannel, f.deliver, nil)
 }
 
 // deliver hands one published item to the local subscribers of its tenant.

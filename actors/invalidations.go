@@ -88,8 +88,21 @@ func (h *Invalidations) apply(inv messages.Invalidation) {
 // (and dropping every cache, since messages may have been missed) when the
 // subscription breaks.
 func (h *Invalidations) Run(ctx context.Context) {
+	follow(ctx, h.shared, InvalidationChannel, func(raw []byte) {
+		parts := strings.SplitN(string(raw), " ", 3)
+		if len(parts) == 3 {
+			h.apply(messages.Invalidation{Kind: messages.CacheKind(parts[0]), TenantID: parts[1], Key: parts[2]})
+		}
+	}, func() { h.apply(messages.Invalidation{Kind: messages.CacheAll, TenantID: "-", Key: "-"}) })
+}
+
+// follow hands every message published on channel to deliver until ctx
+// ends, subscribing again (a second after a failed attempt) when a
+// subscription ends; ended, when set, runs each time one ends, since
+// messages may have been missed meanwhile.
+func follow(ctx context.Context, shared sharedstate.State, channel string, deliver func([]byte), ended func()) {
 	for ctx.Err() == nil {
-		ch, err := h.shared.Subscribe(ctx, InvalidationChannel)
+		ch, err := shared.Subscribe(ctx, channel)
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -99,11 +112,10 @@ func (h *Invalidations) Run(ctx context.Context) {
 			}
 		}
 		for raw := range ch {
-			parts := strings.SplitN(string(raw), " ", 3)
-			if len(parts) == 3 {
-				h.apply(messages.Invalidation{Kind: messages.CacheKind(parts[0]), TenantID: parts[1], Key: parts[2]})
-			}
+			deliver(raw)
 		}
-		h.apply(messages.Invalidation{Kind: messages.CacheAll, TenantID: "-", Key: "-"})
+		if ended != nil {
+			ended()
+		}
 	}
 }

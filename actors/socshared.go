@@ -84,6 +84,11 @@ type agentDetection struct {
 	Recent []string `json:"recent,omitempty"`
 }
 
+// newAgentDetection is an agent's detection state before its first event.
+func newAgentDetection() agentDetection {
+	return agentDetection{Windows: &correlate.Windows{}, Rate: detect.NewRate(detect.BaselineOptions{})}
+}
+
 // sharedRecent is how many applied event ids agentDetection keeps.
 const sharedRecent = 16
 
@@ -115,13 +120,13 @@ func (s *SharedDetection) observe(ctx context.Context, tenantID, agentID string,
 	}
 	cur := *cached
 	for range sharedSwapAttempts {
-		st := agentDetection{Windows: &correlate.Windows{}, Rate: detect.NewRate(detect.BaselineOptions{})}
+		st := newAgentDetection()
 		if cur != "" {
 			if err := json.Unmarshal([]byte(cur), &st); err != nil {
 				// Never wedge an agent's detection on a bad value: start
 				// it afresh, loudly.
 				s.log.Error("shared detection state unreadable; starting it afresh", "tenant_id", tenantID, "agent_id", agentID, "error", err)
-				st = agentDetection{Windows: &correlate.Windows{}, Rate: detect.NewRate(detect.BaselineOptions{})}
+				st = newAgentDetection()
 			}
 		}
 		if slices.Contains(st.Recent, so.event.EventID) {

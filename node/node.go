@@ -401,10 +401,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	n.release()
 	n.goroutines.Close()
-	if n.failed != nil {
-		// The listeners' goroutines return once their servers are closed.
-		n.goroutines.Wait()
-	}
+	// Every goroutine ends now: the listeners' servers are closed, the
+	// bus stopped, the feed's and the invalidations' contexts cancelled.
+	n.goroutines.Wait()
 	log.Info("gateway stopped")
 	return err
 }

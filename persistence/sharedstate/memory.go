@@ -255,17 +255,35 @@ func (m *Memory) Get(ctx context.Context, key string) (string, bool, error) {
 	sh := m.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.lookup(key, time.Now())
+	return sh.lookup(key, time.Now()).stringValue("get", key)
+}
+
+// stringValue is a string entry's value (a counter's in decimal) and
+// whether it exists; another kind of entry is ErrWrongType.
+func (e *memEntry) stringValue(op, key string) (string, bool, error) {
 	switch {
 	case e == nil:
 		return "", false, nil
 	case e.kind != kindString:
-		return "", false, wrongType("get", key)
+		return "", false, wrongType(op, key)
 	case e.isNum:
 		return strconv.FormatInt(e.num, 10), true, nil
 	default:
 		return e.str, true, nil
 	}
+}
+
+// windowEntry returns the sorted-set entry at key, created empty when
+// absent; another kind of entry is ErrWrongType.
+func (sh *memShard) windowEntry(op, key string, now time.Time) (*memEntry, error) {
+	e := sh.lookup(key, now)
+	if e == nil {
+		e = &memEntry{kind: kindWindow, window: make(map[string]int64)}
+		sh.m[key] = e
+	} else if e.kind != kindWindow {
+		return nil, wrongType(op, key)
+	}
+	return e, nil
 }
 
 // Set implements [State].
@@ -349,12 +367,9 @@ func (m *Memory) WindowAdd(ctx context.Context, key, member string, at time.Time
 	sh := m.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.lookup(key, now)
-	if e == nil {
-		e = &memEntry{kind: kindWindow, window: make(map[string]int64)}
-		sh.m[key] = e
-	} else if e.kind != kindWindow {
-		return 0, wrongType("window add", key)
+	e, err := sh.windowEntry("window add", key, now)
+	if err != nil {
+		return 0, err
 	}
 	e.window[member] = score
 	for mb, s := range e.window {
@@ -378,16 +393,9 @@ func (m *Memory) CompareAndSwap(ctx context.Context, key, old, value string, ttl
 	sh := m.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	cur := ""
-	if e := sh.lookup(key, now); e != nil {
-		switch {
-		case e.kind != kindString:
-			return false, "", wrongType("compare and swap", key)
-		case e.isNum:
-			cur = strconv.FormatInt(e.num, 10)
-		default:
-			cur = e.str
-		}
+	cur, _, err := sh.lookup(key, now).stringValue("compare and swap", key)
+	if err != nil {
+		return false, "", err
 	}
 	if cur != old {
 		return false, cur, nil
@@ -410,12 +418,9 @@ func (m *Memory) MarkSeen(ctx context.Context, key, member string, at time.Time,
 	sh := m.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.lookup(key, now)
-	if e == nil {
-		e = &memEntry{kind: kindWindow, window: make(map[string]int64)}
-		sh.m[key] = e
-	} else if e.kind != kindWindow {
-		return false, wrongType("mark seen", key)
+	e, err := sh.windowEntry("mark seen", key, now)
+	if err != nil {
+		return false, err
 	}
 	score := at.UnixMicro()
 	old, seen := e.window[member]
