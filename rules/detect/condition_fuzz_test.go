@@ -161,12 +161,41 @@ func checkCondition(t *testing.T, in []byte, c Condition, err error, fuzzed Even
 	}
 	same("UnmarshalJSON", viaUnmarshal, nil)
 
+	if onlyLineFeeds(raw) {
+		// yaml.v3's encoder writes a string of line feeds alone as a block
+		// scalar that decodes one line feed short ("\n" comes back "").
+		// svc never writes YAML (rules are read from it, served as JSON),
+		// so this is the library's round trip, not the product's.
+		return
+	}
 	y, err := yaml.Marshal(raw)
 	if err != nil {
 		t.Fatalf("input %q: yaml.Marshal(%v): %v", in, raw, err)
 	}
 	c4, err := ParseConditionYAML(y)
 	same("yaml.Marshal(Raw) then ParseConditionYAML", c4, err)
+}
+
+// onlyLineFeeds reports whether a normalized condition holds a string made
+// of line feeds alone.
+func onlyLineFeeds(raw map[string]any) bool {
+	lf := func(s string) bool { return s != "" && strings.Trim(s, "\n") == "" }
+	for _, m := range raw {
+		ops, _ := m.(map[string]any)
+		for _, v := range ops {
+			switch v := v.(type) {
+			case string:
+				if lf(v) {
+					return true
+				}
+			case []string:
+				if slices.ContainsFunc(v, lf) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // oracleMatch evaluates the normalized form of a condition (Raw: each field
