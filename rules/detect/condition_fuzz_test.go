@@ -3,9 +3,12 @@ package detect
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -25,7 +28,8 @@ import (
 //   - matches its witness event (which satisfies every clause);
 //   - means the same after a round trip through Raw (ParseCondition),
 //     through MarshalJSON (ParseConditionJSON, and MarshalJSON is then
-//     stable) and through YAML (yaml.Marshal of Raw, ParseConditionYAML).
+//     stable) and through YAML (Raw written with quoted strings,
+//     quotedYAML, then ParseConditionYAML).
 
 var conditionJSONSeeds = []string{
 	`{"kind":"mcp_manifest_drift","risk_score":{"gte":75},"matched_policies":"pci","mutates_state":false,"resource":null}`,
@@ -161,41 +165,63 @@ func checkCondition(t *testing.T, in []byte, c Condition, err error, fuzzed Even
 	}
 	same("UnmarshalJSON", viaUnmarshal, nil)
 
-	if onlyLineFeeds(raw) {
-		// yaml.v3's encoder writes a string of line feeds alone as a block
-		// scalar that decodes one line feed short ("\n" comes back "").
-		// svc never writes YAML (rules are read from it, served as JSON),
-		// so this is the library's round trip, not the product's.
-		return
-	}
-	y, err := yaml.Marshal(raw)
+	y, err := quotedYAML(raw)
 	if err != nil {
-		t.Fatalf("input %q: yaml.Marshal(%v): %v", in, raw, err)
+		t.Fatalf("input %q: yaml of %v: %v", in, raw, err)
 	}
 	c4, err := ParseConditionYAML(y)
-	same("yaml.Marshal(Raw) then ParseConditionYAML", c4, err)
+	same("quotedYAML(Raw) then ParseConditionYAML", c4, err)
 }
 
-// onlyLineFeeds reports whether a normalized condition holds a string made
-// of line feeds alone.
-func onlyLineFeeds(raw map[string]any) bool {
-	lf := func(s string) bool { return s != "" && strings.Trim(s, "\n") == "" }
-	for _, m := range raw {
-		ops, _ := m.(map[string]any)
-		for _, v := range ops {
-			switch v := v.(type) {
-			case string:
-				if lf(v) {
-					return true
-				}
-			case []string:
-				if slices.ContainsFunc(v, lf) {
-					return true
-				}
-			}
-		}
+// quotedYAML writes raw as YAML with every string double-quoted. Left to
+// choose, yaml.v3's encoder writes some strings as block scalars that do
+// not decode to themselves ("\n0" comes back "0", "\t\n0" not at all);
+// svc never writes YAML (rules are read from it and served as JSON), so
+// the property is about reading, and quoted strings keep the encoder out
+// of it.
+func quotedYAML(raw map[string]any) ([]byte, error) {
+	return yaml.Marshal(yamlNode(raw))
+}
+
+// yamlNode builds the YAML node of a normalized condition value (maps with
+// string keys, strings, ints, bools, nil and lists of them) by hand: the
+// library's own Node.Encode goes through its encoder's text.
+func yamlNode(v any) *yaml.Node {
+	scalar := func(tag, value string, style yaml.Style) *yaml.Node {
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value, Style: style}
 	}
-	return false
+	switch v := v.(type) {
+	case map[string]any:
+		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			n.Content = append(n.Content, scalar("!!str", k, yaml.DoubleQuotedStyle), yamlNode(v[k]))
+		}
+		return n
+	case string:
+		return scalar("!!str", v, yaml.DoubleQuotedStyle)
+	case int:
+		return scalar("!!int", strconv.Itoa(v), 0)
+	case bool:
+		return scalar("!!bool", strconv.FormatBool(v), 0)
+	case nil:
+		return scalar("!!null", "null", 0)
+	case []string:
+		return yamlSeq(v)
+	case []int:
+		return yamlSeq(v)
+	case []bool:
+		return yamlSeq(v)
+	}
+	panic(fmt.Sprintf("yamlNode: unexpected %T", v))
+}
+
+// yamlSeq is the YAML sequence of a list's items.
+func yamlSeq[T any](xs []T) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Content: []*yaml.Node{}}
+	for _, x := range xs {
+		n.Content = append(n.Content, yamlNode(x))
+	}
+	return n
 }
 
 // oracleMatch evaluates the normalized form of a condition (Raw: each field
