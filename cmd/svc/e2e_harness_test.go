@@ -1,7 +1,10 @@
 package main
 
-// Black-box end-to-end harness: the svc binary is built once, every test
-// starts real processes against SQLite and Postgres and talks HTTP to them.
+// End-to-end harness: every test talks HTTP to real gateways on SQLite and
+// Postgres (and Valkey when clustered). Most run as a node in this test
+// process (node.New and Start, wired as the binary wires it); what only a
+// process shows (signals, exit codes, SIGKILL, TLS, configuration errors,
+// the two-node cluster) runs the svc binary, built once.
 
 import (
 	"bytes"
@@ -26,6 +29,8 @@ import (
 	"testing"
 	"time"
 
+	"svc/node"
+	"svc/persistence"
 	"svc/persistence/storetest"
 )
 
@@ -92,6 +97,11 @@ type server struct {
 	// peers are a cluster's nodes (startCluster); base is then the
 	// balancer in front of them.
 	peers []*server
+	// node is the server run in this test process (startInProcess), with
+	// the store it owns; cmd is nil then.
+	node            *node.Node
+	store           persistence.Store
+	shutdownTimeout time.Duration
 }
 
 func freeAddr(t testing.TB) string {
@@ -144,14 +154,28 @@ func startServer(t testing.TB, backend string, env map[string]string) *server {
 	return startServerOn(t, dbURLFor(t, backend), env)
 }
 
-// startServerOn starts the gateway on the given database URL.
+// startServerOn starts the gateway on the given database URL: a node in
+// this test process (node.New, then Start on loopback ports) unless env
+// clusters it or speaks TLS, which run the binary (startProcessOn).
 func startServerOn(t testing.TB, dbURL string, env map[string]string) *server {
+	t.Helper()
+	return startOn(t, dbURL, env, env["SVC_CLUSTER"] == "true" || env["SVC_TLS_CERT"] != "")
+}
+
+// startProcessOn starts the binary on the given database URL, for what
+// only a process shows: signals, exit codes, SIGKILL, the two-node cluster.
+func startProcessOn(t testing.TB, dbURL string, env map[string]string) *server {
+	t.Helper()
+	return startOn(t, dbURL, env, true)
+}
+
+func startOn(t testing.TB, dbURL string, env map[string]string, process bool) *server {
 	t.Helper()
 	// A port found free can be taken by another test's process before this
 	// one binds it: then the server exits at once, and another pair of
 	// ports is tried.
 	for range 4 {
-		if s := tryStartServerOn(t, dbURL, env); s != nil {
+		if s := tryStartServerOn(t, dbURL, env, process); s != nil {
 			return s
 		}
 	}
@@ -161,7 +185,7 @@ func startServerOn(t testing.TB, dbURL string, env map[string]string) *server {
 
 // tryStartServerOn starts svc on fresh ports; it returns nil when the
 // server exited because a port was taken meanwhile.
-func tryStartServerOn(t testing.TB, dbURL string, env map[string]string) *server {
+func tryStartServerOn(t testing.TB, dbURL string, env map[string]string, process bool) *server {
 	t.Helper()
 	listen, debug := freeAddr(t), freeAddr(t)
 	vars := map[string]string{
@@ -189,6 +213,9 @@ func tryStartServerOn(t testing.TB, dbURL string, env map[string]string) *server
 		s.base = "https://" + listen
 		s.client.Transport = &http.Transport{MaxIdleConnsPerHost: 4, ForceAttemptHTTP2: true,
 			TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
+	if !process {
+		return startInProcess(t, s, vars)
 	}
 	cmd := exec.Command(svcBinary, "serve")
 	cmd.Env = baseEnv()
@@ -266,6 +293,10 @@ func (s *server) stop(t testing.TB) (int, time.Duration) {
 	}
 	s.client.CloseIdleConnections()
 	start := time.Now()
+	if s.node != nil {
+		s.stopInProcess(t)
+		return s.exit, time.Since(start)
+	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.done:

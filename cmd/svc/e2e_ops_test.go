@@ -224,7 +224,7 @@ func TestE2EConfig(t *testing.T) {
 
 		t.Run("SIGTERM exits 0 and flushes heartbeats", func(t *testing.T) {
 			dbURL := dbURLFor(t, backend)
-			s := startServerOn(t, dbURL, map[string]string{"SVC_HEARTBEAT_FLUSH_INTERVAL_SECS": "3600", "SVC_SHUTDOWN_TIMEOUT_SECS": "5"})
+			s := startProcessOn(t, dbURL, map[string]string{"SVC_HEARTBEAT_FLUSH_INTERVAL_SECS": "3600", "SVC_SHUTDOWN_TIMEOUT_SECS": "5"})
 			_, admin := s.tenant(t, "flush-"+uniq())
 			id, tok := s.agent(t, admin, "flushed", nil)
 			s.want(t, 204, "POST", "/v2/agents/heartbeat", tok, nil)
@@ -238,7 +238,7 @@ func TestE2EConfig(t *testing.T) {
 			if took > 5*time.Second+5*time.Second {
 				t.Errorf("shutdown took %s", took)
 			}
-			s2 := startServerOn(t, dbURL, nil)
+			s2 := startProcessOn(t, dbURL, nil)
 			a := s2.getAgent(t, admin, id)
 			if a["last_seen_at"] == nil {
 				t.Errorf("heartbeat accepted before SIGTERM was lost: %v", a)

@@ -252,7 +252,7 @@ func TestE2EReliability(t *testing.T) {
 // also refuses any lost low-risk read allow.
 func killUnderLoad(t *testing.T, backend string, env map[string]string, strict bool) {
 	dbURL := dbURLFor(t, backend)
-	k := startServerOn(t, dbURL, env)
+	k := startProcessOn(t, dbURL, env) // SIGKILLed below
 	_, admin := k.tenant(t, "rel-kill-"+uniq())
 	// A high-risk read is a protected call: answered only after its
 	// receipt is durable, like every mutating call (SPEC 4.2 rule 10).

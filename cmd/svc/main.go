@@ -87,20 +87,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log := newLogger(cfg, stderr)
 	ctx := context.Background()
-	store, err := openStore(ctx, cfg)
+	store, err := openNodeStore(ctx, cfg, log, cmd == "serve")
 	if err != nil {
 		log.Error("cannot open the database", "backend", cfg.DBBackend, "error", err)
 		return exitError
-	}
-	if !cfg.Cluster {
-		// A lone node makes every agent write through this process, so the
-		// token and binding reads of authorize can be cached with
-		// synchronous invalidation (persistence.CachedStore).
-		store = persistence.NewCachedStore(store, 100_000)
-		if cfg.DBBackend == config.BackendPostgres && cmd == "serve" {
-			log.Warn("SVC_CLUSTER is false: this node caches agent tokens and seals receipts on arrival (and answers low-risk allows early unless SVC_EARLY_ANSWER=false), as a lone node; "+
-				"if another node shares this database, set SVC_CLUSTER=true on every node", "cache_lifetime", persistence.CacheLifetime)
-		}
 	}
 	defer func() { _ = store.Close() }()
 	switch cmd {
@@ -130,6 +120,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 func newLogger(cfg *config.Config, w io.Writer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "svc", Level: hclog.LevelFromString(cfg.LogLevel), Output: w,
 		JSONFormat: cfg.LogFormat == "json", TimeFormat: time.RFC3339Nano})
+}
+
+// openNodeStore opens the database as a node uses it. A lone node makes
+// every agent write through this process, so the token and binding reads
+// of authorize are cached with synchronous invalidation
+// (persistence.CachedStore); serving says the node is about to serve.
+func openNodeStore(ctx context.Context, cfg *config.Config, log hclog.Logger, serving bool) (persistence.Store, error) {
+	store, err := openStore(ctx, cfg)
+	if err != nil || cfg.Cluster {
+		return store, err
+	}
+	if cfg.DBBackend == config.BackendPostgres && serving {
+		log.Warn("SVC_CLUSTER is false: this node caches agent tokens and seals receipts on arrival (and answers low-risk allows early unless SVC_EARLY_ANSWER=false), as a lone node; "+
+			"if another node shares this database, set SVC_CLUSTER=true on every node", "cache_lifetime", persistence.CacheLifetime)
+	}
+	return persistence.NewCachedStore(store, 100_000), nil
 }
 
 func openStore(ctx context.Context, cfg *config.Config) (persistence.Store, error) {
