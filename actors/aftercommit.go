@@ -12,6 +12,7 @@ import (
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
+	"svc/rules/authz"
 	"svc/rules/risk"
 )
 
@@ -33,35 +34,33 @@ func (a *Authorizer) afterCommit(m *messages.Authorize, d *draft) {
 		}
 		a.events.Publish(ev)
 	}
-	if d.quarantine {
+	if d.verdict.Quarantine {
 		_, err := a.store.TransitionAgent(ctx, m.TenantID, m.AgentID, []string{persistence.AgentActive}, persistence.AgentQuarantined,
 			persistence.AuditEvent{ID: uuid.NewString(), TenantID: m.TenantID, EventType: "agent_quarantined", Action: "agent_quarantined",
 				Actor: "policy", AgentID: m.AgentID, DecisionID: dec.ID,
 				Details: map[string]any{"action": "agent_quarantined", "decision_id": dec.ID}, CreatedAt: time.Now().UTC()})
 		if err == nil {
-			a.events.Publish(a.event(m, dec, messages.KindAgentQuarantined, "agent quarantined by policy"))
+			a.events.Publish(decisionEvent(m, dec, messages.KindAgentQuarantined, "agent quarantined by policy"))
 		} else if !errors.Is(err, persistence.ErrStateConflict) {
 			a.log.Error("quarantine failed", "agent_id", m.AgentID, "error", err)
 		}
 	}
-	if d.deny {
-		a.escalate(ctx, m, dec)
+	if e := d.verdict.Escalation; e != nil {
+		a.escalate(ctx, m, dec, *e)
 	}
 }
 
-// escalate applies the tier escalation (SPEC part 3): more than
-// denial_threshold denies within window_minutes move the tier one step.
-func (a *Authorizer) escalate(ctx context.Context, m *messages.Authorize, dec *persistence.Decision) {
-	settings := a.riskSettings(ctx, m.TenantID)
-	window := time.Duration(settings.WindowMinutes) * time.Minute
+// escalate applies the tier escalation (SPEC part 3): more than the
+// threshold's denies within the window move the tier one step.
+func (a *Authorizer) escalate(ctx context.Context, m *messages.Authorize, dec *persistence.Decision, e authz.Escalation) {
 	key := "denials:" + m.TenantID + ":" + m.AgentID
-	n, err := a.shared.WindowAdd(ctx, key, dec.ID, dec.CreatedAt, window)
+	n, err := a.shared.WindowAdd(ctx, key, dec.ID, dec.CreatedAt, e.Window)
 	if err != nil {
 		a.log.Warn("denial window not updated", "agent_id", m.AgentID, "error", err)
 		return
 	}
-	_ = a.shared.Set(ctx, "denycount:"+m.TenantID+":"+m.AgentID, strconv.FormatInt(n, 10), window)
-	if n <= int64(settings.DenialThreshold) {
+	_ = a.shared.Set(ctx, denyCountKey(m.TenantID, m.AgentID), strconv.FormatInt(n, 10), e.Window)
+	if n <= int64(e.Threshold) {
 		return
 	}
 	next, ok := risk.NextTier(m.RiskTier)
@@ -72,18 +71,36 @@ func (a *Authorizer) escalate(ctx context.Context, m *messages.Authorize, dec *p
 		persistence.AuditEvent{ID: uuid.NewString(), TenantID: m.TenantID, EventType: "agent_risk_escalated", Action: "agent_risk_escalated",
 			Actor: "risk", AgentID: m.AgentID, DecisionID: dec.ID, CreatedAt: time.Now().UTC(),
 			Details: map[string]any{"action": "agent_risk_escalated", "from": m.RiskTier, "to": next, "denials": n,
-				"window_minutes": settings.WindowMinutes, "denial_threshold": settings.DenialThreshold}})
+				"window_minutes": int(e.Window / time.Minute), "denial_threshold": e.Threshold}})
 	if err != nil {
 		a.log.Error("tier escalation failed", "agent_id", m.AgentID, "error", err)
 		return
 	}
 	if moved {
 		_ = a.shared.Del(ctx, key)
-		a.events.Publish(a.event(m, dec, messages.KindAgentRiskEscalated, fmt.Sprintf("risk tier %s -> %s after %d denials", m.RiskTier, next, n)))
+		a.events.Publish(decisionEvent(m, dec, messages.KindAgentRiskEscalated, fmt.Sprintf("risk tier %s -> %s after %d denials", m.RiskTier, next, n)))
 	}
 }
 
-func (a *Authorizer) event(m *messages.Authorize, dec *persistence.Decision, kind, reason string) messages.AseEvent {
+// denyCountKey is the shared-state key of an agent's count of denies in
+// its escalation window.
+func denyCountKey(tenantID, agentID string) string { return "denycount:" + tenantID + ":" + agentID }
+
+// verdictEvent is one of a verdict's SOC events for its recorded decision.
+func verdictEvent(m *messages.Authorize, dec *persistence.Decision, e authz.Event) messages.AseEvent {
+	ev := decisionEvent(m, dec, e.Kind, e.Reason)
+	if e.RiskScore != 0 {
+		ev.RiskScore = e.RiskScore
+	}
+	if e.Subject != "" {
+		ev.Tool, ev.Action = e.Subject, e.Subject
+	}
+	return ev
+}
+
+// decisionEvent is a SOC event about a recorded decision, with its
+// evidence.
+func decisionEvent(m *messages.Authorize, dec *persistence.Decision, kind, reason string) messages.AseEvent {
 	id, hash, rid := dec.ID, dec.ActionHash, dec.ReceiptID
 	trust, mutates := dec.RootTrustLevel, dec.MutatesState
 	ev := messages.AseEvent{EventID: uuid.NewString(), OccurredAt: time.Now().UTC(), TenantID: m.TenantID, Kind: kind,

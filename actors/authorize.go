@@ -3,20 +3,18 @@ package actors
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
-	lru "github.com/hashicorp/golang-lru/v2"
 
 	"svc/canonical"
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
+	"svc/rules/authz"
 	"svc/rules/policy"
 )
 
@@ -68,20 +66,16 @@ type AuthorizerOptions struct {
 // side effects run (events, quarantine, tier escalation). It is shared by
 // every request; its caches are safe for concurrent use.
 type Authorizer struct {
-	system    *actor.ActorSystem
-	store     persistence.Store
-	shared    sharedstate.State
-	engine    *policy.Engine
-	writer    *actor.PID
-	events    *EventBus
-	heartbeat func(messages.Heartbeat)
-	log       hclog.Logger
-	opt       AuthorizerOptions
+	system *actor.ActorSystem
+	store  persistence.Store
+	shared sharedstate.State
+	writer *actor.PID
+	events *EventBus
+	log    hclog.Logger
+	opt    AuthorizerOptions
 
 	agents actorTable // tenant/agent → its actor (incarnation.go)
-
-	skills  *lru.Cache[string, skillEntry] // nil when the capacity is 0
-	tenants sync.Map                       // tenant → *tenantEntry
+	facts  *facts     // what the agent actors read, and its caches (facts.go)
 
 	bestEffortFailures atomic.Uint64
 	decisions          atomic.Uint64
@@ -89,75 +83,36 @@ type Authorizer struct {
 	refusals           atomic.Uint64
 }
 
-type skillEntry struct {
-	skill persistence.Skill
-	found bool
-}
-
-// tenantEntry caches a tenant's policy version and risk settings.
-type tenantEntry struct {
-	mu          sync.Mutex
-	policyVer   int64
-	policyAt    time.Time
-	risk        persistence.RiskSettings
-	riskAt      time.Time
-	riskLoaded  bool
-	policyReady bool
-}
-
-// policyCheckEvery bounds how stale a node's view of a tenant's policy
-// version may be when an invalidation message from another node is lost.
-const policyCheckEvery = time.Second
-
 // NewAuthorizer builds the authorize service; writer is the GroupWriter.
 func NewAuthorizer(system *actor.ActorSystem, store persistence.Store, shared sharedstate.State, engine *policy.Engine,
 	writer *actor.PID, events *EventBus, heartbeat func(messages.Heartbeat), o AuthorizerOptions, log hclog.Logger) (*Authorizer, error) {
-	a := &Authorizer{system: system, store: store, shared: shared, engine: engine, writer: writer, events: events,
-		heartbeat: heartbeat, log: log, opt: o}
-	if o.SkillCacheCapacity > 0 {
-		c, err := lru.New[string, skillEntry](o.SkillCacheCapacity)
-		if err != nil {
-			return nil, fmt.Errorf("actors: skill cache: %w", err)
-		}
-		a.skills = c
+	if o.IdempotencyTTL <= 0 {
+		o.IdempotencyTTL = 24 * time.Hour
 	}
-	if a.opt.IdempotencyTTL <= 0 {
-		a.opt.IdempotencyTTL = 24 * time.Hour
+	if o.AgentIdle <= 0 {
+		o.AgentIdle = 2 * time.Minute
 	}
-	if a.opt.AgentIdle <= 0 {
-		a.opt.AgentIdle = 2 * time.Minute
+	if o.CommitTimeout <= 0 {
+		o.CommitTimeout = 15 * time.Second
 	}
-	if a.opt.CommitTimeout <= 0 {
-		a.opt.CommitTimeout = 15 * time.Second
+	if o.RefusalStatus == nil {
+		o.RefusalStatus = func(messages.Refusal) int { return 0 }
 	}
-	if a.opt.RefusalStatus == nil {
-		a.opt.RefusalStatus = func(messages.Refusal) int { return 0 }
+	f, err := newFacts(store, shared, engine, heartbeat, o, log)
+	if err != nil {
+		return nil, err
 	}
+	a := &Authorizer{system: system, store: store, shared: shared, writer: writer, events: events, log: log, opt: o, facts: f}
 	if o.Invalidations != nil {
-		o.Invalidations.Subscribe(a.drop, messages.CacheSkill, messages.CachePolicy, messages.CacheRisk, messages.CacheBasePolicy)
+		o.Invalidations.Subscribe(f.drop, messages.CacheSkill, messages.CachePolicy, messages.CacheRisk, messages.CacheBasePolicy)
 	}
 	return a, nil
 }
 
-// drop applies an invalidation to the Authorizer's caches.
-func (a *Authorizer) drop(inv messages.Invalidation) {
-	switch inv.Kind {
-	case messages.CacheSkill:
-		if a.skills != nil {
-			a.skills.Remove(inv.TenantID + "\x00" + inv.Key)
-		}
-	case messages.CachePolicy, messages.CacheRisk:
-		a.tenants.Delete(inv.TenantID)
-	case messages.CacheBasePolicy:
-		if err := a.engine.ReloadBase(); err != nil {
-			a.log.Error("base policy reload from another node failed; keeping the current set", "error", err)
-		}
-	case messages.CacheAll:
-		if a.skills != nil {
-			a.skills.Purge()
-		}
-		a.tenants.Range(func(k, _ any) bool { a.tenants.Delete(k); return true })
-	}
+// PreparePolicies loads the tenant's enabled policies and prepares their
+// query (off the hot path: called by policy writes).
+func (a *Authorizer) PreparePolicies(ctx context.Context, tenantID string) error {
+	return a.facts.preparePolicies(ctx, tenantID)
 }
 
 // Consistent returns once every decision answered so far on this node is
@@ -193,18 +148,16 @@ func (a *Authorizer) EarlyAnswers() uint64 { return a.earlyAnswers.Load() }
 // ---- the request path ----
 
 // draft is what an agent actor hands back: either a finished outcome (a
-// refusal, a dry run, an idempotent replay) or a decision to make durable.
+// refusal, a dry run) or a decision to make durable, with the verdict that
+// says what follows it.
 type draft struct {
 	outcome  *messages.AuthorizeOutcome
 	write    *persistence.DecisionWrite
 	response *messages.AuthorizeResponse
-	// lowRisk marks a non-mutating, low-risk allow: when its write fails it
-	// is still answered (best effort), without receipt fields.
-	lowRisk    bool
-	quarantine bool
-	deny       bool
-	idemKey    string
-	events     []messages.AseEvent
+	verdict  authz.Verdict
+	// events are the verdict's SOC events, built with the decision.
+	events  []messages.AseEvent
+	idemKey string
 	// approvalID is the approval this decision uses (write.Use is set); it
 	// is reserved in its actor until the commit settles it. denied redrafts
 	// the decision as a deny when another node consumed it first.
@@ -260,8 +213,8 @@ func failure(r messages.Refusal, code, msg string, retryAfter int) messages.Auth
 	return messages.AuthorizeOutcome{Failure: &messages.AuthorizeFailure{Refusal: r, Code: code, Message: msg, RetryAfter: retryAfter}}
 }
 
-func (a *Authorizer) sharedFailure(err error) *messages.AuthorizeOutcome {
-	a.log.Warn("shared state unavailable; refusing the call (fail closed)", "error", err)
+func sharedFailure(log hclog.Logger, err error) *messages.AuthorizeOutcome {
+	log.Warn("shared state unavailable; refusing the call (fail closed)", "error", err)
 	o := failure(messages.RefusalUnavailable, "shared_state_unavailable",
 		"shared state is unavailable; the call is refused (fail closed)", 1)
 	return &o
@@ -292,7 +245,9 @@ func (a *Authorizer) askAgent(ctx context.Context, m *messages.Authorize) (*draf
 
 func (a *Authorizer) agentProps(key string) func(*actorRef) *actor.Props {
 	return func(ref *actorRef) *actor.Props {
-		return actor.PropsFromProducer(func() actor.Actor { return &AgentActor{auth: a, key: key, ref: ref} },
+		return actor.PropsFromProducer(func() actor.Actor {
+			return &AgentActor{facts: a.facts, table: &a.agents, idle: a.opt.AgentIdle, key: key, ref: ref}
+		},
 			actor.WithDispatcher(dispatcherOf(a.system)),
 			actor.WithGuardian(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
 	}
@@ -300,7 +255,7 @@ func (a *Authorizer) agentProps(key string) func(*actorRef) *actor.Props {
 
 // commit makes the decision durable through the GroupWriter and answers.
 func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft) messages.AuthorizeOutcome {
-	early := d.lowRisk && a.opt.EarlyAnswer
+	early := d.verdict.LowRisk && a.opt.EarlyAnswer
 	if early {
 		// An early answer only for a record every backend can write; the
 		// HTTP layer refuses such text, so a miss here is a gap to log.
@@ -329,7 +284,7 @@ func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft
 			// Another node consumed the approval between our check and our
 			// transaction (the database arbitrated): record a deny instead.
 			a.log.Info("approval used on another node first; recording a deny", "approval_id", d.approvalID)
-			redo := d.denied(ApprovalConsumedR)
+			redo := d.denied(authz.ReasonApprovalConsumed)
 			redo.idemKey = d.idemKey
 			return a.commit(ctx, m, redo)
 		}
@@ -338,7 +293,7 @@ func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft
 		a.releaseRequest(d.idemKey)
 		// A record no backend can hold is never allowed unrecorded: that
 		// would be an audit evasion, not a database outage.
-		if d.lowRisk && !errors.Is(commitErr, persistence.ErrInvalidInput) {
+		if d.verdict.LowRisk && !errors.Is(commitErr, persistence.ErrInvalidInput) {
 			// SPEC 4.2 rule 10: best effort for low-risk non-mutating allows.
 			// The hole in the audit is counted, logged and alerted.
 			a.bestEffortFailures.Add(1)

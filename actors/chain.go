@@ -25,7 +25,7 @@ func NewSealer(signer *receipt.Signer, onReseal func(n int)) persistence.Sealer 
 			onReseal(len(rs))
 		}
 		for _, r := range rs {
-			sealed, err := receipt.Seal(ToReceipt(*r, head.Seq+1), head.Hash, signer)
+			sealed, err := receipt.Seal(r.Sealable(head.Seq+1), head.Hash, signer)
 			if err != nil {
 				return err
 			}
@@ -35,12 +35,4 @@ func NewSealer(signer *receipt.Signer, onReseal func(n int)) persistence.Sealer 
 		}
 		return nil
 	}
-}
-
-// ToReceipt converts a stored receipt to the receipt package's form (seq
-// given, since a receipt being sealed has none yet).
-func ToReceipt(r persistence.Receipt, seq int64) receipt.Receipt {
-	return receipt.Receipt{ReceiptID: r.ID, TenantID: r.TenantID, DecisionID: r.DecisionID, Seq: seq, ActionHash: r.ActionHash,
-		Decision: r.Decision, ReceiptHash: r.Hash, PrevReceiptHash: r.PrevHash, Signature: r.Signature, KeyID: r.KeyID,
-		CreatedAt: receipt.FormatTime(r.CreatedAt)}
 }

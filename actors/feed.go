@@ -13,7 +13,6 @@ import (
 
 	"svc/canonical"
 	"svc/messages"
-	"svc/persistence"
 	"svc/persistence/sharedstate"
 )
 
@@ -163,32 +162,4 @@ func (f *Feed) deliver(raw []byte) {
 // for falling behind, and items that could not be published.
 func (f *Feed) Stats() (published, delivered, cut, failed uint64) {
 	return f.published.Load(), f.delivered.Load(), f.cut.Load(), f.failed.Load()
-}
-
-// AlertRecord is the API and feed form of an alert.
-func AlertRecord(a persistence.Alert) messages.AlertRecord {
-	var decision *string
-	if a.DecisionID != "" {
-		d := a.DecisionID
-		decision = &d
-	}
-	return messages.AlertRecord{AlertID: a.ID, TenantID: a.TenantID, RuleKey: a.RuleKey, AlertName: a.AlertName, Severity: a.Severity,
-		Source: a.Source, AgentID: a.AgentID, DecisionID: decision, SourceEventID: a.SourceEventID, Summary: a.Summary,
-		CreatedAt: a.CreatedAt.UTC()}
-}
-
-// IncidentRecord is the API and feed form of an incident.
-func IncidentRecord(in persistence.Incident) messages.IncidentRecord {
-	ids := in.SourceEventIDs
-	if ids == nil {
-		ids = []string{}
-	}
-	var closed *time.Time
-	if in.ClosedAt != nil {
-		c := in.ClosedAt.UTC()
-		closed = &c
-	}
-	return messages.IncidentRecord{IncidentID: in.ID, TenantID: in.TenantID, Kind: in.Kind, Severity: in.Severity, Status: in.Status,
-		AgentID: in.AgentID, Summary: in.Summary, SourceEventIDs: ids, OpenedAt: in.OpenedAt.UTC(), ClosedAt: closed,
-		CloseReason: in.CloseReason}
 }

@@ -19,7 +19,7 @@ import (
 func (a *Authorizer) claimRequest(ctx context.Context, m *messages.Authorize, key string) (messages.AuthorizeOutcome, bool) {
 	ok, err := a.shared.SetNX(ctx, key, "pending", a.opt.IdempotencyTTL)
 	if err != nil {
-		return *a.sharedFailure(err), true
+		return *sharedFailure(a.log, err), true
 	}
 	if ok {
 		// The claim is ours. A decision committed before the shared state
@@ -50,7 +50,7 @@ func (a *Authorizer) claimRequest(ctx context.Context, m *messages.Authorize, ke
 	for {
 		v, found, err := a.shared.Get(ctx, key)
 		if err != nil {
-			return *a.sharedFailure(err), true
+			return *sharedFailure(a.log, err), true
 		}
 		if found && v != "pending" {
 			var resp messages.AuthorizeResponse

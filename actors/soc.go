@@ -326,7 +326,7 @@ func (p *SOCPipeline) raise(ev *messages.AseEvent, de detect.Event, key, name, s
 	p.alerts = append(p.alerts, a)
 	p.stats.Alerts.Add(1)
 	if p.opt.Feed != nil {
-		p.opt.Feed.Publish(messages.FeedItem{TenantID: a.TenantID, Type: messages.FeedAlert, Data: AlertRecord(a)})
+		p.opt.Feed.Publish(messages.FeedItem{TenantID: a.TenantID, Type: messages.FeedAlert, Data: a.Record()})
 	}
 	p.stats.observe(&p.stats.mttd, now.Sub(ev.OccurredAt))
 	if severity == detect.SeverityHigh && p.opt.Notify != nil {
@@ -387,7 +387,7 @@ func (p *SOCPipeline) opened(m correlated) {
 		p.incidents = append(p.incidents, in)
 		p.stats.Incidents.Add(1)
 		if p.opt.Feed != nil {
-			p.opt.Feed.Publish(messages.FeedItem{TenantID: in.TenantID, Type: messages.FeedIncident, Data: IncidentRecord(in)})
+			p.opt.Feed.Publish(messages.FeedItem{TenantID: in.TenantID, Type: messages.FeedIncident, Data: in.Record()})
 		}
 		if ci.Severity == detect.SeverityHigh && p.opt.Notify != nil {
 			p.opt.Notify(messages.Notification{Kind: ci.Kind, Severity: messages.NotifySeverityHigh, TenantID: m.tenantID,

@@ -66,7 +66,7 @@ func (p *SOCPipeline) alertLost(now time.Time, fresh bool) {
 		p.alerts = append(p.alerts, a)
 		p.stats.Alerts.Add(1)
 		if p.opt.Feed != nil {
-			p.opt.Feed.Publish(messages.FeedItem{TenantID: tenant, Type: messages.FeedAlert, Data: AlertRecord(a)})
+			p.opt.Feed.Publish(messages.FeedItem{TenantID: tenant, Type: messages.FeedAlert, Data: a.Record()})
 		}
 		if p.opt.Notify != nil {
 			p.opt.Notify(messages.Notification{Kind: AlertRecordLost, Severity: messages.NotifySeverityHigh, TenantID: tenant,

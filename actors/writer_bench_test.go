@@ -76,7 +76,7 @@ func newBenchFixture(b testing.TB, agents int) *benchFixture {
 }
 
 // decisionWrite is one decision with its audit row and receipt, shaped as
-// the Authorizer drafts them (actors/authorize.go draftDecision).
+// the Authorizer drafts them (actors/agent.go draftDecision).
 func decisionWrite(tenantID, agentID string, i int) persistence.DecisionWrite {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	id, rid := uuid.NewString(), uuid.NewString()

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"slices"
 
-	"svc/actors"
 	"svc/persistence"
 	"svc/receipt"
 )
@@ -69,7 +68,7 @@ type publicKeyView struct {
 
 // viewReceipt is a receipt as the API and the export show it (CONTRACT §13):
 // the receipt package's form, so both agree byte for byte.
-func viewReceipt(r persistence.Receipt) receipt.Receipt { return actors.ToReceipt(r, r.Seq) }
+func viewReceipt(r persistence.Receipt) receipt.Receipt { return r.Sealable(r.Seq) }
 
 // chainPage is how many receipts verify-chain and the export read at a time.
 const chainPage = 5000
@@ -111,7 +110,7 @@ func (s *Server) verifyReceipt(c *Call) (any, error) {
 	if err != nil {
 		return nil, orNotFound(err, "receipt")
 	}
-	chk := receipt.Verify(actors.ToReceipt(r, r.Seq), s.receiptKey)
+	chk := receipt.Verify(r.Sealable(r.Seq), s.receiptKey)
 	return verifyView{ReceiptID: r.ID, Valid: chk.Valid, HashValid: chk.HashValid, SignatureValid: chk.SignatureValid, Error: nullable(chk.Error)}, nil
 }
 

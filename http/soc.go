@@ -3,7 +3,6 @@ package httpapi
 import (
 	"svc/rules/detect"
 
-	"svc/actors"
 	"svc/messages"
 
 	"strings"
@@ -34,13 +33,9 @@ type socSummaryView struct {
 	OpenIncidentsBySeverity map[string]int64 `json:"open_incidents_by_severity"`
 }
 
-func viewAlert(a persistence.Alert) alertView {
-	return actors.AlertRecord(a)
-}
+func viewAlert(a persistence.Alert) alertView { return a.Record() }
 
-func viewIncident(in persistence.Incident) incidentView {
-	return actors.IncidentRecord(in)
-}
+func viewIncident(in persistence.Incident) incidentView { return in.Record() }
 
 // socList reads what the alert and incident lists share: watch, the page
 // and the severity filter (any case; 400 for an unknown severity).

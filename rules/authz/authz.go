@@ -15,7 +15,8 @@
 //   - [Bound], rule 6: a tool outside the agent's bindings is refused.
 //   - [Replayed], rule 13: a nonce seen in the replay window is denied.
 //   - [Decide], rule 9: the policy's result becomes the decision, with
-//     what follows it (quarantine, the best-effort record of rule 10).
+//     what follows it once recorded (quarantine, the escalation window,
+//     the SOC events) and whether its record is best effort (rule 10).
 package authz
 
 import (
@@ -163,6 +164,47 @@ type Skill struct {
 	Mutates bool
 }
 
+// Replay says whether the call replays something used before (rule 13
+// and CONTRACT §4), which raises a replay_attempt event.
+type Replay int
+
+const (
+	NoReplay Replay = iota
+	// NonceReplay: the nonce was seen in the replay window (Replayed).
+	NonceReplay
+	// ApprovalReplay: the approval presented was already used.
+	ApprovalReplay
+)
+
+// Escalation is the tenant's tier escalation setting (SPEC part 3): more
+// than Threshold denies within Window move the agent's tier one step.
+type Escalation struct {
+	Window    time.Duration
+	Threshold int
+}
+
+// Facts are what rule 9 decides from besides the policy's result.
+type Facts struct {
+	// RequestMutates is the request's mutates_state.
+	RequestMutates bool
+	Skill          Skill
+	// ApprovalUsed: the call uses the approval it presents, consumed in
+	// the decision's transaction, so its allow is never best effort.
+	ApprovalUsed bool
+	Replay       Replay
+	Escalation   Escalation
+}
+
+// Event is a SOC event the recorded decision raises (SPEC part 6).
+type Event struct {
+	Kind   string
+	Reason string
+	// RiskScore, when not 0, replaces the decision's advisory score.
+	RiskScore int
+	// Subject, when set, replaces the event's tool and action.
+	Subject string
+}
+
 // Verdict is a decision and what must follow it.
 type Verdict struct {
 	// Decision is the policy's, or quarantine when it asked for one.
@@ -176,23 +218,44 @@ type Verdict struct {
 	// Quarantine: the agent is quarantined once the decision is recorded
 	// (rule 9's @decision("quarantine")).
 	Quarantine bool
-	// Deny: a deny or a quarantine (counted towards escalation).
+	// Deny: a deny or a quarantine.
 	Deny bool
 	// LowRisk: a non-mutating allow of an action that is not registered
-	// high or critical; its record is best effort (rule 10).
+	// high or critical, and uses no approval; its record is best effort
+	// (rule 10).
 	LowRisk bool
+	// Escalation, for a deny, is the window it counts in towards the tier
+	// escalation once recorded (SPEC part 3); nil otherwise.
+	Escalation *Escalation
+	// Events are the SOC events the decision raises once recorded, in
+	// order: its own authorize_decision event, then a replay_attempt for
+	// a replay.
+	Events []Event
 }
 
-// Decide is rule 9: the policy's result as the decision.
-func Decide(res policy.Result, requestMutates bool, skill Skill) Verdict {
-	mutates := requestMutates || skill.Mutates
+// Decide is rule 9: the policy's result as the decision, and what follows
+// it once recorded.
+func Decide(res policy.Result, f Facts) Verdict {
+	mutates := f.RequestMutates || f.Skill.Mutates
 	decision := res.Decision
 	if res.Quarantine {
 		decision = DecisionQuarantine
 	}
-	return Verdict{Decision: decision, Reason: res.Reason, Mutates: mutates, Quarantine: decision == DecisionQuarantine,
+	v := Verdict{Decision: decision, Reason: res.Reason, Mutates: mutates, Quarantine: decision == DecisionQuarantine,
 		Deny:    decision == DecisionDeny || decision == DecisionQuarantine,
-		LowRisk: decision == DecisionAllow && !mutates && skill.Risk != "high" && skill.Risk != "critical"}
+		LowRisk: decision == DecisionAllow && !mutates && f.Skill.Risk != "high" && f.Skill.Risk != "critical" && !f.ApprovalUsed,
+		Events:  []Event{{Kind: messages.KindAuthorizeDecision, Reason: res.Reason}}}
+	if v.Deny {
+		e := f.Escalation
+		v.Escalation = &e
+	}
+	switch f.Replay {
+	case NonceReplay:
+		v.Events = append(v.Events, Event{Kind: messages.KindReplayAttempt, Reason: "replay nonce reused", RiskScore: 100, Subject: ReasonReplay})
+	case ApprovalReplay:
+		v.Events = append(v.Events, Event{Kind: messages.KindReplayAttempt, Reason: "approval presented again after use", RiskScore: 100})
+	}
+	return v
 }
 
 // Decisions and reasons named by the rules.
@@ -203,6 +266,8 @@ const (
 
 	AgentFrozen = "frozen"
 
-	ReasonFrozen = "agent_frozen"
-	ReasonReplay = "replay_nonce_reused"
+	ReasonFrozen           = "agent_frozen"
+	ReasonReplay           = "replay_nonce_reused"
+	ReasonApproved         = "approved"
+	ReasonApprovalConsumed = "approval_consumed"
 )

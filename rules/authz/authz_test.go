@@ -1,6 +1,7 @@
 package authz
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -131,34 +132,45 @@ func TestReplayed(t *testing.T) {
 }
 
 func TestDecide(t *testing.T) {
+	own := func(reason string) []Event { return []Event{{Kind: "authorize_decision", Reason: reason}} }
+	esc := Escalation{Window: time.Hour, Threshold: 5}
 	for _, tc := range []struct {
-		name    string
-		res     policy.Result
-		mutates bool
-		skill   Skill
-		want    Verdict
+		name  string
+		res   policy.Result
+		facts Facts
+		want  Verdict
 	}{
-		{"rule 9: a read allow is low risk (rule 10: best effort)", policy.Result{Decision: "allow", Reason: "r"}, false, Skill{},
-			Verdict{Decision: "allow", Reason: "r", LowRisk: true}},
-		{"rule 9: a mutating allow is not low risk", policy.Result{Decision: "allow"}, true, Skill{},
-			Verdict{Decision: "allow", Mutates: true}},
-		{"rule 9: a registered mutation sent as a read mutates", policy.Result{Decision: "allow"}, false, Skill{Risk: "low", Mutates: true},
-			Verdict{Decision: "allow", Mutates: true}},
-		{"rule 9: a read of a high-risk skill is not low risk", policy.Result{Decision: "allow"}, false, Skill{Risk: "high"},
-			Verdict{Decision: "allow"}},
-		{"rule 9: a read of a critical skill is not low risk", policy.Result{Decision: "allow"}, false, Skill{Risk: "critical"},
-			Verdict{Decision: "allow"}},
-		{"rule 9: a deny", policy.Result{Decision: "deny", Reason: "x"}, false, Skill{},
-			Verdict{Decision: "deny", Reason: "x", Deny: true}},
-		{"rule 9: @decision(quarantine) quarantines after the record", policy.Result{Decision: "deny", Quarantine: true}, true, Skill{},
-			Verdict{Decision: "quarantine", Mutates: true, Quarantine: true, Deny: true}},
-		{"rule 9: redact is not an allow for the best effort", policy.Result{Decision: "redact", RedactedFields: []string{"a"}}, false, Skill{},
-			Verdict{Decision: "redact"}},
-		{"rule 9: require_approval", policy.Result{Decision: "require_approval"}, true, Skill{},
-			Verdict{Decision: "require_approval", Mutates: true}},
+		{"rule 9: a read allow is low risk (rule 10: best effort)", policy.Result{Decision: "allow", Reason: "r"}, Facts{},
+			Verdict{Decision: "allow", Reason: "r", LowRisk: true, Events: own("r")}},
+		{"rule 9: a mutating allow is not low risk", policy.Result{Decision: "allow"}, Facts{RequestMutates: true},
+			Verdict{Decision: "allow", Mutates: true, Events: own("")}},
+		{"rule 9: a registered mutation sent as a read mutates", policy.Result{Decision: "allow"}, Facts{Skill: Skill{Risk: "low", Mutates: true}},
+			Verdict{Decision: "allow", Mutates: true, Events: own("")}},
+		{"rule 9: a read of a high-risk skill is not low risk", policy.Result{Decision: "allow"}, Facts{Skill: Skill{Risk: "high"}},
+			Verdict{Decision: "allow", Events: own("")}},
+		{"rule 9: a read of a critical skill is not low risk", policy.Result{Decision: "allow"}, Facts{Skill: Skill{Risk: "critical"}},
+			Verdict{Decision: "allow", Events: own("")}},
+		{"CONTRACT §4: a read allowed by an approval is not best effort", policy.Result{Decision: "allow", Reason: "approved"}, Facts{ApprovalUsed: true},
+			Verdict{Decision: "allow", Reason: "approved", Events: own("approved")}},
+		{"rule 9, part 3: a deny counts towards escalation in the tenant's window", policy.Result{Decision: "deny", Reason: "x"}, Facts{Escalation: esc},
+			Verdict{Decision: "deny", Reason: "x", Deny: true, Escalation: &esc, Events: own("x")}},
+		{"rule 9: @decision(quarantine) quarantines after the record, and escalates", policy.Result{Decision: "deny", Quarantine: true},
+			Facts{RequestMutates: true, Escalation: esc},
+			Verdict{Decision: "quarantine", Mutates: true, Quarantine: true, Deny: true, Escalation: &esc, Events: own("")}},
+		{"rule 9: redact is not an allow for the best effort", policy.Result{Decision: "redact", RedactedFields: []string{"a"}}, Facts{},
+			Verdict{Decision: "redact", Events: own("")}},
+		{"rule 9: require_approval", policy.Result{Decision: "require_approval"}, Facts{RequestMutates: true},
+			Verdict{Decision: "require_approval", Mutates: true, Events: own("")}},
+		{"rule 13: a reused nonce is denied and raises replay_attempt", Replayed(), Facts{Replay: NonceReplay, Escalation: esc},
+			Verdict{Decision: "deny", Reason: "replay_nonce_reused", Deny: true, Escalation: &esc, Events: append(own("replay_nonce_reused"),
+				Event{Kind: "replay_attempt", Reason: "replay nonce reused", RiskScore: 100, Subject: "replay_nonce_reused"})}},
+		{"CONTRACT §4: an approval presented again is denied and raises replay_attempt",
+			policy.Result{Decision: "deny", Reason: "approval_consumed"}, Facts{Replay: ApprovalReplay, Escalation: esc},
+			Verdict{Decision: "deny", Reason: "approval_consumed", Deny: true, Escalation: &esc, Events: append(own("approval_consumed"),
+				Event{Kind: "replay_attempt", Reason: "approval presented again after use", RiskScore: 100})}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Decide(tc.res, tc.mutates, tc.skill); got != tc.want {
+			if got := Decide(tc.res, tc.facts); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})

@@ -1,0 +1,219 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"svc/messages"
+	"svc/persistence"
+	"svc/persistence/sharedstate"
+	"svc/rules/authz"
+	"svc/rules/policy"
+)
+
+// What the agent actors read to decide a call (SPEC 4.2 rules 3 to 9 and
+// 13), and the node's caches of it: the skill registry, each tenant's
+// policy version and risk settings. One facts serves every agent actor of
+// a node; its caches are safe for concurrent use and dropped by the
+// invalidation hub.
+
+type facts struct {
+	store     persistence.Store
+	shared    sharedstate.State
+	engine    *policy.Engine
+	heartbeat func(messages.Heartbeat)
+	opt       AuthorizerOptions
+	log       hclog.Logger
+
+	skills  *lru.Cache[string, skillEntry] // nil when the capacity is 0
+	tenants sync.Map                       // tenant → *tenantEntry
+}
+
+type skillEntry struct {
+	skill persistence.Skill
+	found bool
+}
+
+// tenantEntry caches a tenant's policy version and risk settings.
+type tenantEntry struct {
+	mu          sync.Mutex
+	policyVer   int64
+	policyAt    time.Time
+	risk        persistence.RiskSettings
+	riskAt      time.Time
+	riskLoaded  bool
+	policyReady bool
+}
+
+// policyCheckEvery bounds how stale a node's view of a tenant's policy
+// version may be when an invalidation message from another node is lost.
+const policyCheckEvery = time.Second
+
+func newFacts(store persistence.Store, shared sharedstate.State, engine *policy.Engine, heartbeat func(messages.Heartbeat),
+	o AuthorizerOptions, log hclog.Logger) (*facts, error) {
+	f := &facts{store: store, shared: shared, engine: engine, heartbeat: heartbeat, opt: o, log: log}
+	if o.SkillCacheCapacity > 0 {
+		c, err := lru.New[string, skillEntry](o.SkillCacheCapacity)
+		if err != nil {
+			return nil, fmt.Errorf("actors: skill cache: %w", err)
+		}
+		f.skills = c
+	}
+	return f, nil
+}
+
+// drop applies an invalidation to the caches.
+func (f *facts) drop(inv messages.Invalidation) {
+	switch inv.Kind {
+	case messages.CacheSkill:
+		if f.skills != nil {
+			f.skills.Remove(inv.TenantID + "\x00" + inv.Key)
+		}
+	case messages.CachePolicy, messages.CacheRisk:
+		f.tenants.Delete(inv.TenantID)
+	case messages.CacheBasePolicy:
+		if err := f.engine.ReloadBase(); err != nil {
+			f.log.Error("base policy reload from another node failed; keeping the current set", "error", err)
+		}
+	case messages.CacheAll:
+		if f.skills != nil {
+			f.skills.Purge()
+		}
+		f.tenants.Range(func(k, _ any) bool { f.tenants.Delete(k); return true })
+	}
+}
+
+// limits takes the agent's rate token and counts its quota (rule 3's
+// facts); the quota is counted only when a token was given.
+func (f *facts) limits(ctx context.Context, tenantID, agentID string) (authz.Limits, error) {
+	lim := authz.Limits{Quota: f.opt.QuotaLimit}
+	var err error
+	lim.Token, lim.TokenAfter, err = f.shared.TakeToken(ctx, "rl:"+tenantID+":"+agentID, f.opt.RateCapacity, f.opt.RateRefill, 1)
+	if err != nil || !lim.Token || f.opt.QuotaLimit <= 0 {
+		return lim, err
+	}
+	lim.QuotaUsed, lim.QuotaAfter, err = f.shared.Incr(ctx, "quota:"+tenantID+":"+agentID, f.opt.QuotaWindow)
+	return lim, err
+}
+
+// bindings are the agent's tool permission bindings (rule 6's facts).
+func (f *facts) bindings(ctx context.Context, tenantID, agentID string) ([]string, error) {
+	perms, err := f.store.ListPermissions(ctx, tenantID, agentID)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(perms))
+	for i, p := range perms {
+		keys[i] = p.ToolKey
+	}
+	return keys, nil
+}
+
+// recentDenials is the agent's count of denies in its escalation window
+// (the risk score's input; 0 when unknown).
+func (f *facts) recentDenials(ctx context.Context, tenantID, agentID string) int {
+	v, ok, err := f.shared.Get(ctx, denyCountKey(tenantID, agentID))
+	if err != nil || !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(v)
+	return n
+}
+
+// skill reads the registry through the bounded cache.
+func (f *facts) skill(ctx context.Context, tenantID, key string) skillEntry {
+	ck := tenantID + "\x00" + key
+	if f.skills != nil {
+		if e, ok := f.skills.Get(ck); ok {
+			return e
+		}
+	}
+	sk, err := f.store.GetSkill(ctx, tenantID, key)
+	e := skillEntry{skill: sk, found: err == nil}
+	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		return e // not cached: a transient failure must not stick
+	}
+	if f.skills != nil {
+		f.skills.Add(ck, e)
+	}
+	return e
+}
+
+func (f *facts) tenant(tenantID string) *tenantEntry {
+	e, _ := f.tenants.LoadOrStore(tenantID, &tenantEntry{})
+	return e.(*tenantEntry) //nolint:errcheck // only *tenantEntry is stored
+}
+
+// riskSettings returns the tenant's risk settings, cached for
+// SVC_RISK_WEIGHTS_CACHE_TTL_SECS (a PUT invalidates at once).
+func (f *facts) riskSettings(ctx context.Context, tenantID string) persistence.RiskSettings {
+	e := f.tenant(tenantID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.riskLoaded && time.Since(e.riskAt) < f.opt.RiskWeightsTTL {
+		return e.risk
+	}
+	rs, err := f.store.GetRiskSettings(ctx, tenantID)
+	if err != nil {
+		if e.riskLoaded {
+			return e.risk
+		}
+		return persistence.RiskSettings{DenialThreshold: 5, WindowMinutes: 60}
+	}
+	e.risk, e.riskAt, e.riskLoaded = rs, time.Now(), true
+	return rs
+}
+
+// ensurePolicies makes sure the engine holds the tenant's current policy
+// version. Policy writes prepare the new version themselves (PreparePolicies)
+// and other nodes learn of it by invalidation; this check, at most once a
+// second per tenant, is the safety net.
+func (f *facts) ensurePolicies(ctx context.Context, tenantID string) error {
+	e := f.tenant(tenantID)
+	e.mu.Lock()
+	fresh := e.policyReady && time.Since(e.policyAt) < policyCheckEvery
+	e.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	v, err := f.store.PolicyVersion(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	if !f.engine.HasTenant(tenantID, strconv.FormatInt(v, 10)) {
+		if err := f.preparePolicies(ctx, tenantID); err != nil {
+			return err
+		}
+	}
+	e.mu.Lock()
+	e.policyVer, e.policyAt, e.policyReady = v, time.Now(), true
+	e.mu.Unlock()
+	return nil
+}
+
+// PreparePolicies loads the tenant's enabled policies and prepares their
+// query (off the hot path: called by policy writes and invalidations).
+func (f *facts) preparePolicies(ctx context.Context, tenantID string) error {
+	v, err := f.store.PolicyVersion(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	ps, err := f.store.ListPolicies(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	mods := make([]policy.Module, 0, len(ps))
+	for _, p := range ps {
+		if p.Enabled {
+			mods = append(mods, policy.Module{Name: p.Name, Rego: p.Rego})
+		}
+	}
+	return f.engine.SetTenantPolicies(tenantID, strconv.FormatInt(v, 10), mods)
+}
