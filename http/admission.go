@@ -100,16 +100,44 @@ func (a *admission) saturated() bool {
 }
 
 // admitTenant counts the call against its tenant's share of the node's
-// requests until the request ends; a second call for the same request is a
-// no-op.
+// requests, then takes one of the node's slots, both until the request
+// ends; a second call for the same request is a no-op. The share comes
+// first: a call past its tenant's share is refused without ever holding a
+// node slot, so however fast one tenant's calls arrive, they hold at most
+// its share of the slots and the rest stay free for the others. A
+// super-admin call (no tenant) takes a node slot only.
 func (c *Call) admitTenant(tenantID string) *Error {
-	if tenantID == "" || c.tenantHeld != "" || c.srv == nil || c.srv.adm == nil {
+	if c.slotHeld || c.srv == nil || c.srv.adm == nil {
 		return nil
 	}
-	if e := c.srv.admitShare(c.srv.adm, tenantID, "requests in flight"); e != nil {
+	if tenantID != "" {
+		if e := c.srv.admitShare(c.srv.adm, tenantID, "requests in flight"); e != nil {
+			return e
+		}
+		c.tenantHeld = tenantID
+	}
+	if e := c.takeSlot(); e != nil {
+		if c.tenantHeld != "" {
+			c.srv.adm.leaveTenant(c.tenantHeld)
+			c.tenantHeld = ""
+		}
 		return e
 	}
-	c.tenantHeld = tenantID
+	return nil
+}
+
+// takeSlot takes one of the node's SVC_MAX_CONCURRENT_REQUESTS slots until
+// the request ends, or answers 503 overloaded.
+func (c *Call) takeSlot() *Error {
+	s := c.srv
+	if !s.adm.enter() {
+		s.metrics.shed.Inc()
+		s.metrics.refused.WithLabelValues("overloaded").Inc()
+		e := apiErr("ServiceUnavailable", "overloaded", "too many concurrent requests; retry later")
+		e.RetryAfter = 1
+		return e
+	}
+	c.slotHeld = true
 	return nil
 }
 

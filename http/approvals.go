@@ -265,6 +265,11 @@ func (s *Server) guardApprovalCall(c *Call, run func() (any, error)) (any, error
 		}
 	}
 	if err == nil {
+		if e := c.admitTenant(p.TenantID); e != nil {
+			err = e
+		}
+	}
+	if err == nil {
 		err = c.ReadBody()
 	}
 	var out any

@@ -91,6 +91,8 @@ type Call struct {
 	// readBody, on a SelfAuth route with a body, reads and decodes it once
 	// the handler has authenticated the caller (ReadBody).
 	readBody func() *Error
+	// slotHeld: the request holds one of the node's slots.
+	slotHeld bool
 	// tenantHeld is the tenant whose share of the node this request holds
 	// (admitTenant), released when the request ends.
 	tenantHeld string
@@ -207,16 +209,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		}
 		defer s.streams.open.Add(-1)
 	}
-	if !rt.Unversioned && !streaming { // a stream is not request work: it never holds a slot
-		if !s.adm.enter() {
-			s.metrics.shed.Inc()
-			s.metrics.refused.WithLabelValues("overloaded").Inc()
-			e := apiErr("ServiceUnavailable", "overloaded", "too many concurrent requests; retry later")
-			e.RetryAfter = 1
-			return fail(e)
-		}
-		defer s.adm.leave()
-	}
 	if !streaming {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 		defer cancel()
@@ -225,6 +217,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 
 	c := &Call{R: r, Params: ps, Version: version, header: w.Header(), srv: s}
 	defer func() {
+		if c.slotHeld {
+			s.adm.leave()
+		}
 		if c.tenantHeld != "" {
 			s.adm.leaveTenant(c.tenantHeld)
 		}
@@ -232,6 +227,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 			s.streamShare.leaveTenant(c.streamHeld)
 		}
 	}()
+	// A stream is not request work: it never holds a slot. A public call
+	// takes its node slot here; a call with a credential takes it once its
+	// tenant is known and within its share (admitTenant).
+	if !rt.Unversioned && !streaming && rt.Access == AccessPublic {
+		if e := c.takeSlot(); e != nil {
+			return fail(e)
+		}
+	}
 	if streaming && bearer(r) == "" && r.URL.Query().Get("ticket") != "" {
 		p, err := s.redeemTicket(r)
 		if err != nil {

@@ -3,9 +3,12 @@ package persistence
 import (
 	"context"
 	"encoding/hex"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // CachedStore keeps the two reads every authorize call makes, the agent
@@ -19,6 +22,15 @@ import (
 // read before the database read that fills an entry, so a write racing
 // with a fill leaves the entry stale, never wrong. Writes are rare next to
 // authorize calls, so one counter for everything costs little.
+//
+// # One read per miss
+//
+// Concurrent misses of one entry share one database read
+// (golang.org/x/sync/singleflight), keyed by the entry and the generation
+// the callers read, so a burst of calls with a token not yet cached (a
+// flood of one agent's calls, or every call once an entry expires) costs
+// one pooled connection instead of one each. A write that bumps the
+// generation starts a new flight for the callers that come after it.
 //
 // # Scope
 //
@@ -38,6 +50,7 @@ type CachedStore struct {
 	mu     sync.Mutex
 	tokens map[string]cachedAgent
 	perms  map[string]cachedPerms
+	reads  singleflight.Group
 }
 
 type cachedAgent struct {
@@ -98,17 +111,21 @@ func (c *CachedStore) LookupAgentToken(ctx context.Context, hash []byte) (Agent,
 	if ok && e.gen == gen && c.fresh(e.gen, e.at) {
 		return e.agent, nil
 	}
-	at := c.now()
-	a, err := c.Store.LookupAgentToken(ctx, hash)
-	if err != nil {
-		return a, err
-	}
-	c.mu.Lock()
-	if len(c.tokens) < c.limit || ok {
-		c.tokens[key] = cachedAgent{gen: gen, at: at, agent: a}
-	}
-	c.mu.Unlock()
-	return a, nil
+	v, err := c.shared(ctx, "t"+key, gen, func(ctx context.Context) (any, error) {
+		at := c.now()
+		a, err := c.Store.LookupAgentToken(ctx, hash)
+		if err != nil {
+			return a, err
+		}
+		c.mu.Lock()
+		if _, had := c.tokens[key]; len(c.tokens) < c.limit || had {
+			c.tokens[key] = cachedAgent{gen: gen, at: at, agent: a}
+		}
+		c.mu.Unlock()
+		return a, nil
+	})
+	a, _ := v.(Agent)
+	return a, err
 }
 
 // ListPermissions implements AgentStore through the cache.
@@ -121,17 +138,44 @@ func (c *CachedStore) ListPermissions(ctx context.Context, tenantID, agentID str
 	if ok && e.gen == gen && c.fresh(e.gen, e.at) {
 		return e.perms, nil
 	}
-	at := c.now()
-	ps, err := c.Store.ListPermissions(ctx, tenantID, agentID)
-	if err != nil {
-		return ps, err
+	v, err := c.shared(ctx, "p"+key, gen, func(ctx context.Context) (any, error) {
+		at := c.now()
+		ps, err := c.Store.ListPermissions(ctx, tenantID, agentID)
+		if err != nil {
+			return ps, err
+		}
+		c.mu.Lock()
+		if _, had := c.perms[key]; len(c.perms) < c.limit || had {
+			c.perms[key] = cachedPerms{gen: gen, at: at, perms: ps}
+		}
+		c.mu.Unlock()
+		return ps, nil
+	})
+	ps, _ := v.([]Permission)
+	return ps, err
+}
+
+// sharedReadTimeout bounds a read shared by concurrent misses: it is not
+// bound by the deadline of the caller that happened to start it, which
+// may be shorter than the others'.
+const sharedReadTimeout = 10 * time.Second
+
+// shared runs read once for the concurrent misses of key at generation
+// gen. The read is not cancelled with the caller that started it (the
+// others still wait for it); each caller stops waiting when its own
+// context ends.
+func (c *CachedStore) shared(ctx context.Context, key string, gen uint64, read func(context.Context) (any, error)) (any, error) {
+	ch := c.reads.DoChan(key+"@"+strconv.FormatUint(gen, 10), func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedReadTimeout)
+		defer cancel()
+		return read(rctx)
+	})
+	select {
+	case r := <-ch:
+		return r.Val, r.Err
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	c.mu.Lock()
-	if len(c.perms) < c.limit || ok {
-		c.perms[key] = cachedPerms{gen: gen, at: at, perms: ps}
-	}
-	c.mu.Unlock()
-	return ps, nil
 }
 
 // The writes that invalidate.

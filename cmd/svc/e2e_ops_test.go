@@ -252,13 +252,15 @@ func TestE2EConfig(t *testing.T) {
 }
 
 // TestE2ELoadShedding holds the only request slot with a request whose body
-// never completes, then expects 503 for the next API call (deterministic:
-// the slot is held from dispatch until the body is read).
+// never completes, then expects 503 for another tenant's call and 429
+// tenant_concurrency for the holder's own tenant (deterministic: the slot
+// is held from admission until the body is read).
 func TestE2ELoadShedding(t *testing.T) {
 	t.Parallel()
 	forBackends(t, func(t *testing.T, backend string) {
 		s := startServer(t, backend, map[string]string{"SVC_MAX_CONCURRENT_REQUESTS": "1"})
 		_, admin := s.tenant(t, "shed-"+uniq())
+		_, other := s.tenant(t, "shed-other-"+uniq())
 		s.want(t, 200, "GET", "/v2/agents", admin, nil)
 
 		body := `{"name":"slow-agent"}`
@@ -289,9 +291,14 @@ func TestE2ELoadShedding(t *testing.T) {
 				return false
 			}
 			_ = conn.SetReadDeadline(time.Time{})
-			resp, raw = s.do(t, "GET", "/v2/agents", admin, nil)
+			// Another tenant's call: within its own share, it finds the
+			// node's only slot held.
+			resp, raw = s.do(t, "GET", "/v2/agents", other, nil)
 			return resp.StatusCode == 503
 		})
+		// The slow call's own tenant is past its share (one slot of one):
+		// refused before it could take a node slot.
+		envelope(t, s.want(t, 429, "GET", "/v2/agents", admin, nil), 429, "v2", "TooManyRequests")
 		if resp.Header.Get("Retry-After") == "" {
 			t.Errorf("503 without Retry-After")
 		}
