@@ -36,7 +36,7 @@ func (a *Authorizer) afterCommit(m *messages.Authorize, d *draft) {
 	}
 	if d.verdict.Quarantine {
 		_, err := a.store.TransitionAgent(ctx, m.TenantID, m.AgentID, []string{persistence.AgentActive}, persistence.AgentQuarantined,
-			persistence.AuditEvent{ID: uuid.NewString(), TenantID: m.TenantID, EventType: "agent_quarantined", Action: "agent_quarantined",
+			persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: m.TenantID, EventType: "agent_quarantined", Action: "agent_quarantined",
 				Actor: "policy", AgentID: m.AgentID, DecisionID: dec.ID,
 				Details: map[string]any{"action": "agent_quarantined", "decision_id": dec.ID}, CreatedAt: time.Now().UTC()})
 		if err == nil {
@@ -68,7 +68,7 @@ func (a *Authorizer) escalate(ctx context.Context, m *messages.Authorize, dec *p
 		return
 	}
 	moved, err := a.store.EscalateTier(ctx, m.TenantID, m.AgentID, m.RiskTier, next,
-		persistence.AuditEvent{ID: uuid.NewString(), TenantID: m.TenantID, EventType: "agent_risk_escalated", Action: "agent_risk_escalated",
+		persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: m.TenantID, EventType: "agent_risk_escalated", Action: "agent_risk_escalated",
 			Actor: "risk", AgentID: m.AgentID, DecisionID: dec.ID, CreatedAt: time.Now().UTC(),
 			Details: map[string]any{"action": "agent_risk_escalated", "from": m.RiskTier, "to": next, "denials": n,
 				"window_minutes": int(e.Window / time.Minute), "denial_threshold": e.Threshold}})

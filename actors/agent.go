@@ -244,7 +244,7 @@ func (g *AgentActor) draftDecision(ctx context.Context, m *messages.Authorize, a
 		return &draft{outcome: &messages.AuthorizeOutcome{Response: resp}}
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	decisionID, receiptID := uuid.NewString(), uuid.NewString()
+	decisionID, receiptID := persistence.NewRecordID(), persistence.NewRecordID()
 	resp.DecisionID, resp.ReceiptID = decisionID, receiptID
 	toolCall, _ := json.Marshal(tc)
 	rec := persistence.Decision{ID: decisionID, TenantID: m.TenantID, AgentID: m.AgentID, RequestID: req.RequestID, Tool: tc.Tool,
@@ -255,7 +255,7 @@ func (g *AgentActor) draftDecision(ctx context.Context, m *messages.Authorize, a
 	if req.Trace != nil {
 		rec.RunID, rec.ParentRunID, rec.TraceID = req.Trace.RunID, req.Trace.ParentRunID, req.Trace.TraceID
 	}
-	audit := persistence.AuditEvent{ID: uuid.NewString(), TenantID: m.TenantID, EventType: "authorize_decision", Action: v.Decision,
+	audit := persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: m.TenantID, EventType: "authorize_decision", Action: v.Decision,
 		Actor: "agent:" + m.AgentID, AgentID: m.AgentID, DecisionID: decisionID, CreatedAt: now,
 		Details: map[string]any{"action": v.Decision, "tool": tc.Tool, "tool_action": tc.Action, "reason": res.Reason,
 			"matched_policies": rec.MatchedPolicyIDs, "action_hash": hash, "receipt_id": receiptID}}

@@ -257,7 +257,7 @@ func (p *ApprovalActor) decide(ctx context.Context, m *approvalReq) approvalRes 
 	if d.ActionHash != "" {
 		details["action_hash"] = d.ActionHash
 	}
-	a, err := p.front.store.DecideApproval(ctx, d, persistence.AuditEvent{ID: uuid.NewString(), TenantID: p.tenantID, EventType: event,
+	a, err := p.front.store.DecideApproval(ctx, d, persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: p.tenantID, EventType: event,
 		Action: event, Actor: m.actor, AgentID: cur.AgentID, DecisionID: cur.DecisionID, CreatedAt: d.At, Details: details})
 	return approvalRes{approval: a, err: err}
 }
@@ -282,7 +282,7 @@ func (p *ApprovalActor) consume(ctx context.Context, m *approvalReq) approvalRes
 		}
 		return approvalRes{approval: a, err: errors.Join(persistence.ErrStateConflict, err)}
 	}
-	a, err := p.front.store.ConsumeApproval(ctx, p.tenantID, p.id, m.agentID, now, persistence.AuditEvent{ID: uuid.NewString(),
+	a, err := p.front.store.ConsumeApproval(ctx, p.tenantID, p.id, m.agentID, now, persistence.AuditEvent{ID: persistence.NewRecordID(),
 		TenantID: p.tenantID, EventType: "approval_consumed", Action: "approval_consumed", Actor: m.actor, AgentID: m.agentID,
 		CreatedAt: now, Details: map[string]any{"action": "approval_consumed", "approval_id": p.id}})
 	if errors.Is(err, persistence.ErrStateConflict) {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
 	"svc/canonical"
@@ -204,7 +203,7 @@ func (a *Authorizer) auditRefusal(m *messages.Authorize, o *messages.AuthorizeOu
 		return // SPEC 4.2 rule 11: a dry run writes no audit row, refused or not
 	}
 	tool := canonical.NormalizeIdentifier(m.Request.ToolCall.Tool)
-	a.system.Root.Send(a.writer, &BufferAudit{Events: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: m.TenantID,
+	a.system.Root.Send(a.writer, &BufferAudit{Events: []persistence.AuditEvent{{ID: persistence.NewRecordID(), TenantID: m.TenantID,
 		EventType: "authorize_refused", Action: f.Code, Actor: "agent:" + m.AgentID, AgentID: m.AgentID, CreatedAt: time.Now().UTC(),
 		Details: map[string]any{"action": f.Code, "status": a.opt.RefusalStatus(f.Refusal), "tool": tool, "message": f.Message}}}})
 }

@@ -321,7 +321,7 @@ func DetectEvent(ev *messages.AseEvent) detect.Event {
 // HIGH, to the notifier.
 func (p *SOCPipeline) raise(ev *messages.AseEvent, de detect.Event, key, name, severity, source, summary string) {
 	now := time.Now().UTC()
-	a := persistence.Alert{ID: uuid.NewString(), TenantID: ev.TenantID, RuleKey: key, AlertName: name, Severity: severity,
+	a := persistence.Alert{ID: persistence.NewRecordID(), TenantID: ev.TenantID, RuleKey: key, AlertName: name, Severity: severity,
 		Source: source, AgentID: ev.AgentID, DecisionID: de.DecisionID, SourceEventID: ev.EventID, Summary: summary, CreatedAt: now}
 	p.alerts = append(p.alerts, a)
 	p.stats.Alerts.Add(1)

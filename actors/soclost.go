@@ -60,7 +60,7 @@ func (p *SOCPipeline) alertLost(now time.Time, fresh bool) {
 		m := l.last
 		summary := fmt.Sprintf("%s: %d decision(s) answered before their commit were not recorded; the audit trail and receipt chain lack them (last: decision %s of agent %s: %s)",
 			AlertRecordLost, l.count, m.DecisionID, m.AgentID, m.Error)
-		a := persistence.Alert{ID: uuid.NewString(), TenantID: tenant, RuleKey: AlertRecordLost, AlertName: AlertRecordLost,
+		a := persistence.Alert{ID: persistence.NewRecordID(), TenantID: tenant, RuleKey: AlertRecordLost, AlertName: AlertRecordLost,
 			Severity: detect.SeverityHigh, Source: detect.SourceDefault, AgentID: m.AgentID, DecisionID: m.DecisionID,
 			SourceEventID: uuid.NewString(), Summary: summary, CreatedAt: now.UTC()}
 		p.alerts = append(p.alerts, a)

@@ -19,7 +19,7 @@ func NewTenant(ctx context.Context, store persistence.TenantStore, name, actor s
 	t := persistence.Tenant{ID: uuid.NewString(), Name: name, AutoRotateTokenOnLeak: true, CreatedAt: now}
 	tok, hash := credential.Mint(credential.OperatorPrefix)
 	op := persistence.OperatorToken{ID: uuid.NewString(), TenantID: t.ID, Name: "admin", Role: persistence.RoleAdmin, CreatedAt: now}
-	ev := persistence.AuditEvent{ID: uuid.NewString(), TenantID: t.ID, EventType: "admin_action", Action: "tenant_created",
+	ev := persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: t.ID, EventType: "admin_action", Action: "tenant_created",
 		Actor: actor, Details: map[string]any{"action": "tenant_created", "name": name, "token_id": op.ID}, CreatedAt: now}
 	if err := store.CreateTenant(ctx, t, op, hash, ev); err != nil {
 		return t, "", err

@@ -7,7 +7,6 @@ import (
 
 	"strings"
 
-	"github.com/google/uuid"
 
 	"svc/persistence"
 )
@@ -138,7 +137,7 @@ func (s *Server) closeIncident(c *Call) (any, error) {
 	if b.Reason != nil {
 		details["reason"] = *b.Reason
 	}
-	in, err := s.Store.CloseIncident(c.Ctx(), c.Principal.TenantID, id, b.Reason, now, persistence.AuditEvent{ID: uuid.NewString(),
+	in, err := s.Store.CloseIncident(c.Ctx(), c.Principal.TenantID, id, b.Reason, now, persistence.AuditEvent{ID: persistence.NewRecordID(),
 		TenantID: c.Principal.TenantID, EventType: "admin_action", Action: "incident_closed", Actor: c.Principal.Actor(),
 		CreatedAt: now, Details: details})
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/google/uuid"
 
 	"svc/actors"
 	"svc/persistence"
@@ -142,7 +141,7 @@ func (s *Server) putSOCRule(c *Call) (any, error) {
 	now := nowUTC()
 	r, err := s.Store.PutRule(c.Ctx(), persistence.CustomRule{TenantID: c.Principal.TenantID, Key: b.RuleKey, AlertName: name,
 		Severity: sev, Enabled: enabled, Condition: raw, CreatedAt: now, UpdatedAt: now},
-		persistence.AuditEvent{ID: uuid.NewString(), TenantID: c.Principal.TenantID, EventType: "config_change",
+		persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: c.Principal.TenantID, EventType: "config_change",
 			Action: "soc_rule_saved", Actor: c.Principal.Actor(), CreatedAt: now,
 			Details: map[string]any{"action": "soc_rule_saved", "rule_key": b.RuleKey, "severity": sev, "enabled": enabled}})
 	if err != nil {
@@ -161,7 +160,7 @@ func (s *Server) deleteSOCRule(c *Call) (any, error) {
 		return nil, apiErr("Conflict", "default_rule", "%s is a default rule and cannot be deleted", key)
 	}
 	now := nowUTC()
-	err := s.Store.DeleteRule(c.Ctx(), c.Principal.TenantID, key, persistence.AuditEvent{ID: uuid.NewString(),
+	err := s.Store.DeleteRule(c.Ctx(), c.Principal.TenantID, key, persistence.AuditEvent{ID: persistence.NewRecordID(),
 		TenantID: c.Principal.TenantID, EventType: "config_change", Action: "soc_rule_deleted", Actor: c.Principal.Actor(),
 		CreatedAt: now, Details: map[string]any{"action": "soc_rule_deleted", "rule_key": key}})
 	if err != nil {

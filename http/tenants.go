@@ -69,7 +69,7 @@ func auditEvent(p Principal, tenantID, eventType, action, agentID string, detail
 		details = map[string]any{}
 	}
 	details["action"] = action
-	return persistence.AuditEvent{ID: uuid.NewString(), TenantID: tenantID, EventType: eventType, Action: action,
+	return persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: tenantID, EventType: eventType, Action: action,
 		Actor: p.Actor(), AgentID: agentID, Details: details, CreatedAt: nowUTC()}
 }
 

@@ -33,7 +33,9 @@ import (
 var (
 	azHex64RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	azHex16RE = regexp.MustCompile(`^[0-9a-f]{16}$`)
-	azUUIDRE  = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	// azUUIDv7RE: decisions and receipts are appended in time order, so
+	// their ids are UUID v7 (CONTRACT §10).
+	azUUIDv7RE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 )
 
 // Trust levels used throughout.
@@ -199,9 +201,12 @@ func TestE2EAuthorize(t *testing.T) {
 			t.Run("read-only allow at trusted", func(t *testing.T) {
 				m := azDecide(t, s, tok, azRead(nil), "allow", "")
 				for _, f := range []string{"decision_id", "receipt_id"} {
-					if v, _ := m[f].(string); !azUUIDRE.MatchString(v) {
-						t.Errorf("%s = %v, want a UUID v4", f, m[f])
+					if v, _ := m[f].(string); !azUUIDv7RE.MatchString(v) {
+						t.Errorf("%s = %v, want a UUID v7", f, m[f])
 					}
+				}
+				if d, r := m["decision_id"].(string), m["receipt_id"].(string); d >= r {
+					t.Errorf("decision_id %s not before receipt_id %s: time-ordered ids of one decision", d, r)
 				}
 				for _, f := range []string{"receipt_hash", "action_hash"} {
 					if v, _ := m[f].(string); !azHex64RE.MatchString(v) {
