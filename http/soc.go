@@ -7,7 +7,6 @@ import (
 
 	"strings"
 
-
 	"svc/persistence"
 )
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-
 	"svc/actors"
 	"svc/persistence"
 	"svc/rules/detect"
