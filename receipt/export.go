@@ -11,6 +11,7 @@ import (
 	"fmt"
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/hdevalence/ed25519consensus"
 	"io"
 )
 
@@ -189,6 +190,7 @@ func VerifyExport(r io.Reader) (Report, error) {
 		v.add(i, rec)
 		rep.HeadHash, lastSeq = rec.ReceiptHash, rec.Seq
 	}
+	v.finish()
 	rep.Checked = v.checked
 	rep.Errors = append(rep.Errors, v.errs...)
 	if lines != rep.Count {
@@ -242,7 +244,7 @@ func parseHeader(line []byte) (exportHeader, ed25519.PublicKey, error) {
 // verifyHeader checks h's header_signature against pub.
 func verifyHeader(h exportHeader, pub ed25519.PublicKey) bool {
 	sig, err := base64.StdEncoding.Strict().DecodeString(*h.HeaderSignature)
-	return err == nil && len(sig) == ed25519.SignatureSize && ed25519.Verify(pub, headerMessage(h), sig)
+	return err == nil && len(sig) == ed25519.SignatureSize && ed25519consensus.Verify(pub, headerMessage(h), sig)
 }
 
 // decodeLine decodes one export line strictly (encoding/json/v2

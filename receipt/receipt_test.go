@@ -558,3 +558,41 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	}
 }
+
+// Signatures are checked in batches: a bad signature in any batch (here
+// in the first, and the last of a later one) is named at its index, among
+// the other errors in index order, exactly as receipt-by-receipt
+// verification finds it; a good chain longer than a batch verifies.
+func TestVerifyChainBatches(t *testing.T) {
+	s := newSigner(t, 3)
+	rs := buildChain(t, "3d2b1a00-0000-4000-8000-000000000009", 200, s)
+	if n, errs := receipt.VerifyChain(rs, s.PublicKey(), true); n != 200 || len(errs) != 0 {
+		t.Fatalf("good chain: checked %d, errors %v", n, errs)
+	}
+	other := newSigner(t, 4)
+	for _, i := range []int{5, 127, 199} {
+		sig, err := other.Sign(rs[i].ReceiptHash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs[i].Signature = &sig // the right key_id, a signature by another key
+	}
+	rs[60].ReceiptHash = rs[61].ReceiptHash // a hash error, and a broken link at 61
+	var want []receipt.ChainError
+	for i, r := range rs {
+		if c := receipt.Verify(r, s.PublicKey()); !c.Valid {
+			want = append(want, receipt.ChainError{Index: i, ReceiptID: r.ReceiptID, Error: c.Error})
+		}
+		if i == 61 {
+			want = append(want, receipt.ChainError{Index: i, ReceiptID: r.ReceiptID,
+				Error: "broken link: prev_receipt_hash does not match the previous receipt"})
+		}
+	}
+	_, got := receipt.VerifyChain(rs, s.PublicKey(), true)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("errors\n got %v\nwant %v", got, want)
+	}
+	if len(want) != 5 || want[0].Index != 5 || want[0].Error != "invalid signature" {
+		t.Fatalf("reference errors %v", want)
+	}
+}
