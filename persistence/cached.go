@@ -50,6 +50,7 @@ type CachedStore struct {
 	mu     sync.Mutex
 	tokens map[string]cachedAgent
 	perms  map[string]cachedPerms
+	swept  time.Time // the last sweep of entries that can no longer serve
 	reads  singleflight.Group
 }
 
@@ -118,6 +119,7 @@ func (c *CachedStore) LookupAgentToken(ctx context.Context, hash []byte) (Agent,
 			return a, err
 		}
 		c.mu.Lock()
+		c.sweepLocked()
 		if _, had := c.tokens[key]; len(c.tokens) < c.limit || had {
 			c.tokens[key] = cachedAgent{gen: gen, at: at, agent: a}
 		}
@@ -145,6 +147,7 @@ func (c *CachedStore) ListPermissions(ctx context.Context, tenantID, agentID str
 			return ps, err
 		}
 		c.mu.Lock()
+		c.sweepLocked()
 		if _, had := c.perms[key]; len(c.perms) < c.limit || had {
 			c.perms[key] = cachedPerms{gen: gen, at: at, perms: ps}
 		}
@@ -153,6 +156,52 @@ func (c *CachedStore) ListPermissions(ctx context.Context, tenantID, agentID str
 	})
 	ps, _ := v.([]Permission)
 	return ps, err
+}
+
+// sweepLocked drops the entries that can no longer serve (past their
+// lifetime, or of an older generation), at most once a lifetime, so the
+// maps hold only entries that may still be used: memory follows the
+// agents active within the last lifetime, and a full map makes room for
+// new agents. A map left mostly empty is rebuilt, since Go maps keep their
+// largest size. c.mu is held.
+func (c *CachedStore) sweepLocked() {
+	now := c.now()
+	if now.Sub(c.swept) < c.ttl {
+		return
+	}
+	c.swept = now
+	gen := c.gen.Load()
+	c.tokens = sweep(c.tokens, func(e cachedAgent) bool { return e.gen == gen && now.Sub(e.at) < c.ttl })
+	c.perms = sweep(c.perms, func(e cachedPerms) bool { return e.gen == gen && now.Sub(e.at) < c.ttl })
+}
+
+// sweep keeps the entries of m that live; it returns a new, smaller map
+// when fewer than half of them do.
+func sweep[V any](m map[string]V, live func(V) bool) map[string]V {
+	dead := 0
+	for _, e := range m {
+		if !live(e) {
+			dead++
+		}
+	}
+	if dead == 0 {
+		return m
+	}
+	if dead*2 < len(m) {
+		for k, e := range m {
+			if !live(e) {
+				delete(m, k)
+			}
+		}
+		return m
+	}
+	kept := make(map[string]V, len(m)-dead)
+	for k, e := range m {
+		if live(e) {
+			kept[k] = e
+		}
+	}
+	return kept
 }
 
 // sharedReadTimeout bounds a read shared by concurrent misses: it is not

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -72,5 +73,35 @@ func TestCachedStoreOneReadPerMiss(t *testing.T) {
 	c.bump() // a write through the cache
 	if _, err := c.LookupAgentToken(context.Background(), []byte("tok")); err != nil || inner.calls.Load() != 2 {
 		t.Fatalf("after a write: %v, %d reads, want a new read", err, inner.calls.Load())
+	}
+}
+
+// Entries past their lifetime are swept once a lifetime has passed, so
+// the cache holds only the agents active within it and a full cache takes
+// new agents again.
+func TestCachedStoreSweepsExpiredEntries(t *testing.T) {
+	inner := &slowTokens{release: make(chan struct{}), agent: Agent{ID: "a1", TenantID: "t1"}}
+	close(inner.release)
+	clock := time.Unix(1_000_000, 0)
+	c := NewCachedStoreWithLifetime(inner, 3, 2*time.Second, func() time.Time { return clock })
+	ctx := context.Background()
+	for _, tok := range []string{"a", "b", "c"} {
+		if _, err := c.LookupAgentToken(ctx, []byte(tok)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.LookupAgentToken(ctx, []byte("d")); err != nil || len(c.tokens) != 3 {
+		t.Fatalf("full cache: %v, %d entries, want 3 (d not cached)", err, len(c.tokens))
+	}
+	clock = clock.Add(2 * time.Second)
+	if _, err := c.LookupAgentToken(ctx, []byte("d")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.tokens[hex.EncodeToString([]byte("d"))]; !ok || len(c.tokens) != 1 {
+		t.Fatalf("after a lifetime: %d entries (d cached: %v), want only d", len(c.tokens), ok)
+	}
+	reads := inner.calls.Load()
+	if _, err := c.LookupAgentToken(ctx, []byte("d")); err != nil || inner.calls.Load() != reads {
+		t.Fatalf("d served from the cache: %v, reads %d -> %d", err, reads, inner.calls.Load())
 	}
 }
