@@ -145,6 +145,7 @@ type Config struct {
 	EventBufferSize int    // SVC_EVENT_BUFFER_SIZE
 	SOCPipeline     bool   // SVC_SOC_PIPELINE; false runs no detection, correlation or live feed
 	GCPercent       int    // SVC_GC_PERCENT; the Go collector's GOGC, unless GOGC itself is set
+	MemoryLimitMiB  int    // SVC_MEMORY_LIMIT_MIB; the Go runtime's soft memory limit (GOMEMLIMIT) unless GOMEMLIMIT is set; 0: none
 	LogLevel        string // SVC_LOG_LEVEL, lower case: trace, debug, info, warn or error
 	LogFormat       string // SVC_LOG_FORMAT, lower case: text or json
 	NodeID          string // SVC_NODE_ID, default hostname-pid
@@ -242,6 +243,7 @@ func Settings() []Setting {
 		{"SVC_EVENT_BUFFER_SIZE", "4096", "bounded security event channel"},
 		{"SVC_SOC_PIPELINE", "true", "false: no detection, correlation, alerts, incidents or live feed (notifications and export of decisions still run)"},
 		{"SVC_GC_PERCENT", "400", "Go garbage collector target (GOGC) unless the GOGC variable is set: heap growth allowed between collections, in percent of the live heap; 400 spends less CPU collecting for more memory (see Performance)"},
+		{"SVC_MEMORY_LIMIT_MIB", "1024", "the Go runtime's soft memory limit in MiB (GOMEMLIMIT) unless the GOMEMLIMIT variable is set; 0 for none. Near it the collector runs sooner than SVC_GC_PERCENT allows and returns freed memory to the system, so the heap growth SVC_GC_PERCENT buys does not become resident size; set it below the memory the process may use, above its live heap (see Performance)"},
 		{"SVC_LOG_LEVEL", "info", "trace, debug, info, warn or error"},
 		{"SVC_LOG_FORMAT", "text", "text or json"},
 		{"SVC_NODE_ID", "hostname-pid", "this node's name in leadership and metrics"},
@@ -407,6 +409,7 @@ func (v *validator) background(c *Config) {
 	c.EventBufferSize = v.count("SVC_EVENT_BUFFER_SIZE", 1)
 	c.SOCPipeline = v.boolean("SVC_SOC_PIPELINE")
 	c.GCPercent = v.count("SVC_GC_PERCENT", 10)
+	c.MemoryLimitMiB = v.count("SVC_MEMORY_LIMIT_MIB", 0)
 	c.LogLevel = v.choice("SVC_LOG_LEVEL", "trace", "debug", "info", "warn", "error")
 	c.LogFormat = v.choice("SVC_LOG_FORMAT", "text", "json")
 	c.NodeID = v.nodeID("SVC_NODE_ID")

@@ -19,6 +19,11 @@ import (
 // s.stdout. It returns nil when a port was taken meanwhile.
 func startInProcess(t testing.TB, s *server, vars map[string]string) *server {
 	t.Helper()
+	if _, set := vars["SVC_MEMORY_LIMIT_MIB"]; !set {
+		// The memory limit is process-wide, and this process is the test
+		// run with its several nodes, not one gateway.
+		vars["SVC_MEMORY_LIMIT_MIB"] = "0"
+	}
 	cfg, err := config.Load(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
 		t.Fatalf("in-process node: invalid configuration: %v", err)
