@@ -26,7 +26,7 @@ import (
 // per-agent serialization) but never on the database commit, which the
 // caller awaits. It stops itself after AgentIdle without calls.
 type AgentActor struct {
-	facts *facts
+	facts *factSource
 	table *actorTable // where its incarnation is registered
 	idle  time.Duration
 	key   string

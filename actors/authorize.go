@@ -73,8 +73,8 @@ type Authorizer struct {
 	log    hclog.Logger
 	opt    AuthorizerOptions
 
-	agents actorTable // tenant/agent → its actor (incarnation.go)
-	facts  *facts     // what the agent actors read, and its caches (facts.go)
+	agents actorTable  // tenant/agent → its actor (incarnation.go)
+	facts  *factSource // what the agent actors read, and its caches (facts.go)
 
 	bestEffortFailures atomic.Uint64
 	decisions          atomic.Uint64
@@ -97,7 +97,7 @@ func NewAuthorizer(system *actor.ActorSystem, store persistence.Store, shared sh
 	if o.RefusalStatus == nil {
 		o.RefusalStatus = func(messages.Refusal) int { return 0 }
 	}
-	f, err := newFacts(store, shared, engine, heartbeat, o, log)
+	f, err := newFactSource(store, shared, engine, heartbeat, o, log)
 	if err != nil {
 		return nil, err
 	}

@@ -20,11 +20,11 @@ import (
 
 // What the agent actors read to decide a call (SPEC 4.2 rules 3 to 9 and
 // 13), and the node's caches of it: the skill registry, each tenant's
-// policy version and risk settings. One facts serves every agent actor of
+// policy version and risk settings. One factSource serves every agent actor of
 // a node; its caches are safe for concurrent use and dropped by the
 // invalidation hub.
 
-type facts struct {
+type factSource struct {
 	store     persistence.Store
 	shared    sharedstate.State
 	engine    *policy.Engine
@@ -56,9 +56,9 @@ type tenantEntry struct {
 // version may be when an invalidation message from another node is lost.
 const policyCheckEvery = time.Second
 
-func newFacts(store persistence.Store, shared sharedstate.State, engine *policy.Engine, heartbeat func(messages.Heartbeat),
-	o AuthorizerOptions, log hclog.Logger) (*facts, error) {
-	f := &facts{store: store, shared: shared, engine: engine, heartbeat: heartbeat, opt: o, log: log}
+func newFactSource(store persistence.Store, shared sharedstate.State, engine *policy.Engine, heartbeat func(messages.Heartbeat),
+	o AuthorizerOptions, log hclog.Logger) (*factSource, error) {
+	f := &factSource{store: store, shared: shared, engine: engine, heartbeat: heartbeat, opt: o, log: log}
 	if o.SkillCacheCapacity > 0 {
 		c, err := lru.New[string, skillEntry](o.SkillCacheCapacity)
 		if err != nil {
@@ -70,7 +70,7 @@ func newFacts(store persistence.Store, shared sharedstate.State, engine *policy.
 }
 
 // drop applies an invalidation to the caches.
-func (f *facts) drop(inv messages.Invalidation) {
+func (f *factSource) drop(inv messages.Invalidation) {
 	switch inv.Kind {
 	case messages.CacheSkill:
 		if f.skills != nil {
@@ -92,7 +92,7 @@ func (f *facts) drop(inv messages.Invalidation) {
 
 // limits takes the agent's rate token and counts its quota (rule 3's
 // facts); the quota is counted only when a token was given.
-func (f *facts) limits(ctx context.Context, tenantID, agentID string) (authz.Limits, error) {
+func (f *factSource) limits(ctx context.Context, tenantID, agentID string) (authz.Limits, error) {
 	lim := authz.Limits{Quota: f.opt.QuotaLimit}
 	var err error
 	lim.Token, lim.TokenAfter, err = f.shared.TakeToken(ctx, "rl:"+tenantID+":"+agentID, f.opt.RateCapacity, f.opt.RateRefill, 1)
@@ -104,7 +104,7 @@ func (f *facts) limits(ctx context.Context, tenantID, agentID string) (authz.Lim
 }
 
 // bindings are the agent's tool permission bindings (rule 6's facts).
-func (f *facts) bindings(ctx context.Context, tenantID, agentID string) ([]string, error) {
+func (f *factSource) bindings(ctx context.Context, tenantID, agentID string) ([]string, error) {
 	perms, err := f.store.ListPermissions(ctx, tenantID, agentID)
 	if err != nil {
 		return nil, err
@@ -118,7 +118,7 @@ func (f *facts) bindings(ctx context.Context, tenantID, agentID string) ([]strin
 
 // recentDenials is the agent's count of denies in its escalation window
 // (the risk score's input; 0 when unknown).
-func (f *facts) recentDenials(ctx context.Context, tenantID, agentID string) int {
+func (f *factSource) recentDenials(ctx context.Context, tenantID, agentID string) int {
 	v, ok, err := f.shared.Get(ctx, denyCountKey(tenantID, agentID))
 	if err != nil || !ok {
 		return 0
@@ -128,7 +128,7 @@ func (f *facts) recentDenials(ctx context.Context, tenantID, agentID string) int
 }
 
 // skill reads the registry through the bounded cache.
-func (f *facts) skill(ctx context.Context, tenantID, key string) skillEntry {
+func (f *factSource) skill(ctx context.Context, tenantID, key string) skillEntry {
 	ck := tenantID + "\x00" + key
 	if f.skills != nil {
 		if e, ok := f.skills.Get(ck); ok {
@@ -146,14 +146,14 @@ func (f *facts) skill(ctx context.Context, tenantID, key string) skillEntry {
 	return e
 }
 
-func (f *facts) tenant(tenantID string) *tenantEntry {
+func (f *factSource) tenant(tenantID string) *tenantEntry {
 	e, _ := f.tenants.LoadOrStore(tenantID, &tenantEntry{})
 	return e.(*tenantEntry) //nolint:errcheck // only *tenantEntry is stored
 }
 
 // riskSettings returns the tenant's risk settings, cached for
 // SVC_RISK_WEIGHTS_CACHE_TTL_SECS (a PUT invalidates at once).
-func (f *facts) riskSettings(ctx context.Context, tenantID string) persistence.RiskSettings {
+func (f *factSource) riskSettings(ctx context.Context, tenantID string) persistence.RiskSettings {
 	e := f.tenant(tenantID)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -175,7 +175,7 @@ func (f *facts) riskSettings(ctx context.Context, tenantID string) persistence.R
 // version. Policy writes prepare the new version themselves (PreparePolicies)
 // and other nodes learn of it by invalidation; this check, at most once a
 // second per tenant, is the safety net.
-func (f *facts) ensurePolicies(ctx context.Context, tenantID string) error {
+func (f *factSource) ensurePolicies(ctx context.Context, tenantID string) error {
 	e := f.tenant(tenantID)
 	e.mu.Lock()
 	fresh := e.policyReady && time.Since(e.policyAt) < policyCheckEvery
@@ -200,7 +200,7 @@ func (f *facts) ensurePolicies(ctx context.Context, tenantID string) error {
 
 // PreparePolicies loads the tenant's enabled policies and prepares their
 // query (off the hot path: called by policy writes and invalidations).
-func (f *facts) preparePolicies(ctx context.Context, tenantID string) error {
+func (f *factSource) preparePolicies(ctx context.Context, tenantID string) error {
 	v, err := f.store.PolicyVersion(ctx, tenantID)
 	if err != nil {
 		return err
