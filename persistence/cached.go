@@ -48,22 +48,18 @@ type CachedStore struct {
 	now   func() time.Time
 
 	mu     sync.Mutex
-	tokens map[string]cachedAgent
-	perms  map[string]cachedPerms
+	tokens map[string]entry[Agent]
+	perms  map[string]entry[[]Permission]
 	swept  time.Time // the last sweep of entries that can no longer serve
 	reads  singleflight.Group
 }
 
-type cachedAgent struct {
-	gen   uint64
-	at    time.Time
-	agent Agent
-}
-
-type cachedPerms struct {
-	gen   uint64
-	at    time.Time
-	perms []Permission
+// entry is a cached read: its value, the generation it was read at and
+// when.
+type entry[V any] struct {
+	gen uint64
+	at  time.Time
+	val V
 }
 
 // CacheLifetime bounds how long an entry serves without a database read.
@@ -79,7 +75,7 @@ func NewCachedStore(s Store, limit int) *CachedStore {
 // NewCachedStoreWithLifetime is NewCachedStore with the entry lifetime and
 // the clock given (tests).
 func NewCachedStoreWithLifetime(s Store, limit int, ttl time.Duration, now func() time.Time) *CachedStore {
-	return &CachedStore{Store: s, limit: max(limit, 1), ttl: ttl, now: now, tokens: map[string]cachedAgent{}, perms: map[string]cachedPerms{}}
+	return &CachedStore{Store: s, limit: max(limit, 1), ttl: ttl, now: now, tokens: map[string]entry[Agent]{}, perms: map[string]entry[[]Permission]{}}
 }
 
 func (c *CachedStore) fresh(gen uint64, at time.Time) bool {
@@ -90,8 +86,8 @@ func (c *CachedStore) bump() {
 	c.gen.Add(1)
 	c.mu.Lock()
 	// Everything is stale now; drop it so memory follows the live entries.
-	c.tokens = map[string]cachedAgent{}
-	c.perms = map[string]cachedPerms{}
+	c.tokens = map[string]entry[Agent]{}
+	c.perms = map[string]entry[[]Permission]{}
 	c.mu.Unlock()
 }
 
@@ -104,58 +100,47 @@ func (c *CachedStore) after(err error) error {
 
 // LookupAgentToken implements AgentStore through the cache.
 func (c *CachedStore) LookupAgentToken(ctx context.Context, hash []byte) (Agent, error) {
-	key := hex.EncodeToString(hash)
-	gen := c.gen.Load()
-	c.mu.Lock()
-	e, ok := c.tokens[key]
-	c.mu.Unlock()
-	if ok && e.gen == gen && c.fresh(e.gen, e.at) {
-		return e.agent, nil
-	}
-	v, err := c.shared(ctx, "t"+key, gen, func(ctx context.Context) (any, error) {
-		at := c.now()
-		a, err := c.Store.LookupAgentToken(ctx, hash)
-		if err != nil {
-			return a, err
-		}
-		c.mu.Lock()
-		c.sweepLocked()
-		if _, had := c.tokens[key]; len(c.tokens) < c.limit || had {
-			c.tokens[key] = cachedAgent{gen: gen, at: at, agent: a}
-		}
-		c.mu.Unlock()
-		return a, nil
+	return readThrough(ctx, c, &c.tokens, "t", hex.EncodeToString(hash), func(ctx context.Context) (Agent, error) {
+		return c.Store.LookupAgentToken(ctx, hash)
 	})
-	a, _ := v.(Agent)
-	return a, err
 }
 
 // ListPermissions implements AgentStore through the cache.
 func (c *CachedStore) ListPermissions(ctx context.Context, tenantID, agentID string) ([]Permission, error) {
-	key := tenantID + "/" + agentID
+	return readThrough(ctx, c, &c.perms, "p", tenantID+"/"+agentID, func(ctx context.Context) ([]Permission, error) {
+		return c.Store.ListPermissions(ctx, tenantID, agentID)
+	})
+}
+
+// readThrough answers key from *m while its entry can serve; otherwise it
+// reads once for the concurrent misses (shared, the flight named by kind
+// and key) and caches what it read, unless the map is full. m points at
+// the field, since a sweep may replace the map.
+func readThrough[V any](ctx context.Context, c *CachedStore, m *map[string]entry[V], kind, key string,
+	read func(context.Context) (V, error)) (V, error) {
 	gen := c.gen.Load()
 	c.mu.Lock()
-	e, ok := c.perms[key]
+	e, ok := (*m)[key]
 	c.mu.Unlock()
 	if ok && e.gen == gen && c.fresh(e.gen, e.at) {
-		return e.perms, nil
+		return e.val, nil
 	}
-	v, err := c.shared(ctx, "p"+key, gen, func(ctx context.Context) (any, error) {
+	v, err := c.shared(ctx, kind+key, gen, func(ctx context.Context) (any, error) {
 		at := c.now()
-		ps, err := c.Store.ListPermissions(ctx, tenantID, agentID)
+		val, err := read(ctx)
 		if err != nil {
-			return ps, err
+			return val, err
 		}
 		c.mu.Lock()
 		c.sweepLocked()
-		if _, had := c.perms[key]; len(c.perms) < c.limit || had {
-			c.perms[key] = cachedPerms{gen: gen, at: at, perms: ps}
+		if _, had := (*m)[key]; len(*m) < c.limit || had {
+			(*m)[key] = entry[V]{gen: gen, at: at, val: val}
 		}
 		c.mu.Unlock()
-		return ps, nil
+		return val, nil
 	})
-	ps, _ := v.([]Permission)
-	return ps, err
+	val, _ := v.(V)
+	return val, err
 }
 
 // sweepLocked drops the entries that can no longer serve (past their
@@ -171,13 +156,15 @@ func (c *CachedStore) sweepLocked() {
 	}
 	c.swept = now
 	gen := c.gen.Load()
-	c.tokens = sweep(c.tokens, func(e cachedAgent) bool { return e.gen == gen && now.Sub(e.at) < c.ttl })
-	c.perms = sweep(c.perms, func(e cachedPerms) bool { return e.gen == gen && now.Sub(e.at) < c.ttl })
+	c.tokens = sweep(c.tokens, gen, now, c.ttl)
+	c.perms = sweep(c.perms, gen, now, c.ttl)
 }
 
-// sweep keeps the entries of m that live; it returns a new, smaller map
-// when fewer than half of them do.
-func sweep[V any](m map[string]V, live func(V) bool) map[string]V {
+// sweep keeps the entries of m that can still serve (of generation gen,
+// read less than ttl before now); it returns a new, smaller map when
+// fewer than half of them can.
+func sweep[V any](m map[string]entry[V], gen uint64, now time.Time, ttl time.Duration) map[string]entry[V] {
+	live := func(e entry[V]) bool { return e.gen == gen && now.Sub(e.at) < ttl }
 	dead := 0
 	for _, e := range m {
 		if !live(e) {
@@ -195,7 +182,7 @@ func sweep[V any](m map[string]V, live func(V) bool) map[string]V {
 		}
 		return m
 	}
-	kept := make(map[string]V, len(m)-dead)
+	kept := make(map[string]entry[V], len(m)-dead)
 	for k, e := range m {
 		if live(e) {
 			kept[k] = e

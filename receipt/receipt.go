@@ -441,6 +441,9 @@ func (v *chainVerifier) settle() {
 // receipt at a time.
 func (v *chainVerifier) finish() {
 	v.settle()
+	if len(v.errs) == 0 {
+		return
+	}
 	order := make([]int, len(v.errs))
 	for k := range order {
 		order[k] = k
