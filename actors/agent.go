@@ -251,23 +251,20 @@ func (g *AgentActor) draftDecision(ctx context.Context, m *messages.Authorize, a
 		Action: tc.Action, Resource: tc.Resource, ActionHash: hash, Decision: v.Decision, Reason: res.Reason, RiskScore: advisory,
 		CompositeRiskScore: composite, MatchedPolicyIDs: nonNil(res.MatchedPolicies), RedactedFields: nonNil(res.RedactedFields),
 		MutatesState: v.Mutates, TrustLevel: ad.SourceTrust, RootTrustLevel: ad.EffectiveTrust, Environment: req.Environment,
-		ToolCall: toolCall, CreatedAt: now, ReceiptID: receiptID, Nonce: req.Nonce}
+		ToolCall: toolCall, CreatedAt: now, ReceiptID: receiptID, Nonce: req.Nonce, AuditID: persistence.NewRecordID()}
 	if req.Trace != nil {
 		rec.RunID, rec.ParentRunID, rec.TraceID = req.Trace.RunID, req.Trace.ParentRunID, req.Trace.TraceID
 	}
-	audit := persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: m.TenantID, EventType: "authorize_decision", Action: v.Decision,
-		Actor: "agent:" + m.AgentID, AgentID: m.AgentID, DecisionID: decisionID, CreatedAt: now,
-		Details: map[string]any{"action": v.Decision, "tool": tc.Tool, "tool_action": tc.Action, "reason": res.Reason,
-			"matched_policies": rec.MatchedPolicyIDs, "action_hash": hash, "receipt_id": receiptID}}
 	receipt := &persistence.Receipt{ID: receiptID, TenantID: m.TenantID, DecisionID: decisionID, ActionHash: hash, Decision: v.Decision, CreatedAt: now}
-	w := &persistence.DecisionWrite{Decision: rec, Audit: []persistence.AuditEvent{audit}, Receipt: receipt}
+	// One record: the decision, its receipt and its authorize_decision
+	// audit event (rec.AuditID; persistence.Decision.AuditEvent).
+	w := &persistence.DecisionWrite{Decision: rec, Receipt: receipt}
 	if v.Decision == "require_approval" && f.opt.Approvals != nil {
 		// The approval is created in the decision's transaction.
 		expires := now.Add(f.opt.Approvals.TTL())
 		w.Approval = &persistence.Approval{ID: uuid.NewString(), TenantID: m.TenantID, DecisionID: decisionID, AgentID: m.AgentID,
 			ToolCall: toolCall, ActionHash: hash, Status: persistence.ApprovalPending, CreatedAt: now, ExpiresAt: expires}
 		resp.ApprovalID, resp.ApprovalExpiresAt = w.Approval.ID, &expires
-		audit.Details["approval_id"] = w.Approval.ID
 	}
 	d := &draft{write: w, response: resp, verdict: v}
 	for _, e := range v.Events {

@@ -20,7 +20,7 @@ import (
 // expires at exp.
 func approvalWrite(f *benchFixture, i int, exp time.Time) persistence.DecisionWrite {
 	w := decisionWrite(f.tenantID, f.agents[0].ID, i)
-	w.Decision.Decision = "require_approval"
+	w.Decision.Decision, w.Receipt.Decision = "require_approval", "require_approval"
 	w.Approval = &persistence.Approval{ID: uuid.NewString(), TenantID: f.tenantID, DecisionID: w.Decision.ID, AgentID: f.agents[0].ID,
 		ToolCall: w.Decision.ToolCall, ActionHash: w.Decision.ActionHash, CreatedAt: exp.Add(-30 * time.Minute), ExpiresAt: exp}
 	return w

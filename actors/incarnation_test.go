@@ -106,7 +106,7 @@ func TestReservedApprovalActorStopsAfterSettle(t *testing.T) {
 	ctx := context.Background()
 	w := write(tenant)
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	w.Decision.Decision = "require_approval"
+	w.Decision.Decision, w.Receipt.Decision = "require_approval", "require_approval"
 	w.Approval = &persistence.Approval{ID: uuid.NewString(), TenantID: tenant, DecisionID: w.Decision.ID, AgentID: w.Decision.AgentID,
 		ToolCall: w.Decision.ToolCall, ActionHash: w.Decision.ActionHash, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
 	if err := store.CommitDecisions(ctx, []persistence.DecisionWrite{w}, NewSealer(nil, nil)); err != nil {

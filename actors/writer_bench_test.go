@@ -87,12 +87,8 @@ func decisionWrite(tenantID, agentID string, i int) persistence.DecisionWrite {
 		MatchedPolicyIDs: matched, RedactedFields: []string{}, MutatesState: true, TrustLevel: "trusted_internal_signed",
 		RootTrustLevel: "trusted_internal_signed",
 		ToolCall:       []byte(fmt.Sprintf(`{"tool":"crm","action":"update_contact","resource":"contact/c-%d","parameters":{"contact_id":"c-%d"}}`, i, i)),
-		CreatedAt:      now, ReceiptID: rid}
-	audit := persistence.AuditEvent{ID: uuid.NewString(), TenantID: tenantID, EventType: "authorize_decision", Action: "allow",
-		Actor: "agent:" + agentID, AgentID: agentID, DecisionID: id, CreatedAt: now,
-		Details: map[string]any{"action": "allow", "tool": "crm", "tool_action": "update_contact", "reason": "trusted_mutation",
-			"matched_policies": matched, "action_hash": hash, "receipt_id": rid}}
-	return persistence.DecisionWrite{Decision: rec, Audit: []persistence.AuditEvent{audit},
+		CreatedAt:      now, ReceiptID: rid, AuditID: uuid.NewString()}
+	return persistence.DecisionWrite{Decision: rec,
 		Receipt: &persistence.Receipt{ID: rid, TenantID: tenantID, DecisionID: id, ActionHash: hash, Decision: "allow", CreatedAt: now}}
 }
 

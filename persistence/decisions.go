@@ -43,6 +43,52 @@ type Decision struct {
 	// receipt, empty when none was written.
 	ReceiptID   string
 	ReceiptHash string
+	// AuditID is the id of the decision's authorize_decision audit event,
+	// which is the decision's own record read as an audit event
+	// (AuditEvent); empty: the decision has none.
+	AuditID string
+	// ApprovalID is the approval created with a require_approval decision
+	// (filled on reads; written from DecisionWrite.Approval).
+	ApprovalID string
+	// auditDetails are the details of an authorize_decision event written
+	// before decisions carried their own (migrated rows); nil otherwise.
+	auditDetails map[string]any
+}
+
+// EventAuthorizeDecision is the audit event type of every decision.
+const EventAuthorizeDecision = "authorize_decision"
+
+// AuditEvent is the decision read as its authorize_decision audit event.
+// The decision, its receipt and this event are one stored record, so the
+// event's fields are the decision's: the action is the decision, the actor
+// the agent, and the details name the tool, the reason, the matched
+// policies, the action hash, the receipt and any approval.
+func (d Decision) AuditEvent() AuditEvent {
+	details := d.auditDetails
+	if details == nil {
+		details = map[string]any{"action": d.Decision, "tool": d.Tool, "tool_action": d.Action, "reason": d.Reason,
+			"matched_policies": nonNilStrings(d.MatchedPolicyIDs), "action_hash": d.ActionHash, "receipt_id": d.ReceiptID}
+		if d.ApprovalID != "" {
+			details["approval_id"] = d.ApprovalID
+		}
+	}
+	return AuditEvent{Seq: d.Seq, ID: d.AuditID, TenantID: d.TenantID, EventType: EventAuthorizeDecision, Action: d.Decision,
+		Actor: "agent:" + d.AgentID, AgentID: d.AgentID, DecisionID: d.ID, Details: details, CreatedAt: d.CreatedAt}
+}
+
+// WithAuditDetails is the decision with the details its authorize_decision
+// event was written with before the event became part of the decision's
+// record (a backend reading a migrated row).
+func (d Decision) WithAuditDetails(details map[string]any) Decision {
+	d.auditDetails = details
+	return d
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // NonceUse is one recorded use of a replay nonce.
@@ -70,13 +116,14 @@ type Receipt struct {
 // the first receipt): the head an export names (receipt.WriteExport).
 type ChainHead = receipt.Head
 
-// DecisionWrite is one decision with the rows that travel in its
-// transaction.
+// DecisionWrite is one decision with what travels in its transaction. The
+// decision, its receipt and its authorize_decision audit event
+// (Decision.AuditID) are written as one record.
 type DecisionWrite struct {
 	Decision Decision
-	Audit    []AuditEvent
 	// Receipt is sealed (Seq, PrevHash, Hash, Signature) inside the
-	// transaction by the Sealer; nil writes none.
+	// transaction by the Sealer; nil writes none. Its tenant, decision,
+	// action hash, decision value and time are the decision's.
 	Receipt *Receipt
 	// Approval is created with a require_approval decision.
 	Approval *Approval
@@ -113,8 +160,9 @@ type TenantStats struct {
 
 // DecisionStore keeps decisions and receipts.
 type DecisionStore interface {
-	// CommitDecisions writes the decisions, their audit events and sealed
-	// receipts in one transaction (group commit).
+	// CommitDecisions writes the decisions, each with its sealed receipt
+	// and audit event in its one record, in one transaction (group commit).
+	// ErrReceiptMismatch when a receipt does not belong to its decision.
 	CommitDecisions(ctx context.Context, writes []DecisionWrite, seal Sealer) error
 	GetDecision(ctx context.Context, tenantID, id string) (Decision, error)
 	FindDecisionByRequest(ctx context.Context, tenantID, agentID, requestID string) (Decision, error)

@@ -26,4 +26,8 @@ var (
 	// over its column's length). The HTTP layer refuses such input before
 	// it reaches a store; this keeps a miss a 400, never a 500.
 	ErrInvalidInput = errors.New("persistence: value not storable")
+	// ErrReceiptMismatch: a receipt handed to CommitDecisions names another
+	// tenant, decision, action hash, decision value or time than its
+	// decision; the two are stored as one record, so they must agree.
+	ErrReceiptMismatch = errors.New("persistence: receipt does not match its decision")
 )

@@ -13,8 +13,8 @@ func TestStorableFindsTextNoBackendHoldsAlike(t *testing.T) {
 		return DecisionWrite{
 			Decision: Decision{ID: "d", TenantID: "t", Tool: "github", Action: "list", Resource: str("repo/main"),
 				MatchedPolicyIDs: []string{"p"}, ToolCall: json.RawMessage(`{"tool":"github","q":"\\u0000 is text here"}`), CreatedAt: time.Now()},
-			Audit:   []AuditEvent{{ID: "a", Details: map[string]any{"k": []any{"v", map[string]any{"n": 1}}}}},
-			Receipt: &Receipt{ID: "r"},
+			Receipt:  &Receipt{ID: "r"},
+			Approval: &Approval{ID: "ap", ToolCall: json.RawMessage(`{"k":["v",{"n":1}]}`)},
 		}
 	}
 	w := good()
@@ -27,8 +27,8 @@ func TestStorableFindsTextNoBackendHoldsAlike(t *testing.T) {
 		"bad utf-8":     func(w *DecisionWrite) { w.Decision.Tool = "git\xffhub" },
 		"policy id":     func(w *DecisionWrite) { w.Decision.MatchedPolicyIDs = []string{"p", "q\x00"} },
 		"tool call":     func(w *DecisionWrite) { w.Decision.ToolCall = json.RawMessage(`{"q":"\u0000"}`) },
-		"audit detail":  func(w *DecisionWrite) { w.Audit[0].Details["k"] = []any{"v", map[string]any{"n": "\x00"}} },
-		"audit map key": func(w *DecisionWrite) { w.Audit[0].Details["k\x00"] = 1 },
+		"audit id":      func(w *DecisionWrite) { w.Decision.AuditID = "\x00" },
+		"approval call": func(w *DecisionWrite) { w.Approval.ToolCall = json.RawMessage(`{"k":["v",{"n":"\u0000"}]}`) },
 		"receipt":       func(w *DecisionWrite) { w.Receipt.ActionHash = "\x00" },
 	}
 	for name, spoil := range bad {
@@ -47,7 +47,6 @@ func BenchmarkStorable(b *testing.B) {
 	w := DecisionWrite{
 		Decision: Decision{ID: "0190e2b4-0000-7000-8000-000000000000", TenantID: "t", Tool: "github", Action: "list", Resource: str("repo/main"),
 			MatchedPolicyIDs: []string{"default_allow_read"}, ToolCall: json.RawMessage(`{"tool":"github","action":"list","parameters":{"q":"x"}}`)},
-		Audit:   []AuditEvent{{ID: "a", Details: map[string]any{"decision": "allow", "receipt_id": "r"}}},
 		Receipt: &Receipt{ID: "r"},
 	}
 	for b.Loop() {

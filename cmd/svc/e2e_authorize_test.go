@@ -1086,6 +1086,8 @@ func TestE2EAuthorize(t *testing.T) {
 		t.Run("newest receipt removed from the database", func(t *testing.T) {
 			// The stored chain head outlives the receipt: verify-chain and
 			// the export (checked offline) must both see the chain stop short.
+			// A receipt is part of its decision's one record, so the record
+			// goes.
 			if backend != "sqlite" {
 				t.Skip("edits the database file directly; the check itself is backend-independent (http/decisions.go)")
 			}
@@ -1102,7 +1104,7 @@ func TestE2EAuthorize(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = db.Close() }()
-			if res, err := db.Exec(`DELETE FROM receipts WHERE tenant_id = ? AND seq = 3`, tenantID); err != nil {
+			if res, err := db.Exec(`DELETE FROM decisions WHERE tenant_id = ? AND receipt_seq = 3`, tenantID); err != nil {
 				t.Fatal(err)
 			} else if n, _ := res.RowsAffected(); n != 1 {
 				t.Fatalf("deleted %d receipts, want 1", n)

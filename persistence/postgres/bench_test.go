@@ -90,9 +90,8 @@ func benchWrite(tenantID string, now time.Time) persistence.DecisionWrite {
 	d := persistence.Decision{ID: id, TenantID: tenantID, AgentID: "agent", Tool: "github", Action: "create_issue",
 		ActionHash: "ab", Decision: "allow", Reason: "default_allow_read", RiskScore: 10, CompositeRiskScore: 20,
 		MatchedPolicyIDs: []string{"default_allow_read"}, RedactedFields: []string{}, TrustLevel: "unknown",
-		RootTrustLevel: "unknown", RunID: &run, ToolCall: json.RawMessage(`{"tool":"github","action":"create_issue"}`), CreatedAt: now}
+		RootTrustLevel: "unknown", RunID: &run, ToolCall: json.RawMessage(`{"tool":"github","action":"create_issue"}`), CreatedAt: now,
+		AuditID: uuid.NewString()}
 	r := &persistence.Receipt{ID: uuid.NewString(), TenantID: tenantID, DecisionID: id, ActionHash: "ab", Decision: "allow", CreatedAt: now}
-	ev := persistence.AuditEvent{ID: uuid.NewString(), TenantID: tenantID, EventType: "authorize_decision", Action: "allow",
-		AgentID: "agent", DecisionID: id, Details: map[string]any{"decision": "allow"}, CreatedAt: now}
-	return persistence.DecisionWrite{Decision: d, Audit: []persistence.AuditEvent{ev}, Receipt: r}
+	return persistence.DecisionWrite{Decision: d, Receipt: r}
 }

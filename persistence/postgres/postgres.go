@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,9 @@ type Options struct {
 	MaxLifetime       time.Duration
 	AcquireTimeout    time.Duration
 	TestBeforeAcquire bool
+	// upTo stops the migrations after this version (0: all); tests use it
+	// to write a database as an older version did.
+	upTo int
 }
 
 // Store is the Postgres implementation of persistence.Store.
@@ -94,7 +98,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		}
 	}
 	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "postgres", AuditSearch: auditSearch,
-		DecisionSearch: decisionSearch, AdvanceHead: `SELECT svc_advance_receipt_head($1, $2, $3, $4, $5)`}}
+		DecisionSearch: decisionSearch, AuthorizeSearch: authorizeSearch, AdvanceHead: `SELECT svc_advance_receipt_head($1, $2, $3, $4, $5)`}}
 	if err := s.Ping(ctx); err != nil {
 		s.close()
 		return nil, err
@@ -104,6 +108,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		s.close()
 		return nil, err
 	}
+	if o.upTo > 0 {
+		ms = slices.DeleteFunc(ms, func(m sqlstore.Migration) bool { return m.Version > o.upTo })
+	}
 	if _, err := sqlstore.Migrate(ctx, (*dbAdapter)(s), ms, migrationLock); err != nil {
 		s.close()
 		return nil, fmt.Errorf("persistence: postgres migrate: %w", err)
@@ -111,16 +118,38 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	return s, nil
 }
 
-// auditSearch matches every term, the last as a prefix, in the tsvector.
-func auditSearch(terms []string, n int) (string, any) {
-	q := strings.Join(terms, " & ") + ":*"
-	return fmt.Sprintf(`search @@ to_tsquery('simple', $%d)`, n), q
+// tsQuery is tsquery text matching every term, the last as a prefix, each
+// at the weights given ("" for any).
+func tsQuery(terms []string, weights string) string {
+	parts := make([]string, len(terms))
+	for i, t := range terms {
+		switch {
+		case i == len(terms)-1:
+			parts[i] = t + ":*" + weights
+		case weights != "":
+			parts[i] = t + ":" + weights
+		default:
+			parts[i] = t
+		}
+	}
+	return strings.Join(parts, " & ")
 }
 
-// decisionSearch is auditSearch over the decisions' tsvector (alias d).
+// auditSearch matches every term, the last as a prefix, in the tsvector.
+func auditSearch(terms []string, n int) (string, any) {
+	return fmt.Sprintf(`search @@ to_tsquery('simple', $%d)`, n), tsQuery(terms, "")
+}
+
+// decisionSearch matches the decisions' tsvector (alias d) at weight A,
+// the decision's own words (migration 0014).
 func decisionSearch(terms []string, n int) (string, any) {
-	_, arg := auditSearch(terms, n)
-	return fmt.Sprintf(`d.search @@ to_tsquery('simple', $%d)`, n), arg
+	return fmt.Sprintf(`d.search @@ to_tsquery('simple', $%d)`, n), tsQuery(terms, "A")
+}
+
+// authorizeSearch matches the decisions' tsvector (alias d) at every
+// weight: a decision read as its audit event.
+func authorizeSearch(terms []string, n int) (string, any) {
+	return fmt.Sprintf(`d.search @@ to_tsquery('simple', $%d)`, n), tsQuery(terms, "")
 }
 
 // Backend implements persistence.Store.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,9 @@ type Options struct {
 	IdleTimeout    time.Duration
 	MaxLifetime    time.Duration
 	AcquireTimeout time.Duration
+	// upTo stops the migrations after this version (0: all); tests use it
+	// to write a database as an older version did.
+	upTo int
 }
 
 // Store is the SQLite implementation of persistence.Store.
@@ -46,6 +50,7 @@ type Store struct {
 	acquire time.Duration
 	w       *writeConn // nil for an in-memory database
 	ckpt    *checkpointer
+	upTo    int
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -84,12 +89,12 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		reader.SetConnMaxIdleTime(o.IdleTimeout)
 		reader.SetConnMaxLifetime(o.MaxLifetime)
 	}
-	s := &Store{writer: writer, reader: reader, maxConn: o.PoolSize, acquire: o.AcquireTimeout}
+	s := &Store{writer: writer, reader: reader, maxConn: o.PoolSize, acquire: o.AcquireTimeout, upTo: o.upTo}
 	if s.acquire <= 0 {
 		s.acquire = 5 * time.Second
 	}
 	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "sqlite", AuditSearch: auditSearch, DecisionSearch: decisionSearch,
-		IndexSearch: indexSearch, SearchBacklog: searchBacklog}}
+		AuthorizeSearch: authorizeSearch, AllocSeq: allocSeq, IndexSearch: indexSearch, SearchBacklog: searchBacklog}}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -124,38 +129,68 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.upTo > 0 {
+		ms = slices.DeleteFunc(ms, func(m sqlstore.Migration) bool { return m.Version > s.upTo })
+	}
 	if _, err := sqlstore.Migrate(ctx, (*dbAdapter)(s), ms, ""); err != nil {
 		return fmt.Errorf("persistence: sqlite migrate: %w", err)
 	}
 	return nil
 }
 
-// auditSearch matches every term, the last as a prefix, in the FTS5 index.
-func auditSearch(terms []string, n int) (string, any) {
+// matchQuery is FTS5 query text matching every term, the last as a prefix,
+// each within the columns colspec names ("" for all).
+func matchQuery(terms []string, colspec string) string {
 	quoted := make([]string, len(terms))
 	for i, t := range terms {
-		quoted[i] = `"` + t + `"`
+		quoted[i] = colspec + `"` + t + `"`
 	}
 	quoted[len(quoted)-1] += "*"
-	return fmt.Sprintf(`seq IN (SELECT rowid FROM audit_events_fts WHERE audit_events_fts MATCH $%d)`, n),
-		strings.Join(quoted, " ")
+	return strings.Join(quoted, " ")
 }
 
-// decisionSearch matches every term, the last as a prefix, in the decisions
-// FTS5 index.
+// auditSearch matches every term, the last as a prefix, in the audit
+// events' FTS5 index.
+func auditSearch(terms []string, n int) (string, any) {
+	return fmt.Sprintf(`seq IN (SELECT rowid FROM audit_events_fts WHERE audit_events_fts MATCH $%d)`, n), matchQuery(terms, "")
+}
+
+// decisionSearch matches every term, the last as a prefix, in the
+// decisions' FTS5 index, outside the column that only the decision's
+// audit event is searched by (event).
 func decisionSearch(terms []string, n int) (string, any) {
-	_, arg := auditSearch(terms, n)
-	return fmt.Sprintf(`d.seq IN (SELECT rowid FROM decisions_fts WHERE decisions_fts MATCH $%d)`, n), arg
+	return fmt.Sprintf(`d.seq IN (SELECT rowid FROM decisions_fts WHERE decisions_fts MATCH $%d)`, n), matchQuery(terms, "- event : ")
+}
+
+// authorizeSearch matches every term, the last as a prefix, in every
+// column of the decisions' FTS5 index (a decision read as its audit event).
+func authorizeSearch(terms []string, n int) (string, any) {
+	return fmt.Sprintf(`d.seq IN (SELECT rowid FROM decisions_fts WHERE decisions_fts MATCH $%d)`, n), matchQuery(terms, "")
+}
+
+// allocSeq implements sqlstore.Dialect.AllocSeq. Decisions take their seq
+// from their AUTOINCREMENT counter (sqlite_sequence), which never hands
+// out a number below its stored value; audit events reserve theirs by
+// moving that counter forward, inside the write transaction that inserts
+// them, so the two tables never share a number (migration 0012).
+func allocSeq(ctx context.Context, q sqlstore.Querier, n int) (int64, error) {
+	var last int64
+	err := q.QueryRow(ctx, `UPDATE sqlite_sequence SET seq = max(seq, (SELECT COALESCE(max(seq), 0) FROM decisions),
+		(SELECT COALESCE(max(seq), 0) FROM audit_events)) + $1 WHERE name = 'decisions' RETURNING seq`, n).Scan(&last)
+	return last, err
 }
 
 // searchIndexes are the FTS5 indexes kept in bulk (migration 0007): each
 // indexes its table's rows with seq above search_progress.upto, read
-// through the view that removes hyphens (migration 0008).
-var searchIndexes = []struct{ table, insert string }{
-	{"decisions", `INSERT INTO decisions_fts (rowid, tool, action, resource, decision, reason, matched_policy_ids, agent_id, run_id)
-		SELECT seq, tool, action, resource, decision, reason, matched_policy_ids, agent_id, run_id FROM decisions_search WHERE seq > $1 AND seq <= $2`},
+// through the view that removes hyphens (migrations 0008 and 0012).
+var searchIndexes = []struct{ table, insert, nth string }{
+	{"decisions", `INSERT INTO decisions_fts (rowid, tool, action, resource, decision, reason, matched_policy_ids, agent_id, run_id, event)
+		SELECT seq, tool, action, resource, decision, reason, matched_policy_ids, agent_id, run_id, event FROM decisions_search
+		WHERE seq > $1 AND seq <= $2`,
+		`SELECT seq FROM decisions WHERE seq > $1 ORDER BY seq LIMIT 1 OFFSET $2`},
 	{"audit_events", `INSERT INTO audit_events_fts (rowid, event_type, action, actor, agent_id, details)
-		SELECT seq, event_type, action, actor, agent_id, details FROM audit_events_search WHERE seq > $1 AND seq <= $2`},
+		SELECT seq, event_type, action, actor, agent_id, details FROM audit_events_search WHERE seq > $1 AND seq <= $2`,
+		`SELECT seq FROM audit_events WHERE seq > $1 ORDER BY seq LIMIT 1 OFFSET $2`},
 }
 
 // searchChunk bounds the rows one indexSearch call adds per index, so
@@ -163,7 +198,9 @@ var searchIndexes = []struct{ table, insert string }{
 const searchChunk = 2048
 
 // searchProgress reads, per index, the last row indexed and the last row
-// written (one row, so that the writer runs it prepared).
+// written (one row, so that the writer runs it prepared). Decisions and
+// audit events share one sequence, so last - upto counts the other
+// table's rows in between too: an upper bound of the backlog.
 const searchProgress = `SELECT (SELECT upto FROM search_progress WHERE name = 'decisions'), (SELECT COALESCE(max(seq), 0) FROM decisions),
 	(SELECT upto FROM search_progress WHERE name = 'audit_events'), (SELECT COALESCE(max(seq), 0) FROM audit_events)`
 
@@ -173,7 +210,7 @@ func readProgress(ctx context.Context, q sqlstore.Querier) (upto, last [2]int64,
 }
 
 // indexSearch implements sqlstore.Dialect.IndexSearch: when at least atLeast
-// rows of either table wait, it indexes up to searchChunk rows of each
+// rows of either table may wait, it indexes up to searchChunk rows of each
 // table that has any waiting, within q.
 func indexSearch(ctx context.Context, q sqlstore.Querier, atLeast int64) (bool, error) {
 	upto, last, err := readProgress(ctx, q)
@@ -188,8 +225,17 @@ func indexSearch(ctx context.Context, q sqlstore.Querier, atLeast int64) (bool, 
 		if last[i] <= upto[i] {
 			continue
 		}
-		to := min(last[i], upto[i]+searchChunk)
-		more = more || to < last[i]
+		// The chunk ends at its searchChunk-th waiting row (seq values of
+		// a table have gaps: the other table's rows).
+		to := last[i]
+		var nth int64
+		err := q.QueryRow(ctx, ix.nth, upto[i], searchChunk-1).Scan(&nth)
+		switch {
+		case err == nil && nth < last[i]:
+			to, more = nth, true
+		case err != nil && !sqlstore.IsNoRows(err):
+			return false, err
+		}
 		if _, err := q.Exec(ctx, ix.insert, upto[i], to); err != nil {
 			return false, err
 		}

@@ -147,10 +147,8 @@ func TestSearchIndexIntegrity(t *testing.T) {
 			now := time.Now().UTC()
 			d := persistence.Decision{ID: uuid.NewString(), TenantID: tenantID, AgentID: agentID, Tool: "crm", Action: "read",
 				ActionHash: "ab", Decision: "allow", Reason: "fine", MatchedPolicyIDs: []string{"p"}, RedactedFields: []string{},
-				TrustLevel: "unknown", RootTrustLevel: "unknown", ToolCall: []byte(`{}`), CreatedAt: now}
+				TrustLevel: "unknown", RootTrustLevel: "unknown", ToolCall: []byte(`{}`), CreatedAt: now, AuditID: uuid.NewString()}
 			ws[i] = persistence.DecisionWrite{Decision: d,
-				Audit: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: tenantID, EventType: "authorize_decision", Action: "allow",
-					AgentID: agentID, DecisionID: d.ID, CreatedAt: now, Details: map[string]any{"tool": "crm"}}},
 				Receipt: &persistence.Receipt{ID: uuid.NewString(), TenantID: tenantID, DecisionID: d.ID, ActionHash: "ab", Decision: "allow", CreatedAt: now}}
 		}
 		seal := func(_ string, h persistence.ChainHead, rs []*persistence.Receipt) error {

@@ -110,7 +110,7 @@ func (s *Store) DecideApproval(ctx context.Context, d persistence.ApprovalDecisi
 			}
 			return persistence.ErrStateConflict
 		}
-		if err := insertAudit(ctx, q, audit); err != nil {
+		if err := s.insertAudit(ctx, q, audit); err != nil {
 			return err
 		}
 		out, err = getApprovalTx(ctx, q, d.TenantID, d.ID)
@@ -144,7 +144,7 @@ func (s *Store) ConsumeApproval(ctx context.Context, tenantID, id, agentID strin
 			}
 			return persistence.ErrStateConflict
 		}
-		if err := insertAudit(ctx, q, audit); err != nil {
+		if err := s.insertAudit(ctx, q, audit); err != nil {
 			return err
 		}
 		out, err = getApprovalTx(ctx, q, tenantID, id)

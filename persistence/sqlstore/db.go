@@ -76,8 +76,18 @@ type Dialect struct {
 	// matching every term (the last as a prefix), using placeholder $n, and
 	// the argument to bind to it.
 	AuditSearch func(terms []string, n int) (cond string, arg any)
-	// DecisionSearch is the same for decisions (alias d).
+	// DecisionSearch is the same for decisions (alias d), over the
+	// decision's own columns.
 	DecisionSearch func(terms []string, n int) (cond string, arg any)
+	// AuthorizeSearch is the same for decisions (alias d) read as their
+	// authorize_decision audit events: over the decision's columns and the
+	// event's (its type, actor, action hash, receipt and approval ids), in
+	// the one full-text index every decision is written to.
+	AuthorizeSearch func(terms []string, n int) (cond string, arg any)
+	// AllocSeq, when set (SQLite), reserves n numbers of the sequence that
+	// decisions and audit events share and returns the last one; Postgres
+	// draws them from a shared sequence as the rows' default.
+	AllocSeq func(ctx context.Context, q Querier, n int) (last int64, err error)
 	// IndexSearch, when set, maintains the full-text indexes in bulk
 	// instead of row by row (SQLite): within q it indexes the rows written
 	// since the last call, a bounded number of them, when at least atLeast

@@ -19,19 +19,20 @@ import (
 const decisionCols = `d.seq, d.id, d.tenant_id, d.agent_id, d.request_id, d.tool, d.action, d.resource, d.action_hash,
 	d.decision, d.reason, d.risk_score, d.composite_risk_score, d.matched_policy_ids, d.redacted_fields, d.mutates_state,
 	d.trust_level, d.root_trust_level, d.environment, d.run_id, d.parent_run_id, d.trace_id, d.tool_call, d.created_at,
-	COALESCE(r.id, ''), COALESCE(r.receipt_hash, '')`
+	COALESCE(d.receipt_id, ''), COALESCE(d.receipt_hash, ''), COALESCE(d.audit_id, ''), COALESCE(d.approval_id, ''), d.audit_details`
 
-// decisionFrom joins each decision to its receipt through decisions.receipt_id
-// and the receipts' primary key (no index on receipts.decision_id).
-const decisionFrom = ` FROM decisions d LEFT JOIN receipts r ON r.id = d.receipt_id AND r.tenant_id = d.tenant_id`
+// decisionFrom: a decision's receipt and audit event are columns of its
+// own row (one record per decision), so no read joins.
+const decisionFrom = ` FROM decisions d`
 
 func scanDecision(row Row) (persistence.Decision, error) {
 	var d persistence.Decision
 	var policies, redacted, toolCall string
+	var auditDetails *string
 	err := row.Scan(&d.Seq, &d.ID, &d.TenantID, &d.AgentID, &d.RequestID, &d.Tool, &d.Action, &d.Resource, &d.ActionHash,
 		&d.Decision, &d.Reason, &d.RiskScore, &d.CompositeRiskScore, &policies, &redacted, &d.MutatesState,
 		&d.TrustLevel, &d.RootTrustLevel, &d.Environment, &d.RunID, &d.ParentRunID, &d.TraceID, &toolCall, Time{&d.CreatedAt},
-		&d.ReceiptID, &d.ReceiptHash)
+		&d.ReceiptID, &d.ReceiptHash, &d.AuditID, &d.ApprovalID, &auditDetails)
 	if IsNoRows(err) {
 		return d, persistence.ErrNotFound
 	}
@@ -45,6 +46,13 @@ func scanDecision(row Row) (persistence.Decision, error) {
 		return d, fmt.Errorf("sqlstore: redacted_fields: %w", err)
 	}
 	d.ToolCall = json.RawMessage(toolCall)
+	if auditDetails != nil {
+		var details map[string]any
+		if err := json.Unmarshal([]byte(*auditDetails), &details); err != nil {
+			return d, fmt.Errorf("sqlstore: audit_details: %w", err)
+		}
+		d = d.WithAuditDetails(details)
+	}
 	return d, nil
 }
 
@@ -115,15 +123,32 @@ func insertText(head string, cols, rows int) string {
 	return t.(string) //nolint:errcheck // only strings are stored
 }
 
-func decisionRow(d persistence.Decision) []any {
+// decisionRow is a decision's one record: the decision, its receipt's
+// columns (sealed by now) and its audit event's id.
+func decisionRow(d persistence.Decision, r *persistence.Receipt, approval *persistence.Approval) ([]any, error) {
 	toolCall := string(d.ToolCall)
 	if toolCall == "" {
 		toolCall = "{}"
 	}
+	var receiptID, receiptHash, prevHash, keyID *string
+	var receiptSeq *int64
+	var signature *string
+	if r != nil {
+		if r.TenantID != d.TenantID || r.DecisionID != d.ID || r.ActionHash != d.ActionHash || r.Decision != d.Decision ||
+			!r.CreatedAt.Equal(d.CreatedAt) {
+			return nil, fmt.Errorf("%w: receipt %s, decision %s", persistence.ErrReceiptMismatch, r.ID, d.ID)
+		}
+		receiptID, receiptHash, prevHash, keyID, receiptSeq, signature = &r.ID, &r.Hash, &r.PrevHash, &r.KeyID, &r.Seq, r.Signature
+	}
+	approvalID := d.ApprovalID
+	if approval != nil {
+		approvalID = approval.ID
+	}
 	return []any{d.ID, d.TenantID, d.AgentID, d.RequestID, d.Tool, d.Action, d.Resource, d.ActionHash, d.Decision,
 		d.Reason, d.RiskScore, d.CompositeRiskScore, jsonText(d.MatchedPolicyIDs), jsonText(d.RedactedFields),
 		d.MutatesState, d.TrustLevel, d.RootTrustLevel, d.Environment, d.RunID, d.ParentRunID, d.TraceID, toolCall,
-		d.CreatedAt, nullIfEmpty(d.ReceiptID), d.Nonce}
+		d.CreatedAt, d.Nonce, nullIfEmpty(d.AuditID), nullIfEmpty(approvalID),
+		receiptID, receiptSeq, receiptHash, prevHash, signature, keyID}, nil
 }
 
 func nullIfEmpty(s string) *string {
@@ -135,30 +160,10 @@ func nullIfEmpty(s string) *string {
 
 const decisionInsertHead = `INSERT INTO decisions (id, tenant_id, agent_id, request_id, tool, action, resource, action_hash, decision,
 		reason, risk_score, composite_risk_score, matched_policy_ids, redacted_fields, mutates_state, trust_level,
-		root_trust_level, environment, run_id, parent_run_id, trace_id, tool_call, created_at, receipt_id, nonce)`
+		root_trust_level, environment, run_id, parent_run_id, trace_id, tool_call, created_at, nonce, audit_id, approval_id,
+		receipt_id, receipt_seq, receipt_hash, prev_receipt_hash, signature, key_id)`
 
-func auditRow(e persistence.AuditEvent) []any {
-	details := "{}"
-	if e.Details != nil {
-		if raw, err := json.Marshal(e.Details); err == nil {
-			details = string(raw)
-		}
-	}
-	at := e.CreatedAt
-	if at.IsZero() {
-		at = now()
-	}
-	return []any{e.ID, e.TenantID, e.EventType, e.Action, e.Actor, e.AgentID, e.DecisionID, details, at}
-}
-
-const auditInsertHead = `INSERT INTO audit_events (id, tenant_id, event_type, action, actor, agent_id, decision_id, details, created_at)`
-
-func receiptRow(r *persistence.Receipt) []any {
-	return []any{r.ID, r.TenantID, r.Seq, r.DecisionID, r.ActionHash, r.Decision, r.Hash, r.PrevHash, r.Signature, r.KeyID, r.CreatedAt}
-}
-
-const receiptInsertHead = `INSERT INTO receipts (id, tenant_id, seq, decision_id, action_hash, decision, receipt_hash,
-		prev_receipt_hash, signature, key_id, created_at)`
+const decisionInsertCols = 32
 
 // CommitDecisions implements persistence.DecisionStore. Each tenant's chain
 // head is created when missing, read (locked on Postgres), advanced by the
@@ -234,7 +239,7 @@ func (s *Store) commitDecisions(ctx context.Context, writes []persistence.Decisi
 				}
 			}
 		}
-		stmts := make([]Stmt, 0, len(writes)*3+len(tenants))
+		stmts := make([]Stmt, 0, 2*len(tenants)+4)
 		if !sealed {
 			for _, t := range tenants {
 				// Creates the head at the chain's start, or locks the existing
@@ -255,26 +260,18 @@ func (s *Store) commitDecisions(ctx context.Context, writes []persistence.Decisi
 					Args: []any{last.Seq, last.Hash, t}})
 			}
 		}
-		var decisions, audits, receipts, approvals [][]any
+		var decisions, approvals [][]any
 		for _, w := range writes {
-			d := w.Decision
-			if w.Receipt != nil {
-				d.ReceiptID = w.Receipt.ID // the join to the receipt goes through it
+			row, err := decisionRow(w.Decision, w.Receipt, w.Approval)
+			if err != nil {
+				return err
 			}
-			decisions = append(decisions, decisionRow(d))
-			for _, e := range w.Audit {
-				audits = append(audits, auditRow(e))
-			}
-			if w.Receipt != nil {
-				receipts = append(receipts, receiptRow(w.Receipt))
-			}
+			decisions = append(decisions, row)
 			if w.Approval != nil {
 				approvals = append(approvals, approvalRow(w.Approval))
 			}
 		}
-		stmts = append(stmts, multiInsert(decisionInsertHead, 25, decisions)...)
-		stmts = append(stmts, multiInsert(auditInsertHead, 9, audits)...)
-		stmts = append(stmts, multiInsert(receiptInsertHead, 11, receipts)...)
+		stmts = append(stmts, multiInsert(decisionInsertHead, decisionInsertCols, decisions)...)
 		stmts = append(stmts, multiInsert(approvalInsertHead, 9, approvals)...)
 		if sealed {
 			for _, t := range tenants {

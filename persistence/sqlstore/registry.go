@@ -38,7 +38,7 @@ func (s *Store) CreatePolicy(ctx context.Context, p persistence.Policy, audit ..
 		if err := bumpPolicyVersion(ctx, q, p.TenantID); err != nil {
 			return err
 		}
-		return insertAudit(ctx, q, audit)
+		return s.insertAudit(ctx, q, audit)
 	})
 	return p, err
 }
@@ -58,7 +58,7 @@ func (s *Store) UpdatePolicy(ctx context.Context, p persistence.Policy, audit ..
 		if err := bumpPolicyVersion(ctx, q, p.TenantID); err != nil {
 			return err
 		}
-		if err := insertAudit(ctx, q, audit); err != nil {
+		if err := s.insertAudit(ctx, q, audit); err != nil {
 			return err
 		}
 		out, err = scanPolicy(q.QueryRow(ctx, `SELECT `+policyCols+` FROM tenant_policies WHERE tenant_id = $1 AND name = $2`, p.TenantID, p.Name))
@@ -80,7 +80,7 @@ func (s *Store) DeletePolicy(ctx context.Context, tenantID, name string, audit .
 		if err := bumpPolicyVersion(ctx, q, tenantID); err != nil {
 			return err
 		}
-		return insertAudit(ctx, q, audit)
+		return s.insertAudit(ctx, q, audit)
 	})
 }
 
@@ -142,7 +142,7 @@ func (s *Store) PutSkill(ctx context.Context, sk persistence.Skill, audit ...per
 			updated_at = excluded.updated_at`, sk.TenantID, sk.Key, sk.Description, string(raw), t); err != nil {
 			return err
 		}
-		if err := insertAudit(ctx, q, audit); err != nil {
+		if err := s.insertAudit(ctx, q, audit); err != nil {
 			return err
 		}
 		out, err = scanSkill(q.QueryRow(ctx, `SELECT `+skillCols+` FROM skills WHERE tenant_id = $1 AND skill_key = $2`, sk.TenantID, sk.Key))
@@ -175,7 +175,7 @@ func (s *Store) DeleteSkill(ctx context.Context, tenantID, key string, audit ...
 		if n == 0 {
 			return persistence.ErrNotFound
 		}
-		return insertAudit(ctx, q, audit)
+		return s.insertAudit(ctx, q, audit)
 	})
 }
 
@@ -210,7 +210,7 @@ func (s *Store) updateTenant(ctx context.Context, tenantID, set string, args []a
 		if n == 0 {
 			return persistence.ErrNotFound
 		}
-		return insertAudit(ctx, q, audit)
+		return s.insertAudit(ctx, q, audit)
 	})
 }
 
@@ -238,7 +238,7 @@ func (s *Store) EscalateTier(ctx context.Context, tenantID, agentID, from, to st
 			return err
 		}
 		moved = true
-		return insertAudit(ctx, q, audit)
+		return s.insertAudit(ctx, q, audit)
 	})
 	return moved, err
 }

@@ -34,7 +34,7 @@ func (s *Store) PutRule(ctx context.Context, r persistence.CustomRule, audit ...
 			r.TenantID, r.Key, r.AlertName, r.Severity, r.Enabled, string(r.Condition), r.UpdatedAt); err != nil {
 			return err
 		}
-		if err := insertAudit(ctx, q, audit); err != nil {
+		if err := s.insertAudit(ctx, q, audit); err != nil {
 			return err
 		}
 		var err error
@@ -54,7 +54,7 @@ func (s *Store) DeleteRule(ctx context.Context, tenantID, key string, audit ...p
 		if n == 0 {
 			return persistence.ErrNotFound
 		}
-		return insertAudit(ctx, q, audit)
+		return s.insertAudit(ctx, q, audit)
 	})
 }
 
@@ -202,7 +202,7 @@ func (s *Store) CloseIncident(ctx context.Context, tenantID, id string, reason *
 			}
 			return persistence.ErrStateConflict
 		}
-		if err := insertAudit(ctx, q, audit); err != nil {
+		if err := s.insertAudit(ctx, q, audit); err != nil {
 			return err
 		}
 		out, err = get()

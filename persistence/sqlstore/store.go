@@ -29,8 +29,22 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 func hashText(h []byte) string { return hex.EncodeToString(h) }
 
-// insertAudit writes audit events within q.
-func insertAudit(ctx context.Context, q Querier, events []persistence.AuditEvent) error {
+// insertAudit writes audit events within q. Audit events and decisions
+// number their rows from one sequence (the audit list merges them), which
+// Postgres draws from a shared sequence by default and SQLite allocates
+// here (Dialect.AllocSeq).
+func (s *Store) insertAudit(ctx context.Context, q Querier, events []persistence.AuditEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	var next int64
+	if s.Dialect.AllocSeq != nil {
+		last, err := s.Dialect.AllocSeq(ctx, q, len(events))
+		if err != nil {
+			return err
+		}
+		next = last - int64(len(events)) + 1
+	}
 	for _, e := range events {
 		details := "{}"
 		if e.Details != nil {
@@ -44,10 +58,20 @@ func insertAudit(ctx context.Context, q Querier, events []persistence.AuditEvent
 		if at.IsZero() {
 			at = now()
 		}
-		if _, err := q.Exec(ctx, `INSERT INTO audit_events
-			(id, tenant_id, event_type, action, actor, agent_id, decision_id, details, created_at)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`,
-			e.ID, e.TenantID, e.EventType, e.Action, e.Actor, e.AgentID, e.DecisionID, details, at); err != nil {
+		var err error
+		if next > 0 {
+			_, err = q.Exec(ctx, `INSERT INTO audit_events
+				(seq, id, tenant_id, event_type, action, actor, agent_id, decision_id, details, created_at)
+				VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)`,
+				next, e.ID, e.TenantID, e.EventType, e.Action, e.Actor, e.AgentID, e.DecisionID, details, at)
+			next++
+		} else {
+			_, err = q.Exec(ctx, `INSERT INTO audit_events
+				(id, tenant_id, event_type, action, actor, agent_id, decision_id, details, created_at)
+				VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`,
+				e.ID, e.TenantID, e.EventType, e.Action, e.Actor, e.AgentID, e.DecisionID, details, at)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -77,7 +101,7 @@ func (s *Store) CreateTenant(ctx context.Context, t persistence.Tenant, admin pe
 		if err := insertOperatorToken(ctx, q, admin, adminHash); err != nil {
 			return err
 		}
-		return insertAudit(ctx, q, audit)
+		return s.insertAudit(ctx, q, audit)
 	})
 }
 
@@ -126,7 +150,7 @@ func (s *Store) UpdateTenantSettings(ctx context.Context, id string, autoRotate 
 		if n == 0 {
 			return persistence.ErrNotFound
 		}
-		if err := insertAudit(ctx, q, audit); err != nil {
+		if err := s.insertAudit(ctx, q, audit); err != nil {
 			return err
 		}
 		t, err = scanTenant(q.QueryRow(ctx, `SELECT `+tenantCols+` FROM tenants WHERE id = $1`, id))
@@ -160,7 +184,7 @@ func (s *Store) CreateOperatorToken(ctx context.Context, t persistence.OperatorT
 		if err := insertOperatorToken(ctx, q, t, hash); err != nil {
 			return err
 		}
-		return insertAudit(ctx, q, audit)
+		return s.insertAudit(ctx, q, audit)
 	})
 }
 
@@ -183,7 +207,7 @@ func (s *Store) DeleteOperatorToken(ctx context.Context, tenantID, id string, au
 		if n == 0 {
 			return persistence.ErrNotFound
 		}
-		return insertAudit(ctx, q, audit)
+		return s.insertAudit(ctx, q, audit)
 	})
 }
 
@@ -248,7 +272,7 @@ func (s *Store) CreateAgent(ctx context.Context, a persistence.Agent, tokenHash 
 			a.ID, a.TenantID, a.Name, a.Status, a.RiskTier, envs, a.SigningKey, hashText(tokenHash), a.CreatedAt, a.UpdatedAt); err != nil {
 			return err
 		}
-		return insertAudit(ctx, q, audit)
+		return s.insertAudit(ctx, q, audit)
 	})
 }
 
@@ -338,7 +362,7 @@ func (s *Store) UpdateAgent(ctx context.Context, tenantID, id string, p persiste
 		if n == 0 {
 			return persistence.ErrNotFound
 		}
-		if err := insertAudit(ctx, q, audit); err != nil {
+		if err := s.insertAudit(ctx, q, audit); err != nil {
 			return err
 		}
 		out, err = getAgentTx(ctx, q, tenantID, id)
@@ -368,7 +392,7 @@ func (s *Store) TransitionAgent(ctx context.Context, tenantID, id string, from [
 			}
 			return persistence.ErrStateConflict
 		}
-		if err := insertAudit(ctx, q, audit); err != nil {
+		if err := s.insertAudit(ctx, q, audit); err != nil {
 			return err
 		}
 		out, err = getAgentTx(ctx, q, tenantID, id)
@@ -389,7 +413,7 @@ func (s *Store) RotateAgentToken(ctx context.Context, tenantID, id string, newHa
 		if n == 0 {
 			return persistence.ErrNotFound
 		}
-		if err := insertAudit(ctx, q, audit); err != nil {
+		if err := s.insertAudit(ctx, q, audit); err != nil {
 			return err
 		}
 		out, err = getAgentTx(ctx, q, tenantID, id)
@@ -432,7 +456,7 @@ func (s *Store) AddPermission(ctx context.Context, p persistence.Permission, aud
 			p.TenantID, p.AgentID, p.ToolKey, p.CreatedAt); err != nil {
 			return err
 		}
-		return insertAudit(ctx, q, audit)
+		return s.insertAudit(ctx, q, audit)
 	})
 }
 
@@ -461,7 +485,7 @@ func (s *Store) DeletePermission(ctx context.Context, tenantID, agentID, toolKey
 		if n == 0 {
 			return persistence.ErrNotFound
 		}
-		return insertAudit(ctx, q, audit)
+		return s.insertAudit(ctx, q, audit)
 	})
 }
 
@@ -472,43 +496,108 @@ func (s *Store) AppendAudit(ctx context.Context, events []persistence.AuditEvent
 	if len(events) == 0 {
 		return nil
 	}
-	return s.DB.Tx(ctx, func(q Querier) error { return insertAudit(ctx, q, events) })
+	return s.DB.Tx(ctx, func(q Querier) error { return s.insertAudit(ctx, q, events) })
 }
 
-// ListAudit implements persistence.AuditStore.
+// ListAudit implements persistence.AuditStore. The list merges two kinds
+// of rows, newest first by their shared sequence: administrative events
+// (audit_events) and decisions read as their authorize_decision events
+// (persistence.Decision.AuditEvent). Each side reads at most the rows the
+// page can show, through its (tenant_id, seq) index.
 func (s *Store) ListAudit(ctx context.Context, tenantID string, f persistence.AuditFilter, p persistence.Page) ([]persistence.AuditEvent, error) {
-	q := `SELECT seq, id, tenant_id, event_type, action, actor, agent_id, decision_id, details, created_at
-		FROM audit_events WHERE tenant_id = $1`
-	args := []any{tenantID}
-	if f.EventType != "" {
-		args = append(args, f.EventType)
-		q += fmt.Sprintf(` AND event_type = $%d`, len(args))
-	}
-	if terms := persistence.SanitizeQuery(f.Query); len(terms) > 0 {
+	terms := persistence.SanitizeQuery(f.Query)
+	if len(terms) > 0 {
 		if err := s.catchUpSearch(ctx); err != nil {
 			return nil, err
 		}
-		cond, arg := s.Dialect.AuditSearch(terms, len(args)+1)
-		args = append(args, arg)
-		q += ` AND ` + cond
 	}
-	tail, extra := pageClause(p, len(args)+1)
-	rows, err := s.DB.Reader().Query(ctx, q+tail, append(args, extra...)...)
+	args := []any{tenantID}
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	window := p.Limit + 1
+	var after, limit string
+	if p.After > 0 {
+		after = ` AND seq < ` + arg(p.After)
+	} else {
+		window += p.Offset
+	}
+	limit = arg(window)
+	// Both sides yield the columns of decisionCols, the audit side with its
+	// own values in the places ListAudit reads back.
+	var sides []string
+	if f.EventType == "" || f.EventType == persistence.EventAuthorizeDecision {
+		side := `SELECT 1 AS kind, ` + decisionCols + `, '' AS event_type, '' AS actor, '' AS details
+			FROM decisions d WHERE d.tenant_id = $1 AND d.audit_id IS NOT NULL` + strings.ReplaceAll(after, "seq", "d.seq")
+		if len(terms) > 0 {
+			cond, v := s.Dialect.AuthorizeSearch(terms, len(args)+1)
+			args = append(args, v)
+			side += ` AND ` + cond
+		}
+		sides = append(sides, side+` ORDER BY d.seq DESC LIMIT `+limit)
+	}
+	{
+		side := `SELECT 0, seq, id, tenant_id, agent_id, NULL, '', action, NULL, '', '', '', 0, 0, '[]', '[]', FALSE,
+			'', '', NULL, NULL, NULL, NULL, '{}', created_at, '', '', decision_id, '', NULL, event_type, actor, details
+			FROM audit_events WHERE tenant_id = $1` + after
+		if f.EventType != "" {
+			side += ` AND event_type = ` + arg(f.EventType)
+		}
+		if len(terms) > 0 {
+			cond, v := s.Dialect.AuditSearch(terms, len(args)+1)
+			args = append(args, v)
+			side += ` AND ` + cond
+		}
+		sides = append(sides, side+` ORDER BY seq DESC LIMIT `+limit)
+	}
+	q := `SELECT * FROM (` + sides[0] + `) a`
+	if len(sides) == 2 {
+		q = `SELECT * FROM (SELECT * FROM (` + sides[0] + `) a UNION ALL SELECT * FROM (` + sides[1] + `) b) u`
+	}
+	q += ` ORDER BY seq DESC LIMIT ` + arg(p.Limit+1)
+	if p.After <= 0 {
+		q += ` OFFSET ` + arg(p.Offset)
+	}
+	rows, err := s.DB.Reader().Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, func(r Row) (persistence.AuditEvent, error) {
-		var e persistence.AuditEvent
-		var details string
-		if err := r.Scan(&e.Seq, &e.ID, &e.TenantID, &e.EventType, &e.Action, &e.Actor, &e.AgentID, &e.DecisionID,
-			&details, Time{&e.CreatedAt}); err != nil {
-			return e, err
-		}
-		if err := json.Unmarshal([]byte(details), &e.Details); err != nil {
-			return e, fmt.Errorf("sqlstore: audit details: %w", err)
-		}
-		return e, nil
-	})
+	return collect(rows, scanAuditRow)
+}
+
+// scanAuditRow reads one row of ListAudit's merge.
+func scanAuditRow(r Row) (persistence.AuditEvent, error) {
+	var kind int
+	var eventType, actor, details string
+	d, err := scanDecision(kindRow{r, &kind, []any{&eventType, &actor, &details}})
+	if err != nil {
+		return persistence.AuditEvent{}, err
+	}
+	if kind == 1 {
+		return d.AuditEvent(), nil
+	}
+	// The audit side: seq, id, tenant, agent, the action in the action
+	// column, the decision id in the audit id column's place.
+	e := persistence.AuditEvent{Seq: d.Seq, ID: d.ID, TenantID: d.TenantID, EventType: eventType, Action: d.Action, Actor: actor,
+		AgentID: d.AgentID, DecisionID: d.AuditID, CreatedAt: d.CreatedAt}
+	if err := json.Unmarshal([]byte(details), &e.Details); err != nil {
+		return e, fmt.Errorf("sqlstore: audit details: %w", err)
+	}
+	return e, nil
+}
+
+// kindRow scans a leading kind column and trailing columns around the
+// decision columns.
+type kindRow struct {
+	r     Row
+	kind  *int
+	extra []any
+}
+
+func (k kindRow) Scan(dest ...any) error {
+	all := append(append([]any{k.kind}, dest...), k.extra...)
+	return k.r.Scan(all...)
 }
 
 // ---- lease ----

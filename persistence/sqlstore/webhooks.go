@@ -39,7 +39,7 @@ func (s *Store) CreateWebhook(ctx context.Context, w persistence.WebhookSubscrip
 			w.CreatedAt, w.UpdatedAt); err != nil {
 			return err
 		}
-		if err := insertAudit(ctx, q, audit); err != nil {
+		if err := s.insertAudit(ctx, q, audit); err != nil {
 			return err
 		}
 		var err error
@@ -98,7 +98,7 @@ func (s *Store) UpdateWebhook(ctx context.Context, tenantID, id string, p persis
 		if changed == 0 {
 			return persistence.ErrNotFound
 		}
-		if err := insertAudit(ctx, q, audit); err != nil {
+		if err := s.insertAudit(ctx, q, audit); err != nil {
 			return err
 		}
 		out, err = getWebhook(ctx, q, tenantID, id)
@@ -117,7 +117,7 @@ func (s *Store) DeleteWebhook(ctx context.Context, tenantID, id string, audit ..
 		if n == 0 {
 			return persistence.ErrNotFound
 		}
-		return insertAudit(ctx, q, audit)
+		return s.insertAudit(ctx, q, audit)
 	})
 }
 

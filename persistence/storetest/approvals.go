@@ -921,7 +921,6 @@ func testApprovalTenants(t *testing.T, s persistence.Store) {
 	// the right agent and hash.
 	w := useWrite(approved, now)
 	w.Decision.TenantID, w.Receipt.TenantID = b.ID, b.ID
-	w.Audit[0].TenantID = b.ID
 	wantErr(t, s.CommitDecisions(ctx(t), []persistence.DecisionWrite{w}, testSeal), persistence.ErrStateConflict)
 	if _, err := s.GetDecision(ctx(t), b.ID, w.Decision.ID); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("tenant b's decision presenting a's approval was written: %v", err)

@@ -32,11 +32,9 @@ func decisionWrite(tenantID, agentID, decision string, requestID *string) persis
 		Action: "create_issue", ActionHash: "ab", Decision: decision, Reason: "because " + decision, RiskScore: 10,
 		CompositeRiskScore: 20, MatchedPolicyIDs: []string{"default_allow_read"}, RedactedFields: []string{},
 		MutatesState: decision != "allow", TrustLevel: "unknown", RootTrustLevel: "unknown",
-		ToolCall: json.RawMessage(`{"tool":"github"}`), CreatedAt: now}
+		ToolCall: json.RawMessage(`{"tool":"github"}`), CreatedAt: now, AuditID: id()}
 	r := &persistence.Receipt{ID: id(), TenantID: tenantID, DecisionID: d.ID, ActionHash: d.ActionHash, Decision: decision, CreatedAt: now}
-	ev := persistence.AuditEvent{ID: id(), TenantID: tenantID, EventType: "authorize_decision", Action: decision,
-		AgentID: agentID, DecisionID: d.ID, CreatedAt: now}
-	return persistence.DecisionWrite{Decision: d, Audit: []persistence.AuditEvent{ev}, Receipt: r}
+	return persistence.DecisionWrite{Decision: d, Receipt: r}
 }
 
 // RunDecisions runs the decision, receipt, policy, skill and risk contract.
@@ -267,7 +265,6 @@ func testSearchBacklog(t *testing.T, s persistence.Store) {
 		for i := range ws {
 			ws[i] = decisionWrite(tenantID, agentID, "deny", nil)
 			ws[i].Decision.Reason = reason
-			ws[i].Audit[0].Details = map[string]any{"reason": reason}
 		}
 		if err := s.CommitDecisions(ctx(t), ws, testSeal); err != nil {
 			t.Fatal(err)
@@ -329,10 +326,10 @@ func testSearchHyphens(t *testing.T, s persistence.Store) {
 	w := decisionWrite(a.ID, ag.ID, "deny", nil)
 	resource := "repo/svc-main"
 	w.Decision.Tool, w.Decision.Reason, w.Decision.Resource = "send-email", "fail-closed", &resource
-	w.Audit[0].Details = map[string]any{"tool": "send-email", "receipt_id": w.Receipt.ID}
+	w.Decision.ActionHash, w.Receipt.ActionHash = "feedface0123", "feedface0123"
 	plain := decisionWrite(a.ID, other.ID, "allow", nil)
 	plain.Decision.Tool = "send"
-	plain.Audit[0].Details = map[string]any{"tool": "send"}
+	plain.Decision.ActionHash, plain.Receipt.ActionHash = "feedface0123", "feedface0123"
 	wb := decisionWrite(b.ID, agB.ID, "deny", nil)
 	wb.Decision.Tool = "send-email"
 	if err := s.CommitDecisions(ctx(t), []persistence.DecisionWrite{w, plain, wb}, testSeal); err != nil {
@@ -346,14 +343,16 @@ func testSearchHyphens(t *testing.T, s persistence.Store) {
 		{strings.ToUpper(ag.ID), 1, 1}, // upper-case
 		{w.Decision.ID, 0, 0},          // not an indexed column
 		{w.Receipt.ID, 0, 1},           // in the audit event's details
+		{w.Decision.ActionHash, 0, 2},  // in both audit events' details
+		{"authorize_decision", 0, 2},   // the audit event's type
 		{"send-email", 1, 1},           // as typed
 		{"sendemail", 1, 1},            // as q leaves it
 		{"sendem", 1, 1},               // a prefix of it
 		{"send", 2, 2},                 // a prefix of both tools
 		{"email", 0, 0},                // no longer a word of its own
-		{"fail-closed", 1, 0},          // the reason
-		{"repo svc", 1, 0},             // a slash still splits
-		{"svcmain", 1, 0},              // the hyphen in the resource joins
+		{"fail-closed", 1, 1},          // the reason
+		{"repo svc", 1, 1},             // a slash still splits
+		{"svcmain", 1, 1},              // the hyphen in the resource joins
 		{agB.ID, 0, 0},                 // another tenant's agent
 	} {
 		ds, err := s.ListDecisions(ctx(t), a.ID, c.q, persistence.Page{Limit: 50})

@@ -839,7 +839,7 @@ func testSOCDecisionsBetween(t *testing.T, s persistence.Store) {
 	to := from.Add(10 * time.Minute)
 	at := func(tenantID, agentID string, ts time.Time) persistence.DecisionWrite {
 		w := decisionWrite(tenantID, agentID, "allow", nil)
-		w.Decision.CreatedAt, w.Receipt.CreatedAt, w.Audit[0].CreatedAt = ts, ts, ts
+		w.Decision.CreatedAt, w.Receipt.CreatedAt = ts, ts
 		return w
 	}
 	// Committed in time order (as the authorizer does), interleaved with
