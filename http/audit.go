@@ -30,9 +30,10 @@ func (s *Server) registerAudit() {
 		Query: []QueryParam{
 			{Name: "event_type", Type: "string", Description: "exact event type"},
 			{Name: "q", Type: "string", Description: "keywords over event type, action, actor, agent id and details: characters other than letters, digits, whitespace and underscore are stripped; every word must match, the last as a prefix; empty means no filter. " +
-				"Indexed values lose their hyphens too, and other punctuation separates words, so an id pasted whole or a hyphenated word typed as shown (send-email) matches"},
+				"Indexed values lose their hyphens too, and other punctuation separates words, so an id pasted whole or a hyphenated word typed as shown (send-email) matches. " +
+				"An authorize_decision event is its decision's record read as an event: it also matches every word its decision is searched by (tool, action, resource, decision, reason, matched policies, agent and run id)"},
 		},
-		Summary: "The tenant's audit events, newest first.",
+		Summary: "The tenant's audit events, newest first: administrative events and every decision's authorize_decision event, in one order.",
 		Handle:  s.listAuditEvents})
 }
 
