@@ -17,6 +17,35 @@
 // The only lookups without a tenant are by token hash, which is how the tenant
 // is learned in the first place.
 //
+// # Indexes
+//
+// Each index the migrations leave, with what it serves (both backends hold
+// the same ones; a decision's are listed with its one-record layout in
+// SQLite migration 0012 and Postgres 0014):
+//
+//   - tenants: id and name UNIQUE (lookup by id; a name is taken once).
+//   - operator_tokens: token_hash UNIQUE (authentication), id UNIQUE
+//     (delete by id), (tenant_id, seq) (the list).
+//   - agents: token_hash UNIQUE (authentication), id UNIQUE (every read by
+//     id), agents_live_name (a live name is taken once per tenant),
+//     (tenant_id, seq) (the list).
+//   - agent_permissions: (agent_id, tool_key) PRIMARY KEY (an agent's
+//     bindings, in tool order), (tenant_id, agent_id) (a tenant's deletion
+//     cascades through it).
+//   - decisions: see migration 0012 / 0014. audit_events: (tenant_id, seq)
+//     (the list), (tenant_id, event_type, seq) (the list by type).
+//   - approvals: id UNIQUE (approve, reject, edit, present), (tenant_id,
+//     seq) and (tenant_id, agent_id, seq) (the lists), (tenant_id,
+//     decision_id) (a decision's approval), (expires_at) (left from the
+//     cleanup's first form; today's cleanup, which also deletes decided
+//     approvals, does not use it; approvals are written only for
+//     require_approval decisions).
+//   - alerts and incidents: (tenant_id, seq) (the lists); incidents.id
+//     UNIQUE (close, get).
+//   - webhook_subscriptions: id UNIQUE, (tenant_id, seq) (the list).
+//   - receipt_heads, tenant_policies, skills, soc_rules, leader_lease,
+//     search_progress, writer_probe: their primary keys, the only reads.
+//
 // # Errors
 //
 // Methods return the sentinel errors of this package (wrapped), so callers
