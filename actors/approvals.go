@@ -165,12 +165,20 @@ func (a *Approvals) ask(ctx context.Context, tenantID, id string, req *approvalR
 	return r, r.err
 }
 
+// onDemandGuardian supervises the actors spawned on demand (agents,
+// approvals): each may restart 10 times in 10 seconds. It is one value for
+// all of them because protoactor keeps a guardian process, for the life of
+// the actor system, per distinct strategy value: a strategy made per spawn
+// left one guardian behind per incarnation (about 1 KB each; 100,000
+// agents called once kept some 100 MB after their actors had stopped).
+var onDemandGuardian = actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)
+
 func (a *Approvals) props(tenantID, id string) func(*actorRef) *actor.Props {
 	key := tenantID + "/" + id
 	return func(ref *actorRef) *actor.Props {
 		return actor.PropsFromProducer(func() actor.Actor {
 			return &ApprovalActor{front: a, key: key, ref: ref, tenantID: tenantID, id: id}
-		}, actor.WithDispatcher(dispatcherOf(a.system)), actor.WithGuardian(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
+		}, actor.WithDispatcher(dispatcherOf(a.system)), actor.WithGuardian(onDemandGuardian))
 	}
 }
 

@@ -248,7 +248,7 @@ func (a *Authorizer) agentProps(key string) func(*actorRef) *actor.Props {
 			return &AgentActor{facts: a.facts, table: &a.agents, idle: a.opt.AgentIdle, key: key, ref: ref}
 		},
 			actor.WithDispatcher(dispatcherOf(a.system)),
-			actor.WithGuardian(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)))
+			actor.WithGuardian(onDemandGuardian))
 	}
 }
 

@@ -164,3 +164,39 @@ func TestRequestToAStoppedIncarnationDoesNotReachItsSuccessor(t *testing.T) {
 		t.Fatalf("the request to the stopped incarnation was answered %+v, want a dead letter", ans)
 	}
 }
+
+// registered counts the actor system's processes.
+func registered(sys *actor.ActorSystem) int {
+	n := 0
+	for _, m := range sys.ProcessRegistry.LocalPIDs.LocalPIDs {
+		n += m.Count()
+	}
+	return n
+}
+
+// An agent actor that stops leaves nothing registered behind: its
+// incarnations share one guardian (protoactor keeps a guardian per
+// distinct supervisor strategy for the life of the system).
+func TestAgentIncarnationsLeaveNoProcessBehind(t *testing.T) {
+	sys, _, store, tenant, auth := authorizerFixture(t, 0)
+	a, read := readCaller(t, store, tenant, auth)
+	key := tenant + "/" + a.ID
+	cycle := func() {
+		t.Helper()
+		ref := firstCall(t, auth, key, read)
+		sys.Root.Send(ref.pid, &actor.ReceiveTimeout{})
+		select {
+		case <-ref.stopped:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the idle agent actor did not stop")
+		}
+	}
+	cycle()
+	before := registered(sys)
+	for range 20 {
+		cycle()
+	}
+	if after := registered(sys); after != before {
+		t.Fatalf("20 agent incarnations later the system has %d processes, %d before", after, before)
+	}
+}

@@ -339,10 +339,18 @@ func TestBaselineHistoryBound(t *testing.T) {
 			t.Fatalf("histSum %d, want %d", b.rate.histSum, want)
 		}
 	})
+	t.Run("no completed window holds no history", func(t *testing.T) {
+		// The ring grows with the windows it holds: an agent seen once (most
+		// of a large fleet) keeps none.
+		b, _ := history(BaselineOptions{}, 1)
+		if b.rate.history != nil || b.rate.histLen != 0 {
+			t.Fatalf("one window, still current: history %v (len %d), want none", b.rate.history, b.rate.histLen)
+		}
+	})
 	t.Run("history option below minimum is raised", func(t *testing.T) {
 		b, now := history(BaselineOptions{HistoryWindows: 1}, 1, 1, 1)
-		if len(b.rate.history) != BaselineMinHistory {
-			t.Fatalf("history capacity %d, want %d", len(b.rate.history), BaselineMinHistory)
+		if b.rate.histCap != BaselineMinHistory || len(b.rate.history) != 2 {
+			t.Fatalf("history capacity %d holding %d windows, want %d holding 2", b.rate.histCap, len(b.rate.history), BaselineMinHistory)
 		}
 		if got := firstRate(t, feed(b, 4, now)); got != 4 {
 			t.Fatalf("fired at %d, want 4", got)
