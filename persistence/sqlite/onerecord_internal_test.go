@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"svc/persistence/storetest"
@@ -68,4 +69,43 @@ func TestOneRecordMigratesPopulatedDatabase(t *testing.T) {
 	}
 	defer again.Close()
 	storetest.CheckOneRecord(t, again, before)
+}
+
+// Each read of a decision's record goes through the index listed for it in
+// migration 0012 (without statistics, SQLite once planned a receipt by id
+// through the tenant's chain index, reading the whole chain).
+func TestRecordReadsUseTheirIndexes(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "plans.db")
+	s, err := Open(ctx, Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, c := range []struct{ query, index string }{
+		{`SELECT id FROM receipts WHERE tenant_id = 'a' AND id = 'b'`, "decisions_receipt (receipt_id=?)"},
+		{`SELECT id FROM receipts WHERE tenant_id = 'a' AND id IN ('b', 'c')`, "decisions_receipt (receipt_id=?)"},
+		{`SELECT id FROM receipts WHERE tenant_id = 'a' AND seq >= 1 AND seq <= 5 ORDER BY seq`, "decisions_receipt_seq (tenant_id=? AND receipt_seq>? AND receipt_seq<?)"},
+		{`SELECT d.reason FROM decisions d WHERE d.tenant_id = 'a' AND d.id = 'b'`, "sqlite_autoindex_decisions_1 (id=?)"},
+		{`SELECT d.reason FROM decisions d WHERE d.tenant_id = 'a' AND d.agent_id = 'x' AND d.request_id = 'r'`, "decisions_request (tenant_id=? AND agent_id=? AND request_id=?)"},
+		{`SELECT d.reason FROM decisions d WHERE d.tenant_id = 'a' AND d.audit_id IS NOT NULL ORDER BY d.seq DESC LIMIT 10`, "decisions_tenant (tenant_id=?)"},
+	} {
+		rows, err := s.reader.QueryContext(ctx, `EXPLAIN QUERY PLAN `+c.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		_ = rows.Close()
+		if len(plan) != 1 || !strings.HasSuffix(plan[0], "USING INDEX "+c.index) && !strings.HasSuffix(plan[0], "USING COVERING INDEX "+c.index) {
+			t.Errorf("%s\nplanned as %q, want one search using index %s", c.query, plan, c.index)
+		}
+	}
 }

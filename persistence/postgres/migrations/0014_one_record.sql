@@ -6,7 +6,7 @@
 
 -- A receipt that disagrees with its decision on a field they now share
 -- would no longer verify: refuse to migrate (nothing changes).
-CREATE INDEX decisions_receipt ON decisions (receipt_id);
+CREATE UNIQUE INDEX decisions_receipt ON decisions (receipt_id);
 DO $$
 DECLARE n BIGINT;
 BEGIN
@@ -71,7 +71,9 @@ FROM decisions WHERE receipt_id IS NOT NULL;
 --   decisions_receipt_seq (tenant_id, receipt_seq) UNIQUE: receipt ranges
 --     (export, verification, GET /v1/receipts), and the guard that two
 --     receipts never take one place in a chain.
---   decisions_receipt (receipt_id): GET /v1/receipts/:id.
+--   decisions_receipt (receipt_id) UNIQUE: GET /v1/receipts/:id (unique, as
+--     receipt ids are, so that SQLite plans a lookup by id through it and
+--     not through the tenant's chain index).
 --   decisions_search GIN: `q` on decisions and on the audit list.
 --   audit_events_tenant (tenant_id, seq): the audit list.
 --   audit_events_type (tenant_id, event_type, seq): the list by event_type.

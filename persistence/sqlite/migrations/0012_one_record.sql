@@ -22,7 +22,7 @@
 -- A receipt that disagrees with its decision on a field they now share
 -- would no longer verify: refuse to migrate such a database (the
 -- transaction rolls back and nothing changes).
-CREATE INDEX decisions_receipt ON decisions (receipt_id);
+CREATE UNIQUE INDEX decisions_receipt ON decisions (receipt_id);
 CREATE TEMP TABLE migration_0012_check (mismatched_receipts INTEGER CHECK (mismatched_receipts = 0));
 INSERT INTO migration_0012_check SELECT count(*) FROM receipts r LEFT JOIN decisions d ON d.receipt_id = r.id
 WHERE d.id IS NULL OR d.tenant_id <> r.tenant_id OR d.id <> r.decision_id OR d.action_hash <> r.action_hash
@@ -93,7 +93,9 @@ FROM decisions WHERE receipt_id IS NOT NULL;
 --   decisions_receipt_seq (tenant_id, receipt_seq) UNIQUE: receipt ranges
 --     (export, verification, GET /v1/receipts), and the guard that two
 --     receipts never take one place in a chain.
---   decisions_receipt (receipt_id): GET /v1/receipts/:id.
+--   decisions_receipt (receipt_id) UNIQUE: GET /v1/receipts/:id (unique, as
+--     receipt ids are, so that SQLite plans a lookup by id through it and
+--     not through the tenant's chain index).
 --   audit_events_tenant (tenant_id, seq): the audit list.
 --   audit_events_type (tenant_id, event_type, seq): the list by event_type.
 CREATE UNIQUE INDEX decisions_receipt_seq ON decisions (tenant_id, receipt_seq);
