@@ -243,7 +243,7 @@ func Settings() []Setting {
 		{"SVC_EVENT_BUFFER_SIZE", "4096", "bounded security event channel"},
 		{"SVC_SOC_PIPELINE", "true", "false: no detection, correlation, alerts, incidents or live feed (notifications and export of decisions still run)"},
 		{"SVC_GC_PERCENT", "400", "Go garbage collector target (GOGC) unless the GOGC variable is set: heap growth allowed between collections, in percent of the live heap; 400 spends less CPU collecting for more memory (see Performance)"},
-		{"SVC_MEMORY_LIMIT_MIB", "1024", "the Go runtime's soft memory limit in MiB (GOMEMLIMIT) unless the GOMEMLIMIT variable is set; 0 for none. Near it the collector runs sooner than SVC_GC_PERCENT allows and returns freed memory to the system, so the heap growth SVC_GC_PERCENT buys does not become resident size; set it below the memory the process may use, above its live heap (see Performance)"},
+		{"SVC_MEMORY_LIMIT_MIB", "896", "the Go runtime's soft memory limit in MiB (GOMEMLIMIT) unless the GOMEMLIMIT variable is set; 0 for none. Near it the collector runs sooner than SVC_GC_PERCENT allows and returns freed memory to the system, so the heap growth SVC_GC_PERCENT buys does not become resident size; set it below the memory the process may use, above its live heap (see Performance)"},
 		{"SVC_LOG_LEVEL", "info", "trace, debug, info, warn or error"},
 		{"SVC_LOG_FORMAT", "text", "text or json"},
 		{"SVC_NODE_ID", "hostname-pid", "this node's name in leadership and metrics"},

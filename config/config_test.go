@@ -157,7 +157,7 @@ func sqliteDefaults(t *testing.T) config.Config {
 		EventBufferSize:            4096,
 		SOCPipeline:                true,
 		GCPercent:                  400,
-		MemoryLimitMiB:             1024,
+		MemoryLimitMiB:             896,
 		LogLevel:                   "info",
 		LogFormat:                  "text",
 		NodeID:                     defaultNodeID(t),
