@@ -42,7 +42,10 @@ UPDATE decisions SET (receipt_seq, receipt_hash, prev_receipt_hash, signature, k
     (SELECT r.seq, r.receipt_hash, r.prev_receipt_hash, r.signature, r.key_id FROM receipts r WHERE r.id = decisions.receipt_id)
 WHERE receipt_id IS NOT NULL;
 
-CREATE INDEX migration_0012_audit ON audit_events (decision_id, seq) WHERE event_type = 'authorize_decision';
+-- (Each decision finds its event through this index; its three equality
+-- columns make SQLite prefer it to audit_events_type, which would scan the
+-- tenant's every authorize_decision event for each decision.)
+CREATE INDEX migration_0012_audit ON audit_events (decision_id, event_type, tenant_id, seq);
 UPDATE decisions SET (audit_id, audit_details) =
     (SELECT a.id, a.details FROM audit_events a
      WHERE a.event_type = 'authorize_decision' AND a.decision_id = decisions.id AND a.tenant_id = decisions.tenant_id
