@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +53,7 @@ func RunDecisions(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"policies bump the tenant version", testPolicies},
 		{"skills and risk settings", testSkillsRisk},
 		{"recent replay nonces, oldest first, in every tenant", testRecentNonces},
+		{"the audit list merges decisions and events in one order, by offset and by cursor", testAuditMerge},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -404,6 +407,108 @@ func testRecentNonces(t *testing.T, s persistence.Store) {
 		if got[i].TenantID != want[i].TenantID || got[i].AgentID != want[i].AgentID || got[i].Nonce != want[i].Nonce ||
 			!got[i].At.Equal(want[i].At) {
 			t.Errorf("RecentNonces[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// testAuditMerge: the audit list is the administrative events and the
+// decisions (as their authorize_decision events) in the order they were
+// written, newest first; offset and cursor pages walk it without a gap or
+// a repeat, filters and search apply to both kinds, and another tenant's
+// rows never appear.
+func testAuditMerge(t *testing.T, s persistence.Store) {
+	a, _ := mustTenant(t, s, "a")
+	b, _ := mustTenant(t, s, "b")
+	ag := mustAgent(t, s, a.ID, "ag")
+	agB := mustAgent(t, s, b.ID, "ag")
+	base, err := s.ListAudit(ctx(t), a.ID, persistence.AuditFilter{}, persistence.Page{Limit: 100}) // the tenant's and agent's creation
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string // ids, oldest first
+	for i := range 9 {
+		if i%3 == 0 {
+			e := audit(a.ID, "config_change", fmt.Sprintf("mergechange%d", i))
+			if err := s.AppendAudit(ctx(t), []persistence.AuditEvent{e}); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, e.ID)
+			continue
+		}
+		ws := []persistence.DecisionWrite{decisionWrite(a.ID, ag.ID, "allow", nil), decisionWrite(b.ID, agB.ID, "allow", nil)}
+		if err := s.CommitDecisions(ctx(t), ws, testSeal); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ws[0].Decision.AuditID)
+	}
+	slices.Reverse(want)
+	ids := func(es []persistence.AuditEvent) []string {
+		out := []string{}
+		for _, e := range es {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	want = append(want, ids(base)...)
+	all, err := s.ListAudit(ctx(t), a.ID, persistence.AuditFilter{}, persistence.Page{Limit: 100})
+	if err != nil || !slices.Equal(ids(all), want) {
+		t.Fatalf("merged list = %v (%v), want %v", ids(all), err, want)
+	}
+	for _, size := range []int{1, 2, 4} {
+		var byOffset, byCursor []string
+		for off := 0; off < len(want)+size; off += size {
+			page, err := s.ListAudit(ctx(t), a.ID, persistence.AuditFilter{}, persistence.Page{Limit: size, Offset: off})
+			if err != nil {
+				t.Fatal(err)
+			}
+			byOffset = append(byOffset, ids(page[:min(len(page), size)])...)
+		}
+		var after int64
+		for {
+			page, err := s.ListAudit(ctx(t), a.ID, persistence.AuditFilter{}, persistence.Page{Limit: size, After: after})
+			if err != nil {
+				t.Fatal(err)
+			}
+			byCursor = append(byCursor, ids(page[:min(len(page), size)])...)
+			if len(page) <= size {
+				break
+			}
+			after = page[size-1].Seq
+		}
+		if !slices.Equal(byOffset, want) || !slices.Equal(byCursor, want) {
+			t.Errorf("pages of %d: by offset %v, by cursor %v; want %v", size, byOffset, byCursor, want)
+		}
+	}
+	decided, _ := s.ListAudit(ctx(t), a.ID, persistence.AuditFilter{EventType: persistence.EventAuthorizeDecision}, persistence.Page{Limit: 100})
+	changes, _ := s.ListAudit(ctx(t), a.ID, persistence.AuditFilter{EventType: "config_change"}, persistence.Page{Limit: 100})
+	if len(decided) != 6 || len(changes) != 3 {
+		t.Errorf("by type: %d authorize_decision and %d config_change, want 6 and 3", len(decided), len(changes))
+	}
+	for _, e := range decided {
+		if e.EventType != persistence.EventAuthorizeDecision || e.Actor != "agent:"+ag.ID || e.DecisionID == "" ||
+			e.Details["receipt_id"] == "" || e.Details["tool"] != "github" {
+			t.Errorf("authorize_decision event %+v", e)
+		}
+	}
+	// One search over both kinds: "mergechange" only in the administrative
+	// events, "github" and the event type only in the decisions, and no row
+	// holds both.
+	for _, c := range []struct {
+		q    string
+		want int
+	}{{"mergechange", 3}, {"github", 6}, {"authorize_decision", 6}, {"github mergechange", 0}} {
+		got, err := s.ListAudit(ctx(t), a.ID, persistence.AuditFilter{Query: c.q}, persistence.Page{Limit: 100})
+		if err != nil || len(got) != c.want {
+			t.Errorf("q=%s: %d events (%v), want %d", c.q, len(got), err, c.want)
+		}
+	}
+	other, _ := s.ListAudit(ctx(t), b.ID, persistence.AuditFilter{EventType: persistence.EventAuthorizeDecision}, persistence.Page{Limit: 100})
+	if len(other) != 6 {
+		t.Errorf("tenant b's list has %d decisions, want its 6", len(other))
+	}
+	for _, e := range other {
+		if e.TenantID != b.ID {
+			t.Errorf("tenant b's list has %+v", e)
 		}
 	}
 }
