@@ -18,7 +18,7 @@ import (
 func TestFeedFrames(t *testing.T) {
 	shared := sharedstate.NewMemory()
 	defer func() { _ = shared.Close() }()
-	f := NewFeed(shared, hclog.NewNullLogger())
+	f := NewFeed(shared, hclog.NewNullLogger(), false)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go f.Run(ctx)
@@ -76,5 +76,51 @@ func TestFeedFrames(t *testing.T) {
 	}
 	if len(other.C) != 0 {
 		t.Fatalf("tenant t2's subscriber received %d frames of t1", len(other.C))
+	}
+}
+
+// A lone node's feed encodes and publishes only the items of tenants that
+// have a subscriber; once one subscribes, its items arrive.
+func TestLoneFeedSkipsUnwatchedTenants(t *testing.T) {
+	shared := sharedstate.NewMemory()
+	defer func() { _ = shared.Close() }()
+	f := NewFeed(shared, hclog.NewNullLogger(), true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.Run(ctx)
+	item := messages.FeedItem{TenantID: "t1", Type: messages.FeedEvent, Data: messages.AseEvent{EventID: "e-1", TenantID: "t1"}}
+	for range 10 {
+		f.Publish(item)
+	}
+	if n := f.published.Load(); n != 0 {
+		t.Fatalf("%d items of an unwatched tenant published", n)
+	}
+	sub, unsub := f.Subscribe("t1", 16)
+	defer unsub()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.Publish(item)
+		select {
+		case fr := <-sub.C:
+			var got struct {
+				Data messages.AseEvent `json:"data"`
+			}
+			if err := json.Unmarshal(fr, &got); err != nil || got.Data.EventID != "e-1" {
+				t.Fatalf("frame %s (%v)", fr, err)
+			}
+			before := f.published.Load()
+			if before == 0 {
+				t.Fatal("the watched tenant's item was not counted as published")
+			}
+			f.Publish(messages.FeedItem{TenantID: "t2", Type: messages.FeedEvent, Data: messages.AseEvent{EventID: "e-2", TenantID: "t2"}})
+			if after := f.published.Load(); after != before {
+				t.Fatalf("an unwatched tenant's item was published beside a watched one's (%d → %d)", before, after)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("no frame in 10 s after subscribing")
+			}
+		}
 	}
 }

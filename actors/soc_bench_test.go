@@ -55,7 +55,7 @@ func runSOCLatency(b *testing.B, rate int, d time.Duration, subscribers int) {
 	}
 	sys := actors.NewSystem(hclog.NewNullLogger())
 	shared := sharedstate.NewMemory()
-	feed := actors.NewFeed(shared, hclog.NewNullLogger())
+	feed := actors.NewFeed(shared, hclog.NewNullLogger(), false)
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go feed.Run(fctx)

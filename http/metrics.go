@@ -190,7 +190,7 @@ func streamCollectors(s *Server) []prometheus.Collector {
 			}
 			return float64(n)
 		}),
-		counter("svc_feed_items_published_total", "Items queued for the live feed.", func() float64 {
+		counter("svc_feed_items_published_total", "Items queued for the live feed (a lone node queues only the items of tenants with a subscriber).", func() float64 {
 			if s.Feed == nil {
 				return 0
 			}

@@ -190,7 +190,7 @@ func (n *Node) newActors() {
 	n.bus = actors.NewEventBus(n.system.Root, cfg.EventBufferSize)
 	n.notifyStats = &actors.NotifierStats{}
 	n.socStats = &actors.SOCStats{}
-	n.feed = actors.NewFeed(n.shared, log.Named("feed"))
+	n.feed = actors.NewFeed(n.shared, log.Named("feed"), !cfg.Cluster)
 	feedCtx, stopFeed := context.WithCancel(context.Background())
 	n.onRelease(stopFeed)
 	feed := n.feed
