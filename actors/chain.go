@@ -24,14 +24,11 @@ func NewSealer(signer *receipt.Signer, onReseal func(n int)) persistence.Sealer 
 		if onReseal != nil && len(rs) > 0 && rs[0].Hash != "" {
 			onReseal(len(rs))
 		}
+		var err error
 		for _, r := range rs {
-			sealed, err := receipt.Seal(r.Sealable(head.Seq+1), head.Hash, signer)
-			if err != nil {
+			if head, err = r.SealAfter(head, signer); err != nil {
 				return err
 			}
-			head.Seq++
-			r.Seq, r.PrevHash, r.Hash, r.Signature, r.KeyID = head.Seq, head.Hash, sealed.ReceiptHash, sealed.Signature, sealed.KeyID
-			head.Hash = r.Hash
 		}
 		return nil
 	}

@@ -32,8 +32,24 @@
 //   - agent_permissions: (agent_id, tool_key) PRIMARY KEY (an agent's
 //     bindings, in tool order), (tenant_id, agent_id) (a tenant's deletion
 //     cascades through it).
-//   - decisions: see migration 0012 / 0014. audit_events: (tenant_id, seq)
-//     (the list), (tenant_id, event_type, seq) (the list by type).
+//   - decisions, one record per decision with its receipt and audit event
+//     (SQLite migration 0012, Postgres 0014): seq (the row itself; search
+//     and the merged audit list join by it), id UNIQUE (GET
+//     /v1/decisions/:id, approvals' decision), decisions_tenant (tenant_id,
+//     seq) (GET /v1/decisions and the decision side of the audit list,
+//     newest first, by cursor), decisions_request (tenant_id, agent_id,
+//     request_id), partial (idempotent replays, and it refuses a second
+//     decision for one request), decisions_nonce_recent (created_at),
+//     partial (the replay nonces a starting node rebuilds),
+//     decisions_receipt_seq (tenant_id, receipt_seq) UNIQUE (receipt ranges:
+//     export, verification, GET /v1/receipts; and the guard that two
+//     receipts never take one place in a chain), decisions_receipt
+//     (receipt_id) UNIQUE (GET /v1/receipts/:id; unique, as receipt ids are,
+//     so that SQLite plans a lookup by id through it and not through the
+//     tenant's chain index), and the full-text index (`q` on decisions and
+//     on the audit list).
+//   - audit_events: (tenant_id, seq) (the list), (tenant_id, event_type,
+//     seq) (the list by type), its full-text index (`q`).
 //   - approvals: id UNIQUE (approve, reject, edit, present), (tenant_id,
 //     seq) and (tenant_id, agent_id, seq) (the lists), (tenant_id,
 //     decision_id) (a decision's approval), (expires_at) (left from the

@@ -46,3 +46,14 @@ func (r Receipt) Sealable(seq int64) receipt.Receipt {
 		Decision: r.Decision, ReceiptHash: r.Hash, PrevReceiptHash: r.PrevHash, Signature: r.Signature, KeyID: r.KeyID,
 		CreatedAt: receipt.FormatTime(r.CreatedAt)}
 }
+
+// SealAfter seals r as the link after head (svc-receipt-1 hash, signed
+// with Ed25519 when signer is set) and returns the chain's new head.
+func (r *Receipt) SealAfter(head ChainHead, signer *receipt.Signer) (ChainHead, error) {
+	sealed, err := receipt.Seal(r.Sealable(head.Seq+1), head.Hash, signer)
+	if err != nil {
+		return head, err
+	}
+	r.Seq, r.PrevHash, r.Hash, r.Signature, r.KeyID = head.Seq+1, head.Hash, sealed.ReceiptHash, sealed.Signature, sealed.KeyID
+	return ChainHead{Seq: r.Seq, Hash: r.Hash}, nil
+}

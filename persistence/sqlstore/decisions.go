@@ -19,7 +19,7 @@ import (
 const decisionCols = `d.seq, d.id, d.tenant_id, d.agent_id, d.request_id, d.tool, d.action, d.resource, d.action_hash,
 	d.decision, d.reason, d.risk_score, d.composite_risk_score, d.matched_policy_ids, d.redacted_fields, d.mutates_state,
 	d.trust_level, d.root_trust_level, d.environment, d.run_id, d.parent_run_id, d.trace_id, d.tool_call, d.created_at,
-	COALESCE(d.receipt_id, ''), COALESCE(d.receipt_hash, ''), COALESCE(d.audit_id, ''), COALESCE(d.approval_id, ''), d.audit_details`
+	COALESCE(d.receipt_id, ''), COALESCE(d.receipt_hash, ''), COALESCE(d.audit_id, ''), COALESCE(d.approval_id, '')`
 
 // decisionFrom: a decision's receipt and audit event are columns of its
 // own row (one record per decision), so no read joins.
@@ -28,11 +28,10 @@ const decisionFrom = ` FROM decisions d`
 func scanDecision(row Row) (persistence.Decision, error) {
 	var d persistence.Decision
 	var policies, redacted, toolCall string
-	var auditDetails *string
 	err := row.Scan(&d.Seq, &d.ID, &d.TenantID, &d.AgentID, &d.RequestID, &d.Tool, &d.Action, &d.Resource, &d.ActionHash,
 		&d.Decision, &d.Reason, &d.RiskScore, &d.CompositeRiskScore, &policies, &redacted, &d.MutatesState,
 		&d.TrustLevel, &d.RootTrustLevel, &d.Environment, &d.RunID, &d.ParentRunID, &d.TraceID, &toolCall, Time{&d.CreatedAt},
-		&d.ReceiptID, &d.ReceiptHash, &d.AuditID, &d.ApprovalID, &auditDetails)
+		&d.ReceiptID, &d.ReceiptHash, &d.AuditID, &d.ApprovalID)
 	if IsNoRows(err) {
 		return d, persistence.ErrNotFound
 	}
@@ -46,13 +45,6 @@ func scanDecision(row Row) (persistence.Decision, error) {
 		return d, fmt.Errorf("sqlstore: redacted_fields: %w", err)
 	}
 	d.ToolCall = json.RawMessage(toolCall)
-	if auditDetails != nil {
-		var details map[string]any
-		if err := json.Unmarshal([]byte(*auditDetails), &details); err != nil {
-			return d, fmt.Errorf("sqlstore: audit_details: %w", err)
-		}
-		d = d.WithAuditDetails(details)
-	}
 	return d, nil
 }
 

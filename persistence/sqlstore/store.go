@@ -503,7 +503,8 @@ func (s *Store) AppendAudit(ctx context.Context, events []persistence.AuditEvent
 // of rows, newest first by their shared sequence: administrative events
 // (audit_events) and decisions read as their authorize_decision events
 // (persistence.Decision.AuditEvent). Each side reads at most the rows the
-// page can show, through its (tenant_id, seq) index.
+// page can show, through its (tenant_id, seq) index: a decision only the
+// columns its event is made of.
 func (s *Store) ListAudit(ctx context.Context, tenantID string, f persistence.AuditFilter, p persistence.Page) ([]persistence.AuditEvent, error) {
 	terms := persistence.SanitizeQuery(f.Query)
 	if len(terms) > 0 {
@@ -517,19 +518,22 @@ func (s *Store) ListAudit(ctx context.Context, tenantID string, f persistence.Au
 		return fmt.Sprintf("$%d", len(args))
 	}
 	window := p.Limit + 1
-	var after, limit string
+	var after string // the cursor's placeholder
 	if p.After > 0 {
-		after = ` AND seq < ` + arg(p.After)
+		after = arg(p.After)
 	} else {
 		window += p.Offset
 	}
-	limit = arg(window)
-	// Both sides yield the columns of decisionCols, the audit side with its
-	// own values in the places ListAudit reads back.
+	limit := arg(window)
 	var sides []string
 	if f.EventType == "" || f.EventType == persistence.EventAuthorizeDecision {
-		side := `SELECT 1 AS kind, ` + decisionCols + `, '' AS event_type, '' AS actor, '' AS details
-			FROM decisions d WHERE d.tenant_id = $1 AND d.audit_id IS NOT NULL` + strings.ReplaceAll(after, "seq", "d.seq")
+		side := `SELECT 1 AS kind, d.seq, d.audit_id, d.tenant_id, '` + persistence.EventAuthorizeDecision + `' AS event_type, d.decision, '' AS actor,
+			d.agent_id, d.id, d.audit_details, d.created_at, d.tool, d.action, d.reason, d.matched_policy_ids, d.action_hash,
+			COALESCE(d.receipt_id, ''), COALESCE(d.approval_id, '')
+			FROM decisions d WHERE d.tenant_id = $1 AND d.audit_id IS NOT NULL`
+		if after != "" {
+			side += ` AND d.seq < ` + after
+		}
 		if len(terms) > 0 {
 			cond, v := s.Dialect.AuthorizeSearch(terms, len(args)+1)
 			args = append(args, v)
@@ -537,20 +541,20 @@ func (s *Store) ListAudit(ctx context.Context, tenantID string, f persistence.Au
 		}
 		sides = append(sides, side+` ORDER BY d.seq DESC LIMIT `+limit)
 	}
-	{
-		side := `SELECT 0, seq, id, tenant_id, agent_id, NULL, '', action, NULL, '', '', '', 0, 0, '[]', '[]', FALSE,
-			'', '', NULL, NULL, NULL, NULL, '{}', created_at, '', '', decision_id, '', NULL, event_type, actor, details
-			FROM audit_events WHERE tenant_id = $1` + after
-		if f.EventType != "" {
-			side += ` AND event_type = ` + arg(f.EventType)
-		}
-		if len(terms) > 0 {
-			cond, v := s.Dialect.AuditSearch(terms, len(args)+1)
-			args = append(args, v)
-			side += ` AND ` + cond
-		}
-		sides = append(sides, side+` ORDER BY seq DESC LIMIT `+limit)
+	side := `SELECT 0, seq, id, tenant_id, event_type, action, actor, agent_id, decision_id, details, created_at,
+		'', '', '', '[]', '', '', '' FROM audit_events WHERE tenant_id = $1`
+	if after != "" {
+		side += ` AND seq < ` + after
 	}
+	if f.EventType != "" {
+		side += ` AND event_type = ` + arg(f.EventType)
+	}
+	if len(terms) > 0 {
+		cond, v := s.Dialect.AuditSearch(terms, len(args)+1)
+		args = append(args, v)
+		side += ` AND ` + cond
+	}
+	sides = append(sides, side+` ORDER BY seq DESC LIMIT `+limit)
 	q := `SELECT * FROM (` + sides[0] + `) a`
 	if len(sides) == 2 {
 		q = `SELECT * FROM (SELECT * FROM (` + sides[0] + `) a UNION ALL SELECT * FROM (` + sides[1] + `) b) u`
@@ -566,38 +570,36 @@ func (s *Store) ListAudit(ctx context.Context, tenantID string, f persistence.Au
 	return collect(rows, scanAuditRow)
 }
 
-// scanAuditRow reads one row of ListAudit's merge.
+// scanAuditRow reads one row of ListAudit's merge: an audit event's own
+// columns, and for a decision (kind 1) the columns its event derives from.
 func scanAuditRow(r Row) (persistence.AuditEvent, error) {
 	var kind int
-	var eventType, actor, details string
-	d, err := scanDecision(kindRow{r, &kind, []any{&eventType, &actor, &details}})
-	if err != nil {
-		return persistence.AuditEvent{}, err
+	var e persistence.AuditEvent
+	var details *string
+	var d persistence.Decision
+	var policies string
+	if err := r.Scan(&kind, &e.Seq, &e.ID, &e.TenantID, &e.EventType, &e.Action, &e.Actor, &e.AgentID, &e.DecisionID, &details,
+		Time{&e.CreatedAt}, &d.Tool, &d.Action, &d.Reason, &policies, &d.ActionHash, &d.ReceiptID, &d.ApprovalID); err != nil {
+		return e, err
 	}
-	if kind == 1 {
-		return d.AuditEvent(), nil
+	var parsed map[string]any
+	if details != nil {
+		if err := json.Unmarshal([]byte(*details), &parsed); err != nil {
+			return e, fmt.Errorf("sqlstore: audit details: %w", err)
+		}
 	}
-	// The audit side: seq, id, tenant, agent, the action in the action
-	// column, the decision id in the audit id column's place.
-	e := persistence.AuditEvent{Seq: d.Seq, ID: d.ID, TenantID: d.TenantID, EventType: eventType, Action: d.Action, Actor: actor,
-		AgentID: d.AgentID, DecisionID: d.AuditID, CreatedAt: d.CreatedAt}
-	if err := json.Unmarshal([]byte(details), &e.Details); err != nil {
-		return e, fmt.Errorf("sqlstore: audit details: %w", err)
+	if kind == 0 {
+		e.Details = parsed
+		return e, nil
 	}
-	return e, nil
-}
-
-// kindRow scans a leading kind column and trailing columns around the
-// decision columns.
-type kindRow struct {
-	r     Row
-	kind  *int
-	extra []any
-}
-
-func (k kindRow) Scan(dest ...any) error {
-	all := append(append([]any{k.kind}, dest...), k.extra...)
-	return k.r.Scan(all...)
+	if err := json.Unmarshal([]byte(policies), &d.MatchedPolicyIDs); err != nil {
+		return e, fmt.Errorf("sqlstore: matched_policy_ids: %w", err)
+	}
+	d.Seq, d.ID, d.TenantID, d.AgentID, d.Decision, d.AuditID, d.CreatedAt = e.Seq, e.DecisionID, e.TenantID, e.AgentID, e.Action, e.ID, e.CreatedAt
+	if parsed != nil {
+		d = d.WithAuditDetails(parsed)
+	}
+	return d.AuditEvent(), nil
 }
 
 // ---- lease ----

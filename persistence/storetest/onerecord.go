@@ -168,14 +168,7 @@ func CheckOneRecord(t *testing.T, s persistence.Store, before OneRecordBefore) O
 			}
 		}
 		// Receipts: the same links, verifying as one chain.
-		rs, err := s.ReceiptRange(c, tenant, 1, 0, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var sealable []receipt.Receipt
-		for _, r := range rs {
-			sealable = append(sealable, r.Sealable(r.Seq))
-		}
+		sealable := storedChain(t, s, tenant)
 		if !reflect.DeepEqual(sealable, before.Receipts[tenant]) {
 			t.Errorf("receipts after the migration:\n%+v\nwant\n%+v", sealable, before.Receipts[tenant])
 		}
@@ -241,14 +234,11 @@ func CheckOneRecord(t *testing.T, s persistence.Store, before OneRecordBefore) O
 	w := decisionWrite(tenant, agent, "deny", nil)
 	signer, _ := receipt.NewSigner(make([]byte, ed25519.SeedSize))
 	seal := func(_ string, head persistence.ChainHead, rs []*persistence.Receipt) error {
+		var err error
 		for _, r := range rs {
-			sealed, err := receipt.Seal(r.Sealable(head.Seq+1), head.Hash, signer)
-			if err != nil {
+			if head, err = r.SealAfter(head, signer); err != nil {
 				return err
 			}
-			head.Seq++
-			r.Seq, r.PrevHash, r.Hash, r.Signature, r.KeyID = head.Seq, head.Hash, sealed.ReceiptHash, sealed.Signature, sealed.KeyID
-			head.Hash = r.Hash
 		}
 		return nil
 	}
@@ -265,15 +255,7 @@ func CheckOneRecord(t *testing.T, s persistence.Store, before OneRecordBefore) O
 		list[1].EventType != persistence.EventAuthorizeDecision {
 		t.Fatalf("audit list after new writes = %+v (%v)", list, err)
 	}
-	rs, err := s.ReceiptRange(c, tenant, 1, 0, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sealable []receipt.Receipt
-	for _, r := range rs {
-		sealable = append(sealable, r.Sealable(r.Seq))
-	}
-	if checked, errs := receipt.VerifyChain(sealable, before.Public, true); checked != len(before.Receipts[tenant])+1 || len(errs) != 0 {
+	if checked, errs := receipt.VerifyChain(storedChain(t, s, tenant), before.Public, true); checked != len(before.Receipts[tenant])+1 || len(errs) != 0 {
 		t.Errorf("the chain continued after the migration verifies %d links: %v", checked, errs)
 	}
 	d := w.Decision
@@ -282,4 +264,19 @@ func CheckOneRecord(t *testing.T, s persistence.Store, before OneRecordBefore) O
 	before.Receipts[tenant] = append(before.Receipts[tenant], w.Receipt.Sealable(w.Receipt.Seq))
 	before.Audit[tenant] = append(before.Audit[tenant], d.AuditEvent(), later)
 	return before
+}
+
+// storedChain is the tenant's stored receipt chain in the receipt
+// package's form, in chain order.
+func storedChain(t *testing.T, s persistence.Store, tenantID string) []receipt.Receipt {
+	t.Helper()
+	rs, err := s.ReceiptRange(context.Background(), tenantID, 1, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]receipt.Receipt, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.Sealable(r.Seq))
+	}
+	return out
 }

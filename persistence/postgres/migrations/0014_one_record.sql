@@ -6,6 +6,8 @@
 
 -- A receipt that disagrees with its decision on a field they now share
 -- would no longer verify: refuse to migrate (nothing changes).
+-- (The receipt-id index, GET /v1/receipts/:id's, is made first: the check
+-- joins through it.)
 CREATE UNIQUE INDEX decisions_receipt ON decisions (receipt_id);
 DO $$
 DECLARE n BIGINT;
@@ -58,26 +60,9 @@ CREATE VIEW receipts AS SELECT receipt_id AS id, tenant_id, receipt_seq AS seq, 
     receipt_hash, prev_receipt_hash, signature, key_id, created_at
 FROM decisions WHERE receipt_id IS NOT NULL;
 
--- Every index, with the read it serves:
---   decisions (seq) PRIMARY KEY: the row itself.
---   decisions (id) UNIQUE: GET /v1/decisions/:id, approvals' decision.
---   decisions_tenant (tenant_id, seq): GET /v1/decisions and the decision
---     side of GET /v1/audit-events, newest first, by cursor.
---   decisions_request (tenant_id, agent_id, request_id), partial:
---     idempotent replays (request_id), and it refuses a second decision
---     for one request.
---   decisions_nonce_recent (created_at), partial: the replay nonces a
---     starting node rebuilds.
---   decisions_receipt_seq (tenant_id, receipt_seq) UNIQUE: receipt ranges
---     (export, verification, GET /v1/receipts), and the guard that two
---     receipts never take one place in a chain.
---   decisions_receipt (receipt_id) UNIQUE: GET /v1/receipts/:id (unique, as
---     receipt ids are, so that SQLite plans a lookup by id through it and
---     not through the tenant's chain index).
---   decisions_search GIN: `q` on decisions and on the audit list.
---   audit_events_tenant (tenant_id, seq): the audit list.
---   audit_events_type (tenant_id, event_type, seq): the list by event_type.
---   audit_events_search GIN: `q` on the audit list.
+-- The chain position, unique per tenant: receipt ranges and the guard that
+-- two receipts never take one place in a chain. Every index and the read
+-- it serves are listed in persistence/doc.go.
 CREATE UNIQUE INDEX decisions_receipt_seq ON decisions (tenant_id, receipt_seq);
 
 -- The one full-text index of a decision: the decision's words at weight A
