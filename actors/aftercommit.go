@@ -110,6 +110,9 @@ func decisionEvent(m *messages.Authorize, dec *persistence.Decision, kind, reaso
 		Evidence: &messages.Evidence{DecisionID: &id, ActionHash: &hash, SourceTrust: &trust}}
 	if kind == messages.KindAuthorizeDecision {
 		ev.MutatesState = &mutates // only the decision's own event is about the call
+		if dec.EventID != "" {
+			ev.EventID = dec.EventID // stored with the decision: incidents find it by this id
+		}
 	}
 	if rid != "" {
 		ev.Evidence.ReceiptID = &rid

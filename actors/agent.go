@@ -251,7 +251,8 @@ func (g *AgentActor) draftDecision(ctx context.Context, m *messages.Authorize, a
 		Action: tc.Action, Resource: tc.Resource, ActionHash: hash, Decision: v.Decision, Reason: res.Reason, RiskScore: advisory,
 		CompositeRiskScore: composite, MatchedPolicyIDs: nonNil(res.MatchedPolicies), RedactedFields: nonNil(res.RedactedFields),
 		MutatesState: v.Mutates, TrustLevel: ad.SourceTrust, RootTrustLevel: ad.EffectiveTrust, Environment: req.Environment,
-		ToolCall: toolCall, CreatedAt: now, ReceiptID: receiptID, Nonce: req.Nonce, AuditID: persistence.NewRecordID()}
+		ToolCall: toolCall, CreatedAt: now, ReceiptID: receiptID, Nonce: req.Nonce, AuditID: persistence.NewRecordID(),
+		EventID: uuid.NewString()} // the authorize_decision event's id (a security event: v4)
 	if req.Trace != nil {
 		rec.RunID, rec.ParentRunID, rec.TraceID = req.Trace.RunID, req.Trace.ParentRunID, req.Trace.TraceID
 	}

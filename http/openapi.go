@@ -197,6 +197,10 @@ func addRoute(doc *openapi3.T, g schemaGens, rt Route, statusRef *openapi3.Schem
 			return fmt.Errorf("httpapi: schema of %s %s response: %w", rt.Method, rt.Path, err)
 		}
 		resp.WithJSONSchemaRef(respRef)
+		if rt.AltBody != "" {
+			resp.Content[rt.AltBody] = openapi3.NewMediaType().WithSchema(describedString(
+				"the same rows in another format, when the query asks for it (see the format parameter)"))
+		}
 		if rt.Stream == StreamOnWatch {
 			resp.Content["text/event-stream"] = openapi3.NewMediaType().WithSchema(describedString(
 				"with watch=true: server-sent events, each data line one row of the JSON array's item schema"))

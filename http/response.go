@@ -28,6 +28,8 @@ func (s *Server) writeOK(w http.ResponseWriter, r *http.Request, rt Route, out a
 	ctype := "application/json"
 	if raw, ok := out.([]byte); ok && rt.RawBody != "" {
 		body, ctype = raw, rt.RawBody
+	} else if ra, ok := out.(rawAnswer); ok {
+		body, ctype = ra.Body, ra.ContentType
 	} else {
 		var err error
 		if body, err = json.Marshal(out); err != nil {
@@ -49,6 +51,13 @@ func (s *Server) writeOK(w http.ResponseWriter, r *http.Request, rt Route, out a
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 	return status
+}
+
+// rawAnswer is a success body in another format than JSON, chosen by the
+// request (the scoreboard's format=csv).
+type rawAnswer struct {
+	ContentType string
+	Body        []byte
 }
 
 // withStatus lets a handler answer a documented non-default status with a

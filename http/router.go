@@ -58,6 +58,10 @@ type Route struct {
 	// RawBody, when set, is the content type of a non-JSON success body the
 	// handler returns as []byte.
 	RawBody string
+	// AltBody, when set, is the media type (without parameters) of a second
+	// success format the query can ask for instead of JSON (the handler
+	// returns a rawAnswer): the scoreboard's format=csv.
+	AltBody string
 }
 
 // StreamMode says when a route streams (Route.Stream).

@@ -105,6 +105,8 @@ func New(d Deps) *Server {
 	s.registerSkills()
 	s.registerRisk()
 	s.registerDecisions()
+	s.registerGraph()
+	s.registerScoreboard()
 	s.registerReceipts()
 	s.registerApprovals()
 	s.registerSOC()

@@ -50,6 +50,11 @@ type Decision struct {
 	// ApprovalID is the approval created with a require_approval decision
 	// (filled on reads; written from DecisionWrite.Approval).
 	ApprovalID string
+	// EventID is the id of the decision's authorize_decision security event
+	// (messages.AseEvent, UUID v4), the link an incident's source_event_ids
+	// follow back to the decision (SPEC 4.4); empty on decisions recorded
+	// before it was stored.
+	EventID string
 	// auditDetails are the details of an authorize_decision event written
 	// before decisions carried their own (migrated rows); nil otherwise.
 	auditDetails map[string]any

@@ -204,6 +204,7 @@ type Store interface {
 	ApprovalStore
 	SOCStore
 	WebhookStore
+	EvidenceStore
 
 	// Backend names the implementation: "sqlite" or "postgres".
 	Backend() string

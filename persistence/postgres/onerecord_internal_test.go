@@ -28,12 +28,15 @@ func TestOneRecordMigratesPopulatedDatabase(t *testing.T) {
 	}
 	before = storetest.CheckOneRecord(t, s, before)
 
-	script, err := os.ReadFile("rollback/0014_one_record.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.pool.Exec(ctx, string(script)); err != nil {
-		t.Fatalf("rollback: %v", err)
+	// Newest first, as README's rollback story says.
+	for _, name := range []string{"rollback/0015_evidence_links.sql", "rollback/0014_one_record.sql"} {
+		script, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.pool.Exec(ctx, string(script)); err != nil {
+			t.Fatalf("rollback %s: %v", name, err)
+		}
 	}
 	var receipts, events, version int
 	if err := s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM receipts), (SELECT count(*) FROM audit_events WHERE event_type = 'authorize_decision'),

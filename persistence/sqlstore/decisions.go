@@ -19,7 +19,7 @@ import (
 const decisionCols = `d.seq, d.id, d.tenant_id, d.agent_id, d.request_id, d.tool, d.action, d.resource, d.action_hash,
 	d.decision, d.reason, d.risk_score, d.composite_risk_score, d.matched_policy_ids, d.redacted_fields, d.mutates_state,
 	d.trust_level, d.root_trust_level, d.environment, d.run_id, d.parent_run_id, d.trace_id, d.tool_call, d.created_at,
-	COALESCE(d.receipt_id, ''), COALESCE(d.receipt_hash, ''), COALESCE(d.audit_id, ''), COALESCE(d.approval_id, '')`
+	COALESCE(d.receipt_id, ''), COALESCE(d.receipt_hash, ''), COALESCE(d.audit_id, ''), COALESCE(d.approval_id, ''), COALESCE(d.event_id, '')`
 
 // decisionFrom: a decision's receipt and audit event are columns of its
 // own row (one record per decision), so no read joins.
@@ -31,7 +31,7 @@ func scanDecision(row Row) (persistence.Decision, error) {
 	err := row.Scan(&d.Seq, &d.ID, &d.TenantID, &d.AgentID, &d.RequestID, &d.Tool, &d.Action, &d.Resource, &d.ActionHash,
 		&d.Decision, &d.Reason, &d.RiskScore, &d.CompositeRiskScore, &policies, &redacted, &d.MutatesState,
 		&d.TrustLevel, &d.RootTrustLevel, &d.Environment, &d.RunID, &d.ParentRunID, &d.TraceID, &toolCall, Time{&d.CreatedAt},
-		&d.ReceiptID, &d.ReceiptHash, &d.AuditID, &d.ApprovalID)
+		&d.ReceiptID, &d.ReceiptHash, &d.AuditID, &d.ApprovalID, &d.EventID)
 	if IsNoRows(err) {
 		return d, persistence.ErrNotFound
 	}
@@ -140,7 +140,7 @@ func decisionRow(d persistence.Decision, r *persistence.Receipt, approval *persi
 		d.Reason, d.RiskScore, d.CompositeRiskScore, jsonText(d.MatchedPolicyIDs), jsonText(d.RedactedFields),
 		d.MutatesState, d.TrustLevel, d.RootTrustLevel, d.Environment, d.RunID, d.ParentRunID, d.TraceID, toolCall,
 		d.CreatedAt, d.Nonce, nullIfEmpty(d.AuditID), nullIfEmpty(approvalID),
-		receiptID, receiptSeq, receiptHash, prevHash, signature, keyID}, nil
+		receiptID, receiptSeq, receiptHash, prevHash, signature, keyID, nullIfEmpty(d.EventID)}, nil
 }
 
 func nullIfEmpty(s string) *string {
@@ -153,9 +153,9 @@ func nullIfEmpty(s string) *string {
 const decisionInsertHead = `INSERT INTO decisions (id, tenant_id, agent_id, request_id, tool, action, resource, action_hash, decision,
 		reason, risk_score, composite_risk_score, matched_policy_ids, redacted_fields, mutates_state, trust_level,
 		root_trust_level, environment, run_id, parent_run_id, trace_id, tool_call, created_at, nonce, audit_id, approval_id,
-		receipt_id, receipt_seq, receipt_hash, prev_receipt_hash, signature, key_id)`
+		receipt_id, receipt_seq, receipt_hash, prev_receipt_hash, signature, key_id, event_id)`
 
-const decisionInsertCols = 32
+const decisionInsertCols = 33
 
 // CommitDecisions implements persistence.DecisionStore. Each tenant's chain
 // head is created when missing, read (locked on Postgres), advanced by the

@@ -1,0 +1,377 @@
+package main
+
+// The evidence graph and the risk scoreboard end to end (issue 24; SPEC
+// 2.1, 4.4, 4.7; CONTRACT §13), on SQLite, on Postgres and on two
+// clustered nodes behind the round-robin balancer.
+
+import (
+	"encoding/csv"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// graph is a decoded EvidenceGraph, indexed.
+type graph struct {
+	raw   []byte
+	nodes map[string]map[string]any // by id
+	edges map[[3]string]map[string]any
+}
+
+var (
+	nodeGroups = []string{"agent", "run", "tool_call", "decision", "approval", "receipt", "incident", "mcp_server", "policy"}
+	edgeLabels = []string{"triggered_by", "executed", "decided", "approved", "produced", "linked_to"}
+)
+
+// getGraph reads a graph and checks what every graph must hold: node ids
+// `{group}:{id}` and unique, groups and edge labels from the closed sets,
+// RFC 3339 UTC timestamps, metadata on decision nodes only, and no edge to
+// a node that is not there (the data sets go into vis-network as they are).
+func getGraph(t testing.TB, s *server, tok, path string) graph {
+	t.Helper()
+	raw := s.want(t, 200, "GET", path, tok, nil)
+	m := obj(t, raw)
+	g := graph{raw: raw, nodes: map[string]map[string]any{}, edges: map[[3]string]map[string]any{}}
+	nodes, _ := m["nodes"].([]any)
+	edges, _ := m["edges"].([]any)
+	if m["nodes"] == nil || m["edges"] == nil {
+		t.Fatalf("%s: nodes or edges missing or null: %s", path, raw)
+	}
+	utc := func(what string, v any) {
+		s, _ := v.(string)
+		if _, err := time.Parse(time.RFC3339Nano, s); err != nil || !strings.HasSuffix(s, "Z") {
+			t.Errorf("%s: %s timestamp %q is not RFC 3339 UTC", path, what, s)
+		}
+	}
+	for _, x := range nodes {
+		n := x.(map[string]any)
+		id, group := fmt.Sprint(n["id"]), fmt.Sprint(n["group"])
+		if _, dup := g.nodes[id]; dup {
+			t.Errorf("%s: duplicate node id %s", path, id)
+		}
+		g.nodes[id] = n
+		if !slices.Contains(nodeGroups, group) || !strings.HasPrefix(id, group+":") || len(id) == len(group)+1 {
+			t.Errorf("%s: node %s in group %q", path, id, group)
+		}
+		if _, ok := n["label"].(string); !ok {
+			t.Errorf("%s: node %s label %v", path, id, n["label"])
+		}
+		utc("node "+id, n["timestamp"])
+		md, has := n["metadata"]
+		switch {
+		case !has:
+			t.Errorf("%s: node %s has no metadata field", path, id)
+		case group == "decision":
+			meta, ok := md.(map[string]any)
+			score, isNum := meta["risk_score"].(float64)
+			_, isStr := meta["reason"].(string)
+			if !ok || !isNum || score != math.Trunc(score) || !isStr || len(meta) != 2 {
+				t.Errorf("%s: decision %s metadata %v, want risk_score (integer) and reason", path, id, md)
+			}
+		case md != nil:
+			t.Errorf("%s: %s node %s has metadata %v, want null", path, group, id, md)
+		}
+	}
+	for _, x := range edges {
+		e := x.(map[string]any)
+		k := [3]string{fmt.Sprint(e["from"]), fmt.Sprint(e["to"]), fmt.Sprint(e["label"])}
+		if _, dup := g.edges[k]; dup {
+			t.Errorf("%s: duplicate edge %v", path, k)
+		}
+		g.edges[k] = e
+		if g.nodes[k[0]] == nil || g.nodes[k[1]] == nil {
+			t.Errorf("%s: edge %v joins a node that is not in the graph", path, k)
+		}
+		if !slices.Contains(edgeLabels, k[2]) {
+			t.Errorf("%s: edge label %q", path, k[2])
+		}
+		utc(fmt.Sprint("edge ", k), e["timestamp"])
+	}
+	return g
+}
+
+// group counts the graph's nodes of one group.
+func (g graph) group(name string) int {
+	n := 0
+	for _, node := range g.nodes {
+		if node["group"] == name {
+			n++
+		}
+	}
+	return n
+}
+
+// has asserts an edge.
+func (g graph) has(t testing.TB, from, to, label string) {
+	t.Helper()
+	if g.edges[[3]string{from, to, label}] == nil {
+		t.Errorf("no edge %s -[%s]-> %s in %s", from, label, to, g.raw)
+	}
+}
+
+// node asserts a node and returns it.
+func (g graph) node(t testing.TB, id string) map[string]any {
+	t.Helper()
+	n := g.nodes[id]
+	if n == nil {
+		t.Fatalf("no node %s in %s", id, g.raw)
+	}
+	return n
+}
+
+func withRun(body map[string]any, run string) map[string]any {
+	body["trace"] = map[string]any{"run_id": run}
+	return body
+}
+
+func TestE2EEvidenceGraph(t *testing.T) {
+	t.Parallel()
+	forModes(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000"})
+		_, admin := s.tenant(t, "graph-"+uniq())
+		_, otherAdmin := s.tenant(t, "graph-other-"+uniq())
+		_, viewer := s.opToken(t, admin, "graph-viewer", "viewer")
+		const planted = "planted-parameter-value-7f3a"
+		agentID, tok := s.agent(t, admin, "graph-agent-"+uniq(), map[string]any{"risk_tier": "high"})
+		run := "run-" + uniq()
+
+		// A run of three calls (allow, deny, require_approval) and a
+		// standalone call without a run id.
+		read := azWant(t, s, tok, withRun(azBody("github", "list_issues", false, azSigned,
+			map[string]any{"tool_call": map[string]any{"tool": "github", "action": "list_issues", "parameters": map[string]any{"q": planted}}}), run), 200)
+		deny := azDecide(t, s, tok, withRun(azUntrustedWrite(nil), run), "deny", "")
+		approve := azDecide(t, s, tok, withRun(apCall(map[string]any{"secret": planted}, nil), run), "require_approval", "")
+		alone := azWant(t, s, tok, azRead(nil), 200)
+		runCalls := []map[string]any{read, deny, approve}
+
+		t.Run("run graph: depth 3", func(t *testing.T) {
+			g := getGraph(t, s, viewer, "/v2/graph/run/"+run)
+			agentNode, runNode := "agent:"+agentID, "run:"+run
+			if g.node(t, runNode)["label"] != run || g.group("agent") != 1 || g.group("run") != 1 {
+				t.Errorf("run graph nodes: %s", g.raw)
+			}
+			g.has(t, agentNode, runNode, "triggered_by")
+			if g.group("tool_call") != 3 || g.group("decision") != 3 || g.group("receipt") != 3 || g.group("approval") != 1 {
+				t.Errorf("run graph: %d tool calls, %d decisions, %d receipts, %d approvals; want 3, 3, 3, 1: %s",
+					g.group("tool_call"), g.group("decision"), g.group("receipt"), g.group("approval"), g.raw)
+			}
+			policies := map[string]bool{}
+			for _, c := range runCalls {
+				id := str(t, c, "decision_id")
+				call, dec, rc := "tool_call:"+id, "decision:"+id, "receipt:"+str(t, c, "receipt_id")
+				g.has(t, runNode, call, "executed")
+				g.has(t, call, dec, "decided")
+				g.has(t, dec, rc, "produced")
+				if d := g.node(t, dec); d["label"] != c["decision"] || d["metadata"].(map[string]any)["risk_score"] != c["risk_score"] {
+					t.Errorf("decision node %v for answer %v", d, c)
+				}
+				if g.node(t, rc)["label"] != c["receipt_hash"] {
+					t.Errorf("receipt node %v, want the label %v", g.node(t, rc), c["receipt_hash"])
+				}
+				for _, p := range azStrings(c["matched_policies"]) {
+					policies[p] = true
+					g.has(t, dec, "policy:"+p, "linked_to")
+					if g.node(t, "policy:"+p)["label"] != p {
+						t.Errorf("policy node %v", g.node(t, "policy:"+p))
+					}
+				}
+			}
+			if len(policies) == 0 || g.group("policy") != len(policies) {
+				t.Errorf("%d policy nodes for matched policies %v", g.group("policy"), policies)
+			}
+			if g.node(t, "tool_call:"+str(t, deny, "decision_id"))["label"] != "github.create_issue" {
+				t.Errorf("tool_call label %v", g.node(t, "tool_call:"+str(t, deny, "decision_id"))["label"])
+			}
+			ap := "approval:" + str(t, approve, "approval_id")
+			g.has(t, "decision:"+str(t, approve, "decision_id"), ap, "approved")
+			if g.node(t, ap)["label"] != "PENDING" {
+				t.Errorf("approval node %v", g.node(t, ap))
+			}
+			if g.nodes["decision:"+str(t, alone, "decision_id")] != nil {
+				t.Error("the standalone call is in the run's graph")
+			}
+			if strings.Contains(string(g.raw), planted) || strings.Contains(string(g.raw), tok) {
+				t.Errorf("the graph carries a parameter value or the agent token: %s", g.raw)
+			}
+			// An approval decided since shows its status.
+			s.want(t, 200, "POST", "/v2/approvals/"+str(t, approve, "approval_id")+"/approve", admin, map[string]any{"approver_user_id": "u-1"})
+			if l := getGraph(t, s, admin, "/v2/graph/run/"+run).node(t, ap)["label"]; l != "APPROVED" {
+				t.Errorf("approval node label %v after approving, want APPROVED", l)
+			}
+		})
+
+		t.Run("agent graph: depths, the standalone call, the 50 most recent", func(t *testing.T) {
+			want := map[string][4]int{ // depth: tool calls, approvals, receipts, policies
+				"depth=1": {4, 0, 0, 0}, "depth=0": {4, 0, 0, 0}, "depth=-3": {4, 0, 0, 0},
+				"depth=2": {4, 1, 4, 0}, "": {4, 1, 4, -1}, "depth=3": {4, 1, 4, -1}, "depth=5": {4, 1, 4, -1}, "depth=99": {4, 1, 4, -1},
+			}
+			for q, w := range want {
+				g := getGraph(t, s, viewer, "/v2/graph/agent/"+agentID+"?"+q)
+				got := [4]int{g.group("tool_call"), g.group("approval"), g.group("receipt"), g.group("policy")}
+				if w[3] == -1 && got[3] > 0 {
+					w[3] = got[3]
+				}
+				if got != w || g.group("decision") != 4 || g.group("run") != 1 || g.group("agent") != 1 {
+					t.Errorf("%s: tool calls, approvals, receipts, policies %v, want %v: %s", q, got, w, g.raw)
+				}
+				alone := str(t, alone, "decision_id")
+				g.has(t, "agent:"+agentID, "tool_call:"+alone, "triggered_by")
+				g.has(t, "agent:"+agentID, "run:"+run, "triggered_by")
+			}
+			e := envelope(t, s.want(t, 400, "GET", "/v2/graph/agent/"+agentID+"?depth=deep", admin, nil), 400, "v2", "BadRequest")
+			if detail(e, "field") != "depth" {
+				t.Errorf("depth=deep: %v", e)
+			}
+			// 55 calls: the graph holds the 50 most recent.
+			busyID, busyTok := s.agent(t, admin, "graph-busy-"+uniq(), nil)
+			var ids []string
+			for range 55 {
+				ids = append(ids, str(t, azWant(t, s, busyTok, azRead(nil), 200), "decision_id"))
+			}
+			g := getGraph(t, s, admin, "/v2/graph/agent/"+busyID+"?depth=1")
+			if g.group("decision") != 50 {
+				t.Errorf("%d decisions in the graph, want 50", g.group("decision"))
+			}
+			for i, id := range ids {
+				if (g.nodes["decision:"+id] != nil) != (i >= 5) {
+					t.Errorf("decision %d of 55 in the graph: %v", i+1, g.nodes["decision:"+id] != nil)
+				}
+			}
+			// An agent without decisions: its node alone.
+			idleID, _ := s.agent(t, admin, "graph-idle-"+uniq(), nil)
+			if g := getGraph(t, s, admin, "/v2/graph/agent/"+idleID); len(g.nodes) != 1 || len(g.edges) != 0 || g.node(t, "agent:"+idleID) == nil {
+				t.Errorf("idle agent's graph %s", g.raw)
+			}
+		})
+
+		t.Run("incident graph: the decisions behind source_event_ids, depth 2", func(t *testing.T) {
+			stormID, stormTok := s.agent(t, admin, "graph-storm-"+uniq(), nil)
+			var denies []string
+			for range 5 {
+				denies = append(denies, str(t, azDecide(t, s, stormTok, azUntrustedWrite(nil), "deny", ""), "decision_id"))
+			}
+			inc := waitIncidents(t, s, admin, stormID, "deny_storm", 1)[0]
+			incID := str(t, inc, "incident_id")
+			g := getGraph(t, s, viewer, "/v2/graph/incident/"+incID)
+			in := g.node(t, "incident:"+incID)
+			if in["label"] != inc["summary"] || g.group("policy") != 0 || g.group("decision") != 5 || g.group("receipt") != 5 {
+				t.Errorf("incident graph: %s", g.raw)
+			}
+			g.has(t, "incident:"+incID, "agent:"+stormID, "linked_to")
+			for _, id := range denies {
+				g.has(t, "incident:"+incID, "decision:"+id, "linked_to")
+				g.has(t, "agent:"+stormID, "tool_call:"+id, "triggered_by")
+			}
+		})
+
+		t.Run("unknown and other tenants' ids: 404 alike; the scoreboard is not an agent id", func(t *testing.T) {
+			incs := arr(t, s.want(t, 200, "GET", "/v2/incidents?limit=1", admin, nil))
+			paths := []string{"/v2/graph/run/" + run, "/v2/graph/agent/" + agentID}
+			if len(incs) > 0 {
+				paths = append(paths, "/v2/graph/incident/"+str(t, incs[0], "incident_id"))
+			}
+			for _, p := range paths {
+				envelope(t, s.want(t, 404, "GET", p, otherAdmin, nil), 404, "v2", "NotFound")
+			}
+			for _, p := range []string{"/v2/graph/run/no-such-run", "/v2/graph/agent/" + randomUUID(), "/v2/graph/incident/" + randomUUID(),
+				"/v2/graph/agent/not-a-uuid", "/v2/graph/incident/not-a-uuid"} {
+				envelope(t, s.want(t, 404, "GET", p, admin, nil), 404, "v2", "NotFound")
+			}
+			s.want(t, 401, "GET", "/v2/graph/run/"+run, "", nil)
+			s.want(t, 403, "GET", "/v2/graph/run/"+run, tok, nil) // an agent token is no operator's
+		})
+	})
+}
+
+func TestE2ERiskScoreboard(t *testing.T) {
+	t.Parallel()
+	forModes(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000"})
+		_, admin := s.tenant(t, "board-"+uniq())
+		_, viewer := s.opToken(t, admin, "board-viewer", "viewer")
+		type agent struct {
+			id, name string
+			scores   []float64
+		}
+		// Each agent's composite scores come from its answers.
+		calls := map[string][]map[string]any{
+			"calm":  {azRead(nil), azRead(nil)},
+			"mixed": {azRead(nil), azUntrustedWrite(nil), azTrustedWrite(nil)},
+			"risky": {azUntrustedWrite(nil), azUntrustedWrite(nil)},
+		}
+		var agents []agent
+		for _, name := range []string{"calm", "mixed", "risky"} {
+			id, tok := s.agent(t, admin, "board-"+name+"-"+uniq(), nil)
+			a := agent{id: id, name: name}
+			for _, c := range calls[name] {
+				a.scores = append(a.scores, azWant(t, s, tok, c, 200)["composite_risk_score"].(float64))
+			}
+			agents = append(agents, a)
+		}
+		idleID, _ := s.agent(t, admin, "board-idle-"+uniq(), nil)
+
+		board := arr(t, s.want(t, 200, "GET", "/v2/agents/risk-scoreboard", viewer, nil))
+		if len(board) != 4 {
+			t.Fatalf("%d entries, want 4 agents: %v", len(board), board)
+		}
+		byID := map[string]map[string]any{}
+		for i, e := range board {
+			byID[fmt.Sprint(e["agent_id"])] = e
+			if i > 0 && board[i-1]["mean_composite_risk_24h"] != nil && e["mean_composite_risk_24h"] != nil &&
+				board[i-1]["mean_composite_risk_24h"].(float64) < e["mean_composite_risk_24h"].(float64) {
+				t.Errorf("not ranked by mean, highest first: %v", board)
+			}
+			if e["trend"] != "stable" || e["previous_mean_24h"] != nil {
+				t.Errorf("no decisions before the last 24 hours: trend stable and no previous mean; got %v", e)
+			}
+		}
+		for _, a := range agents {
+			e := byID[a.id]
+			sum := 0.0
+			for _, v := range a.scores {
+				sum += v
+			}
+			mean, _ := e["mean_composite_risk_24h"].(float64)
+			if e == nil || math.Abs(mean-sum/float64(len(a.scores))) > 1e-9 || e["decisions_24h"] != float64(len(a.scores)) ||
+				!strings.HasPrefix(fmt.Sprint(e["name"]), "board-"+a.name) {
+				t.Errorf("%s: entry %v, want mean %v of %v", a.name, e, sum/float64(len(a.scores)), a.scores)
+			}
+		}
+		if e := board[len(board)-1]; e["agent_id"] != idleID || e["mean_composite_risk_24h"] != nil || e["decisions_24h"] != 0.0 {
+			t.Errorf("the idle agent last, with a null mean: %v", e)
+		}
+
+		resp, raw := s.do(t, "GET", "/v2/agents/risk-scoreboard?format=csv", viewer, nil)
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/csv") {
+			t.Fatalf("csv: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		rows, err := csv.NewReader(strings.NewReader(string(raw))).ReadAll()
+		if err != nil || len(rows) != len(board)+1 ||
+			strings.Join(rows[0], ",") != "agent_id,name,mean_composite_risk_24h,previous_mean_24h,trend,decisions_24h" {
+			t.Fatalf("csv %q: %v", raw, err)
+		}
+		for i, r := range rows[1:] {
+			e := board[i]
+			mean := ""
+			if v, ok := e["mean_composite_risk_24h"].(float64); ok {
+				mean = strconv.FormatFloat(v, 'f', -1, 64)
+			}
+			if r[0] != e["agent_id"] || r[1] != e["name"] || r[2] != mean || r[3] != "" || r[4] != e["trend"] || r[5] != fmt.Sprint(e["decisions_24h"]) {
+				t.Errorf("csv row %d %q, json %v", i+1, r, e)
+			}
+		}
+		e := envelope(t, s.want(t, 400, "GET", "/v2/agents/risk-scoreboard?format=xml", admin, nil), 400, "v2", "BadRequest")
+		if detail(e, "field") != "format" {
+			t.Errorf("format=xml: %v", e)
+		}
+		// Another tenant sees its own (empty) board.
+		_, other := s.tenant(t, "board-other-"+uniq())
+		if b := arr(t, s.want(t, 200, "GET", "/v2/agents/risk-scoreboard", other, nil)); len(b) != 0 {
+			t.Errorf("another tenant's board %v", b)
+		}
+	})
+}

@@ -1,0 +1,77 @@
+package sqlstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"svc/persistence"
+)
+
+// AgentDecisions implements persistence.EvidenceStore.
+func (s *Store) AgentDecisions(ctx context.Context, tenantID, agentID string, limit int) ([]persistence.Decision, error) {
+	rows, err := s.DB.Reader().Query(ctx, `SELECT `+decisionCols+decisionFrom+`
+		WHERE d.tenant_id = $1 AND d.agent_id = $2 ORDER BY d.created_at DESC, d.seq DESC LIMIT $3`, tenantID, agentID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, scanDecision)
+}
+
+// RunDecisions implements persistence.EvidenceStore.
+func (s *Store) RunDecisions(ctx context.Context, tenantID, runID string, limit int) ([]persistence.Decision, error) {
+	rows, err := s.DB.Reader().Query(ctx, `SELECT `+decisionCols+decisionFrom+`
+		WHERE d.tenant_id = $1 AND d.run_id = $2 ORDER BY d.seq DESC LIMIT $3`, tenantID, runID, limit)
+	if err != nil {
+		return nil, err
+	}
+	out, err := collect(rows, scanDecision)
+	slices.Reverse(out)
+	return out, err
+}
+
+// EventDecisions implements persistence.EvidenceStore.
+func (s *Store) EventDecisions(ctx context.Context, tenantID, agentID string, eventIDs []string, from, to time.Time) ([]persistence.Decision, error) {
+	if len(eventIDs) == 0 {
+		return []persistence.Decision{}, nil
+	}
+	args := []any{tenantID, agentID, from, to}
+	marks := make([]string, len(eventIDs))
+	for i, id := range eventIDs {
+		args = append(args, id)
+		marks[i] = fmt.Sprintf("$%d", len(args))
+	}
+	rows, err := s.DB.Reader().Query(ctx, `SELECT `+decisionCols+decisionFrom+`
+		WHERE d.tenant_id = $1 AND d.agent_id = $2 AND d.created_at >= $3 AND d.created_at <= $4
+		AND d.event_id IN (`+strings.Join(marks, ",")+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	out, err := collect(rows, scanDecision)
+	slices.SortFunc(out, func(a, b persistence.Decision) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out, err
+}
+
+// AgentRisk implements persistence.EvidenceStore: one range of
+// decisions_agent per agent, read from the index alone.
+func (s *Store) AgentRisk(ctx context.Context, tenantID string, agentIDs []string, from, split, to time.Time) ([]persistence.AgentRiskSums, error) {
+	out := make([]persistence.AgentRiskSums, 0, len(agentIDs))
+	for _, id := range agentIDs {
+		r := persistence.AgentRiskSums{AgentID: id}
+		err := s.DB.Reader().QueryRow(ctx, `SELECT
+			COALESCE(SUM(CASE WHEN created_at < $4 THEN composite_risk_score ELSE 0 END), 0),
+			COALESCE(SUM(CASE WHEN created_at >= $4 THEN composite_risk_score ELSE 0 END), 0),
+			COALESCE(SUM(CASE WHEN created_at < $4 THEN 1 ELSE 0 END), 0),
+			COALESCE(SUM(CASE WHEN created_at >= $4 THEN 1 ELSE 0 END), 0)
+			FROM decisions WHERE tenant_id = $1 AND agent_id = $2 AND created_at >= $3 AND created_at < $5`,
+			tenantID, id, from, split, to).Scan(&r.PreviousSum, &r.CurrentSum, &r.PreviousCount, &r.CurrentCount)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
