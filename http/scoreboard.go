@@ -21,7 +21,7 @@ const scoreboardWindow = 24 * time.Hour
 
 func (s *Server) registerScoreboard() {
 	s.register(Route{Method: "GET", Path: "/agents/risk-scoreboard", Access: AccessViewer, Tag: "agents", Resp: []risk.ScoreboardEntry{}, AltBody: "text/csv",
-		Query: []QueryParam{{Name: "format", Type: "string", Description: "json (default) or csv: text/csv with a header row (agent_id,name,mean_composite_risk_24h,previous_mean_24h,trend,decisions_24h), RFC 4180 quoting, an empty cell for a null mean"}},
+		Query:   []QueryParam{{Name: "format", Type: "string", Description: "json (default) or csv: text/csv with a header row (agent_id,name,mean_composite_risk_24h,previous_mean_24h,trend,decisions_24h), RFC 4180 quoting, an empty cell for a null mean"}},
 		Summary: "The tenant's agents (not deleted) ranked by the mean composite_risk_score of their decisions in the last 24 hours, highest first; agents without decisions in that window come last, with a null mean. trend is rising or falling when the mean moved by more than 5 points against the 24 hours before, otherwise stable (also stable without decisions now or before: previous_mean_24h is then null).",
 		Handle:  s.riskScoreboard})
 }
