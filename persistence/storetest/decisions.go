@@ -54,6 +54,7 @@ func RunDecisions(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"skills and risk settings", testSkillsRisk},
 		{"recent replay nonces, oldest first, in every tenant", testRecentNonces},
 		{"the audit list merges decisions and events in one order, by offset and by cursor", testAuditMerge},
+		{"evidence reads: an agent's and a run's decisions, events to decisions, risk windows", testEvidenceReads},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
