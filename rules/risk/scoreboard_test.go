@@ -28,7 +28,7 @@ func TestTrendAtTheFivePointBoundary(t *testing.T) {
 func TestScoreboardRanksByMean(t *testing.T) {
 	board := Scoreboard([]AgentWindows{
 		{AgentID: "idle", Name: "idle"},
-		{AgentID: "low", Name: "low", CurrentSum: 30, CurrentCount: 3, PreviousSum: 80, PreviousCount: 2},   // 10 vs 40: falling
+		{AgentID: "low", Name: "low", CurrentSum: 30, CurrentCount: 3, PreviousSum: 80, PreviousCount: 2},    // 10 vs 40: falling
 		{AgentID: "high", Name: "high", CurrentSum: 170, CurrentCount: 2, PreviousSum: 40, PreviousCount: 1}, // 85 vs 40: rising
 		{AgentID: "tie-b", Name: "b", CurrentSum: 50, CurrentCount: 1},
 		{AgentID: "tie-a", Name: "a", CurrentSum: 100, CurrentCount: 2, PreviousSum: 45, PreviousCount: 1}, // 50 vs 45: stable
