@@ -58,6 +58,10 @@ type Route struct {
 	// RawBody, when set, is the content type of a non-JSON success body the
 	// handler returns as []byte.
 	RawBody string
+	// Download routes write a large body as they read it (the evidence
+	// packs): no request timeout cuts them (a client that leaves cancels
+	// them), though they hold a request slot like any request.
+	Download bool
 	// AltBody, when set, is the media type (without parameters) of a second
 	// success format the query can ask for instead of JSON (the handler
 	// returns a rawAnswer): the scoreboard's format=csv.
@@ -137,6 +141,9 @@ func (s *Server) buildMux() {
 	s.router.HandleMethodNotAllowed = false
 	s.router.HandleOPTIONS = false
 	s.router.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
+		if v == http.ErrAbortHandler { //nolint:errorlint // a sentinel panicked as is, never wrapped
+			panic(v) // a download that failed midway: net/http drops the connection
+		}
 		s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
 		writeEnvelope(w, versionOf(r.URL.Path), apiErr("InternalError", "internal", "internal error"))
 	}
@@ -213,7 +220,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		}
 		defer s.streams.open.Add(-1)
 	}
-	if !streaming {
+	if !streaming && !rt.Download {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 		defer cancel()
 		r = r.WithContext(ctx)

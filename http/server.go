@@ -106,6 +106,7 @@ func New(d Deps) *Server {
 	s.registerRisk()
 	s.registerDecisions()
 	s.registerGraph()
+	s.registerEvidence()
 	s.registerScoreboard()
 	s.registerReceipts()
 	s.registerApprovals()

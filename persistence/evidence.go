@@ -24,6 +24,19 @@ type EvidenceStore interface {
 	// windows [from, split) and [split, to) (decisions_agent, which covers
 	// the score).
 	AgentRisk(ctx context.Context, tenantID string, agentIDs []string, from, split, to time.Time) ([]AgentRiskSums, error)
+	// AlertsBySourceEvents lists the alerts raised by any of eventIDs, in
+	// the order they were raised (alerts_source_event).
+	AlertsBySourceEvents(ctx context.Context, tenantID string, eventIDs []string) ([]Alert, error)
+	// DecisionStats counts the tenant's decisions recorded within [from,
+	// to), by decision and by effective trust level.
+	DecisionStats(ctx context.Context, tenantID string, from, to time.Time) (DecisionStats, error)
+}
+
+// DecisionStats are the counts of a compliance pack's decision statistics.
+type DecisionStats struct {
+	Total        int64            `json:"total"`
+	ByDecision   map[string]int64 `json:"by_decision"`
+	ByTrustLevel map[string]int64 `json:"by_trust_level"`
 }
 
 // AgentRiskSums is one agent's composite risk over the scoreboard's two

@@ -15,8 +15,18 @@ import (
 	"io"
 )
 
-// ExportFormat is the value of the export header's format member.
+// ExportFormat is the value of the export header's format member: the
+// tenant's whole chain, from seq 1 to its stored head.
 const ExportFormat = "svc-receipts-export-1"
+
+// SelectionFormat is the format of a selection: chosen links of a chain in
+// seq order (the receipts of an incident's decisions, in its evidence
+// pack). Each receipt is verified whole (hash and signature, which cover
+// its seq and prev_receipt_hash, so its place in the chain), links between
+// receipts of consecutive seq are checked, and the header's head is the
+// last receipt of the file. The format is part of the signed header, so a
+// selection cannot pass for a whole chain.
+const SelectionFormat = "svc-receipts-selection-1"
 
 // maxLineBytes bounds one line of an export; a receipt line is well under
 // 1 KiB.
@@ -47,13 +57,14 @@ type exportHeader struct {
 // the members that bind the file to the stored chain, NUL-separated. It is
 // never 32 bytes long, so it cannot be mistaken for a receipt hash (which
 // receipt signatures sign). h.Count is set (WriteExport sets it,
-// parseHeader requires it); a missing head_seq signs as -1.
+// parseHeader requires it); a missing head_seq signs as -1. The format
+// is the header's own, so a selection cannot be relabelled a whole chain.
 func headerMessage(h exportHeader) []byte {
 	var seq int64 = -1
 	if h.HeadSeq != nil {
 		seq = *h.HeadSeq
 	}
-	return fmt.Appendf(nil, "%s header\x00%s\x00%s\x00%d\x00%d\x00%s", ExportFormat, h.TenantID, h.KeyID, *h.Count, seq, h.HeadHash)
+	return fmt.Appendf(nil, "%s header\x00%s\x00%s\x00%d\x00%d\x00%s", h.Format, h.TenantID, h.KeyID, *h.Count, seq, h.HeadHash)
 }
 
 // Head is a tenant's stored chain head: the seq and receipt_hash of its
@@ -91,9 +102,37 @@ type Report struct {
 // are head's, not computed from rs, so that a receipt missing at the end of
 // the stored chain shows when the export is verified.
 func WriteExport(w io.Writer, tenantID string, s *Signer, head Head, rs []Receipt) error {
-	h := exportHeader{Format: ExportFormat, TenantID: tenantID}
-	n := len(rs)
-	h.Count = &n
+	ew, err := NewExportWriter(w, ExportFormat, tenantID, s, head, len(rs))
+	if err != nil {
+		return err
+	}
+	for i := range rs {
+		if err := ew.Write(rs[i]); err != nil {
+			return err
+		}
+	}
+	return ew.Flush()
+}
+
+// ExportWriter writes an export one receipt at a time, so that a chain of
+// any length is exported without holding it in memory. The header, written
+// first, states how many receipts follow (count) and the head they end at;
+// a verifier holds the file to both.
+type ExportWriter struct {
+	bw  *bufio.Writer
+	enc *json.Encoder
+}
+
+// NewExportWriter writes the header of an export of format ExportFormat
+// (tenantID's whole chain: count receipts from seq 1 to head) or
+// SelectionFormat (count chosen links of the chain in seq order, the last
+// of which is head) and returns the writer of its receipts.
+func NewExportWriter(w io.Writer, format, tenantID string, s *Signer, head Head, count int) (*ExportWriter, error) {
+	if format != ExportFormat && format != SelectionFormat {
+		return nil, fmt.Errorf("receipt: export: unknown format %q", format)
+	}
+	h := exportHeader{Format: format, TenantID: tenantID}
+	h.Count = &count
 	h.HeadHash = head.Hash
 	h.HeadSeq = &head.Seq
 	if s != nil {
@@ -103,19 +142,26 @@ func WriteExport(w io.Writer, tenantID string, s *Signer, head Head, rs []Receip
 		sig := base64.StdEncoding.EncodeToString(ed25519.Sign(s.priv, headerMessage(h)))
 		h.HeaderSignature = &sig
 	}
-
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(h); err != nil {
+		return nil, fmt.Errorf("receipt: export: %w", err)
+	}
+	return &ExportWriter{bw: bw, enc: enc}, nil
+}
+
+// Write adds one receipt line.
+func (e *ExportWriter) Write(r Receipt) error {
+	if err := e.enc.Encode(r); err != nil {
 		return fmt.Errorf("receipt: export: %w", err)
 	}
-	for i := range rs {
-		if err := enc.Encode(rs[i]); err != nil {
-			return fmt.Errorf("receipt: export: %w", err)
-		}
-	}
-	if err := bw.Flush(); err != nil {
+	return nil
+}
+
+// Flush writes what is buffered; call it after the last receipt.
+func (e *ExportWriter) Flush() error {
+	if err := e.bw.Flush(); err != nil {
 		return fmt.Errorf("receipt: export: %w", err)
 	}
 	return nil
@@ -170,7 +216,7 @@ func VerifyExport(r io.Reader) (Report, error) {
 	}
 
 	// The receipts, from the chain head.
-	v := chainVerifier{pub: pub, tenant: h.TenantID, expectHead: true}
+	v := chainVerifier{pub: pub, tenant: h.TenantID, expectHead: h.Format == ExportFormat, gaps: h.Format == SelectionFormat}
 	lines := 0
 	var lastSeq int64
 	for sc.Scan() {
@@ -213,7 +259,7 @@ func parseHeader(line []byte) (exportHeader, ed25519.PublicKey, error) {
 		return h, nil, fmt.Errorf("malformed header: %w", err)
 	}
 	switch {
-	case h.Format != ExportFormat:
+	case h.Format != ExportFormat && h.Format != SelectionFormat:
 		return h, nil, fmt.Errorf("unsupported export format %q", h.Format)
 	case h.TenantID == "":
 		return h, nil, errors.New("malformed header: tenant_id missing")

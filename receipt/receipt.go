@@ -338,6 +338,9 @@ type chainVerifier struct {
 	pub        ed25519.PublicKey
 	tenant     string
 	expectHead bool
+	// gaps (a selection): seq numbers rise but may skip; a link is checked
+	// only between receipts of consecutive seq.
+	gaps bool
 
 	started  bool    // a receipt has been seen
 	prev     Receipt // the previous receipt, when havePrev
@@ -381,6 +384,10 @@ func (v *chainVerifier) add(i int, r Receipt) {
 		} else if r.Seq < 1 || (r.Seq == 1) != (r.PrevReceiptHash == "") {
 			v.fail(i, r.ReceiptID, "prev_receipt_hash must be empty exactly at seq 1")
 		}
+	case v.havePrev && v.gaps && r.Seq > v.prev.Seq+1:
+		// A selection skips links: nothing to compare with.
+	case v.havePrev && v.gaps && r.Seq <= v.prev.Seq:
+		v.fail(i, r.ReceiptID, fmt.Sprintf("out of order: seq %d after seq %d", r.Seq, v.prev.Seq))
 	case v.havePrev:
 		if r.PrevReceiptHash != v.prev.ReceiptHash {
 			v.fail(i, r.ReceiptID, "broken link: prev_receipt_hash does not match the previous receipt")
@@ -497,4 +504,65 @@ func decodeHash(s string) ([]byte, bool) {
 func validTime(s string) bool {
 	t, err := time.Parse(TimeLayout, s)
 	return err == nil && FormatTime(t) == s
+}
+
+// ManifestFormat names the evidence pack manifest that SignManifest signs.
+const ManifestFormat = "svc-evidence-pack-1"
+
+// manifestMessage is what a pack manifest's signature signs: a text naming
+// the format, NUL, then the SHA-256 of the manifest's bytes in hex. It is
+// never 32 bytes long, so it cannot be mistaken for a receipt hash (which
+// receipt signatures sign), nor for an export header (another prefix).
+func manifestMessage(digest [32]byte) []byte {
+	return fmt.Appendf(nil, "%s manifest\x00%x", ManifestFormat, digest[:])
+}
+
+// SignManifest signs the SHA-256 of an evidence pack's manifest with the
+// receipts' key and returns the signature in standard base64.
+func (s *Signer) SignManifest(digest [32]byte) string {
+	return base64.StdEncoding.EncodeToString(ed25519.Sign(s.priv, manifestMessage(digest)))
+}
+
+// VerifyManifest checks a manifest signature (standard base64) made by
+// SignManifest.
+func VerifyManifest(pub ed25519.PublicKey, digest [32]byte, signature string) bool {
+	sig, err := base64.StdEncoding.Strict().DecodeString(signature)
+	return err == nil && len(pub) == ed25519.PublicKeySize && len(sig) == ed25519.SignatureSize &&
+		ed25519consensus.Verify(pub, manifestMessage(digest), sig)
+}
+
+// ChainCheck verifies a tenant's whole chain one receipt at a time, from
+// seq 1, as VerifyChain does with expectHead, without holding the chain
+// (the compliance evidence pack verifies the chain it exports as it writes
+// it).
+type ChainCheck struct {
+	v chainVerifier
+	n int
+}
+
+// NewChainCheck starts checking tenantID's chain; pub is nil for unsigned
+// receipts.
+func NewChainCheck(pub ed25519.PublicKey, tenantID string) *ChainCheck {
+	return &ChainCheck{v: chainVerifier{pub: pub, tenant: tenantID, expectHead: true}}
+}
+
+// Add checks the next receipt.
+func (c *ChainCheck) Add(r Receipt) {
+	c.v.add(c.n, r)
+	c.n++
+}
+
+// Finish ends the check: the last receipt must be head (a receipt missing
+// at the end of the chain fails here, at the index after the last one). It
+// returns how many receipts were checked and the failures by index.
+func (c *ChainCheck) Finish(head Head) (checked int, errs []ChainError) {
+	c.v.finish()
+	errs = c.v.errs
+	switch {
+	case head.Seq != int64(c.n):
+		errs = append(errs, ChainError{Index: c.n, Error: fmt.Sprintf("the chain head is seq %d, %d receipts were found", head.Seq, c.n)})
+	case c.n > 0 && c.v.prev.ReceiptHash != head.Hash:
+		errs = append(errs, ChainError{Index: c.n - 1, ReceiptID: c.v.prev.ReceiptID, Error: "the last receipt is not the stored chain head"})
+	}
+	return c.v.checked, errs
 }

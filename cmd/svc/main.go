@@ -6,6 +6,7 @@
 //	svc migrate               apply database migrations and exit
 //	svc tenants create NAME   create a tenant, print its id and admin token once
 //	svc verify-receipts [-public-key BASE64] FILE  verify an exported receipt chain offline
+//	svc verify-pack [-public-key BASE64] FILE      verify an evidence pack offline
 //	svc version               print the build version
 //
 // Configuration comes from the environment (README.md lists every
@@ -30,6 +31,7 @@ import (
 
 	"svc/actors"
 	"svc/config"
+	"svc/evidencepack"
 	"svc/node"
 	"svc/persistence"
 	"svc/persistence/postgres"
@@ -52,7 +54,7 @@ func main() {
 }
 
 func usage(w io.Writer) {
-	_, _ = fmt.Fprintln(w, "usage: svc [serve] | svc migrate | svc tenants create NAME | svc verify-receipts [-public-key BASE64] FILE | svc version")
+	_, _ = fmt.Fprintln(w, "usage: svc [serve] | svc migrate | svc tenants create NAME | svc verify-receipts [-public-key BASE64] FILE | svc verify-pack [-public-key BASE64] FILE | svc version")
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -69,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case "verify-receipts":
 		return verifyReceipts(args[1:], stdout, stderr)
+	case "verify-pack":
+		return verifyPack(args[1:], stdout, stderr)
 	case "serve", "migrate", "tenants":
 	default:
 		_, _ = fmt.Fprintf(stderr, "svc: unknown command %q\n", cmd)
@@ -221,6 +225,58 @@ func verifyReceipts(args []string, stdout, stderr io.Writer) int {
 		valid = false
 	}
 	if !valid {
+		_, _ = fmt.Fprintln(stdout, "INVALID")
+		return exitError
+	}
+	_, _ = fmt.Fprintln(stdout, "VALID")
+	return exitOK
+}
+
+// verifyPack checks an evidence pack offline: its manifest, every file's
+// SHA-256 and size, no unlisted file, and the manifest's signature.
+func verifyPack(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("verify-pack", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pinned := fs.String("public-key", "", "base64 Ed25519 public key the pack must be signed with (GET /v2/receipts/public-key); "+
+		"without it a signed pack is checked against the key its own manifest names")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		_, _ = fmt.Fprintln(stderr, "usage: svc verify-pack [-public-key BASE64] FILE")
+		return exitConfig
+	}
+	var want ed25519.PublicKey
+	if *pinned != "" {
+		raw, err := base64.StdEncoding.DecodeString(*pinned)
+		if err != nil || len(raw) != ed25519.PublicKeySize {
+			_, _ = fmt.Fprintln(stderr, "svc: -public-key must be the base64 of a 32-byte Ed25519 public key")
+			return exitConfig
+		}
+		want = raw
+	}
+	f, err := os.Open(fs.Arg(0))
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "svc: %v\n", err)
+		return exitError
+	}
+	defer func() { _ = f.Close() }()
+	st, err := f.Stat()
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "svc: %v\n", err)
+		return exitError
+	}
+	rep, err := evidencepack.Verify(f, st.Size(), want)
+	if err != nil {
+		_, _ = fmt.Fprintf(stdout, "error: %v\nINVALID\n", err)
+		return exitError
+	}
+	keyID := rep.KeyID
+	if !rep.Signed {
+		keyID = "(unsigned)"
+	}
+	_, _ = fmt.Fprintf(stdout, "kind: %s\ntenant_id: %s\nfiles: %d\nkey_id: %s\n", rep.Kind, rep.TenantID, rep.Files, keyID)
+	for _, p := range rep.Problems {
+		_, _ = fmt.Fprintf(stdout, "error: %s\n", p)
+	}
+	if !rep.Valid() {
 		_, _ = fmt.Fprintln(stdout, "INVALID")
 		return exitError
 	}

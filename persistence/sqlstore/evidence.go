@@ -75,3 +75,47 @@ func (s *Store) AgentRisk(ctx context.Context, tenantID string, agentIDs []strin
 	}
 	return out, nil
 }
+
+// AlertsBySourceEvents implements persistence.EvidenceStore.
+func (s *Store) AlertsBySourceEvents(ctx context.Context, tenantID string, eventIDs []string) ([]persistence.Alert, error) {
+	if len(eventIDs) == 0 {
+		return []persistence.Alert{}, nil
+	}
+	args := []any{tenantID}
+	marks := make([]string, len(eventIDs))
+	for i, id := range eventIDs {
+		args = append(args, id)
+		marks[i] = fmt.Sprintf("$%d", len(args))
+	}
+	rows, err := s.DB.Reader().Query(ctx, `SELECT `+alertCols+` FROM alerts WHERE tenant_id = $1 AND source_event_id IN (`+
+		strings.Join(marks, ",")+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	out, err := collect(rows, scanAlert)
+	slices.SortFunc(out, func(a, b persistence.Alert) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out, err
+}
+
+// DecisionStats implements persistence.EvidenceStore: one pass over the
+// tenant's decisions of the range (a report, read rarely).
+func (s *Store) DecisionStats(ctx context.Context, tenantID string, from, to time.Time) (persistence.DecisionStats, error) {
+	st := persistence.DecisionStats{ByDecision: map[string]int64{}, ByTrustLevel: map[string]int64{}}
+	rows, err := s.DB.Reader().Query(ctx, `SELECT decision, root_trust_level, COUNT(*) FROM decisions
+		WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3 GROUP BY decision, root_trust_level`, tenantID, from, to)
+	if err != nil {
+		return st, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var decision, trust string
+		var n int64
+		if err := rows.Scan(&decision, &trust, &n); err != nil {
+			return st, err
+		}
+		st.Total += n
+		st.ByDecision[decision] += n
+		st.ByTrustLevel[trust] += n
+	}
+	return st, rows.Err()
+}

@@ -31,6 +31,7 @@ const tenantFilePrefix = "tenant:"
 type baseSet struct {
 	modules map[string]*ast.Module // by file name
 	names   map[string]struct{}    // policy module names (svc.policies.<name>)
+	sources map[string]string      // the Rego text, by file name
 }
 
 // parserOptions are the options every module and query is parsed with.
@@ -98,7 +99,7 @@ func loadBase(path string, caps *ast.Capabilities) (*baseSet, error) {
 		return nil, fmt.Errorf("%w: no .rego file in %s", ErrLoad, path)
 	}
 
-	base := &baseSet{modules: make(map[string]*ast.Module, len(sources)), names: map[string]struct{}{}}
+	base := &baseSet{modules: make(map[string]*ast.Module, len(sources)), names: map[string]struct{}{}, sources: sources}
 	for file, src := range sources {
 		m, err := ast.ParseModuleWithOpts(file, src, parserOptions(caps))
 		if err != nil {

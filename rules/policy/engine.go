@@ -102,6 +102,12 @@ type tenantSet struct {
 	query   rego.PreparedEvalQuery
 }
 
+// BaseSources returns the Rego text of the base policy set in force, by
+// file name (the compliance evidence pack carries it).
+func (e *Engine) BaseSources() map[string]string {
+	return maps.Clone(e.snapshot.Load().base.sources)
+}
+
 // NewEngine loads the base policy set (opts.PolicyPath or the embedded set),
 // compiles it and prepares the base-only query.
 func NewEngine(opts Options) (*Engine, error) {

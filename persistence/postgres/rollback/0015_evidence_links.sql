@@ -5,6 +5,7 @@
 --
 --     psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -f persistence/postgres/rollback/0015_evidence_links.sql
 BEGIN;
+DROP INDEX alerts_source_event;
 DROP INDEX decisions_run;
 DROP INDEX decisions_agent;
 ALTER TABLE decisions DROP COLUMN event_id;

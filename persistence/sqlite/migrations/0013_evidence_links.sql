@@ -18,3 +18,7 @@ CREATE INDEX decisions_agent ON decisions (tenant_id, agent_id, created_at, comp
 -- decisions_run serves GET /v1/graph/run/:run_id; only decisions with a run
 -- id enter it.
 CREATE INDEX decisions_run ON decisions (tenant_id, run_id, seq) WHERE run_id IS NOT NULL;
+-- alerts_source_event serves an incident evidence pack's contributing
+-- alerts (those raised by the incident's source events). Alerts are
+-- written only when a rule fires, so this random-key index costs little.
+CREATE INDEX alerts_source_event ON alerts (tenant_id, source_event_id);

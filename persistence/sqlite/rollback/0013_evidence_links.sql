@@ -5,6 +5,7 @@
 --
 --     sqlite3 svc.db < persistence/sqlite/rollback/0013_evidence_links.sql
 BEGIN IMMEDIATE;
+DROP INDEX alerts_source_event;
 DROP INDEX decisions_run;
 DROP INDEX decisions_agent;
 ALTER TABLE decisions DROP COLUMN event_id;

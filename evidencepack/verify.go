@@ -1,0 +1,184 @@
+package evidencepack
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+
+	"svc/receipt"
+)
+
+// Report is the result of Verify. Problems lists every failure found, each
+// naming the file or the part that failed; none means the pack is valid.
+type Report struct {
+	Kind     string
+	TenantID string
+	Files    int
+	KeyID    string // "" when unsigned
+	Signed   bool
+	Problems []string
+}
+
+// Valid reports whether nothing failed.
+func (r Report) Valid() bool { return len(r.Problems) == 0 }
+
+// maxManifestBytes bounds manifest.json and manifest.sig.
+const maxManifestBytes = 64 << 20
+
+// Verify checks a pack read from r (size bytes). pinned, when not nil, is
+// the key the pack must be signed with.
+func Verify(r io.ReaderAt, size int64, pinned ed25519.PublicKey) (Report, error) {
+	var rep Report
+	zr, err := zip.NewReader(r, size)
+	if err != nil {
+		return rep, fmt.Errorf("%w: %w", ErrNotAPack, err)
+	}
+	fail := func(format string, args ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...)) }
+	byName := map[string]*zip.File{}
+	for _, f := range zr.File {
+		if byName[f.Name] != nil {
+			fail("%s: the archive holds it twice", f.Name)
+		}
+		byName[f.Name] = f
+	}
+	raw, err := readAll(byName[ManifestName])
+	if err != nil {
+		fail("%s: %v", ManifestName, err)
+		return rep, nil
+	}
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		fail("%s: malformed: %v", ManifestName, err)
+		return rep, nil
+	}
+	rep.Kind, rep.TenantID, rep.Files, rep.KeyID = m.Kind, m.TenantID, len(m.Files), m.KeyID
+	if m.Format != receipt.ManifestFormat {
+		fail("%s: unsupported format %q", ManifestName, m.Format)
+	}
+	listed := map[string]bool{ManifestName: true, SignatureName: true}
+	for _, f := range m.Files {
+		if listed[f.Name] {
+			fail("%s: lists %s twice (or a name of its own)", ManifestName, f.Name)
+			continue
+		}
+		listed[f.Name] = true
+		zf := byName[f.Name]
+		if zf == nil {
+			fail("%s: missing", f.Name)
+			continue
+		}
+		sum, n, err := hashFile(zf, f.Bytes)
+		switch {
+		case err != nil:
+			fail("%s: unreadable: %v", f.Name, err)
+		case sum != f.SHA256:
+			fail("%s: SHA-256 %s, the manifest says %s", f.Name, sum, f.SHA256)
+		case n != f.Bytes:
+			fail("%s: %d bytes, the manifest says %d", f.Name, n, f.Bytes)
+		}
+	}
+	names := make([]string, 0, len(byName))
+	for name := range byName {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if !listed[name] {
+			fail("%s: not listed in the manifest", name)
+		}
+	}
+	verifySignature(&rep, m, raw, byName[SignatureName], pinned, fail)
+	return rep, nil
+}
+
+// verifySignature checks manifest.sig against the pinned key or the key
+// the manifest names.
+func verifySignature(rep *Report, m Manifest, raw []byte, sigFile *zip.File, pinned ed25519.PublicKey, fail func(string, ...any)) {
+	var pub ed25519.PublicKey
+	if m.PublicKey != nil {
+		k, err := base64.StdEncoding.Strict().DecodeString(*m.PublicKey)
+		if err != nil || len(k) != ed25519.PublicKeySize {
+			fail("%s: public_key is not a base64 Ed25519 public key", ManifestName)
+			return
+		}
+		pub = k
+		if receipt.KeyID(pub) != m.KeyID {
+			fail("%s: key_id does not match public_key", ManifestName)
+		}
+	}
+	switch {
+	case pinned != nil && pub == nil:
+		fail("the pack is unsigned, but a public key was given")
+		return
+	case pinned != nil && !pinned.Equal(pub):
+		fail("the pack is signed with key_id %s, not with the public key given (key_id %s)", m.KeyID, receipt.KeyID(pinned))
+		return
+	case pub == nil && sigFile != nil:
+		fail("%s: present, but the manifest names no key", SignatureName)
+		return
+	case pub == nil:
+		return // unsigned, and nothing asked for a signature
+	case sigFile == nil:
+		fail("%s: missing (the manifest names key_id %s)", SignatureName, m.KeyID)
+		return
+	}
+	sraw, err := readAll(sigFile)
+	if err != nil {
+		fail("%s: %v", SignatureName, err)
+		return
+	}
+	var sig Signature
+	dec := json.NewDecoder(bytes.NewReader(sraw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sig); err != nil {
+		fail("%s: malformed: %v", SignatureName, err)
+		return
+	}
+	if sig.KeyID != m.KeyID {
+		fail("%s: key_id %s, the manifest says %s", SignatureName, sig.KeyID, m.KeyID)
+	}
+	if !receipt.VerifyManifest(pub, sha256.Sum256(raw), sig.Signature) {
+		fail("%s: the signature does not match the manifest", SignatureName)
+		return
+	}
+	rep.Signed = true
+}
+
+func readAll(f *zip.File) ([]byte, error) {
+	if f == nil {
+		return nil, fmt.Errorf("missing")
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rc.Close() }()
+	b, err := io.ReadAll(io.LimitReader(rc, maxManifestBytes+1))
+	if err == nil && len(b) > maxManifestBytes {
+		err = fmt.Errorf("larger than %d bytes", maxManifestBytes)
+	}
+	return b, err
+}
+
+// hashFile hashes a file's content, reading at most one byte more than
+// the manifest declares (a longer file fails on its size, and a
+// decompression bomb is not read to its end).
+func hashFile(f *zip.File, declared int64) (string, int64, error) {
+	rc, err := f.Open()
+	if err != nil {
+		return "", 0, err
+	}
+	defer func() { _ = rc.Close() }()
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(rc, max(declared, 0)+1))
+	return hex.EncodeToString(h.Sum(nil)), n, err
+}

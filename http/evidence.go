@@ -1,0 +1,455 @@
+package httpapi
+
+// Evidence packs (SPEC 4.5; issue 24): ZIP downloads written straight into
+// the response (evidencepack.Writer), each with a manifest of SHA-256 hashes
+// signed with the receipt key, verifiable offline with `svc verify-pack`.
+// What goes into them is read here; what must never go into them (tokens,
+// token hashes, signing keys, secrets, raw tool parameters; SPEC 1.8) is
+// kept out by the views: decisions without their tool_call, approvals
+// without parameters, agents without token or key.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"svc/evidencepack"
+	"svc/persistence"
+	"svc/receipt"
+	"svc/rules/evidence"
+)
+
+// complianceDefaultRange is the compliance pack's range without from.
+const complianceDefaultRange = 30 * 24 * time.Hour
+
+// packPage is the page size of the compliance pack's reads.
+const packPage = 500
+
+func (s *Server) registerEvidence() {
+	s.register(Route{Method: "GET", Path: "/incidents/:incident_id/evidence-pack", Access: AccessViewer, Tag: "evidence",
+		RawBody: "application/zip", Resp: "", Errors: []int{404}, Download: true,
+		Summary: "The incident's evidence pack, a ZIP: incident.json, alerts.json (the alerts its source events raised), decisions.json (the decisions behind its source events), receipts.jsonl (their receipts as a selection export that `svc verify-receipts` checks), audit_events.json (their authorize_decision events), approvals.json, narrative.md (a timeline built from those records), and manifest.json with every file's SHA-256, signed in manifest.sig with the receipt key when receipts are signed (`svc verify-pack`). No token, key, secret or tool parameter is in it.",
+		Handle:  s.incidentPack})
+	s.register(Route{Method: "GET", Path: "/compliance/evidence-pack", Access: AccessViewer, Tag: "evidence",
+		RawBody: "application/zip", Resp: "", Download: true,
+		Query: []QueryParam{
+			{Name: "from", Type: "string", Description: "RFC 3339 start of the range (inclusive); default: to minus 30 days"},
+			{Name: "to", Type: "string", Description: "RFC 3339 end of the range (exclusive); default: now"},
+		},
+		Summary: "The tenant's compliance evidence pack, a ZIP written as it is read (any size, little memory): tenant.json (settings and risk settings), policies.json (the base set's and the tenant's Rego, with the tenant's policy version), skills.json, agents.json (no token or key), decision_stats.json (counts in the range), receipts.jsonl (the whole receipt chain as `svc verify-receipts` reads it) with receipts_verification.json (the chain verified as exported), and, in the range, audit_events.jsonl, approvals.json and incidents.json; manifest.json lists every file's SHA-256 and is signed in manifest.sig when receipts are signed (`svc verify-pack`).",
+		Handle:  s.compliancePack})
+}
+
+// packFile is the download's name and the writer of its files.
+type packFile struct {
+	name  string
+	write func(p *evidencepack.Writer) error
+}
+
+// download answers a pack: headers, then the archive as it is written. An
+// error once bytes have left aborts the connection, so the client never
+// holds a truncated archive that looks whole.
+func (s *Server) download(c *Call, kind string, f packFile) streamOut {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/zip")
+		w.Header().Set("Content-Disposition", `attachment; filename="`+f.name+`"`)
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		p := evidencepack.NewWriter(w, kind, c.Principal.TenantID, s.ReceiptSigner, time.Now())
+		err := f.write(p)
+		if err == nil {
+			err = p.Close()
+		}
+		if err != nil {
+			s.log.Error("evidence pack aborted", "kind", kind, "tenant_id", c.Principal.TenantID, "error", err)
+			panic(http.ErrAbortHandler)
+		}
+	}
+}
+
+// incidentPack serves GET /incidents/:incident_id/evidence-pack.
+func (s *Server) incidentPack(c *Call) (any, error) {
+	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+		return nil, err
+	}
+	in, err := s.Store.GetIncident(c.Ctx(), c.Principal.TenantID, c.Param("incident_id"))
+	if err != nil {
+		return nil, orNotFound(err, "incident")
+	}
+	// Everything is read before the first byte: an incident's records are
+	// few, and a failure is still an error envelope.
+	ds, err := s.incidentDecisions(c, in)
+	if err != nil {
+		return nil, err
+	}
+	alerts, err := s.Store.AlertsBySourceEvents(c.Ctx(), c.Principal.TenantID, in.SourceEventIDs)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := s.graphRecords(c, ds)
+	if err != nil {
+		return nil, err
+	}
+	var rids []string
+	for _, d := range ds {
+		if d.ReceiptID != "" {
+			rids = append(rids, d.ReceiptID)
+		}
+	}
+	rs, err := s.Store.ReceiptsByID(c.Ctx(), c.Principal.TenantID, rids)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(rs, func(a, b persistence.Receipt) int { return int(a.Seq - b.Seq) })
+	agent, agentErr := s.Store.GetAgent(c.Ctx(), c.Principal.TenantID, in.AgentID)
+	if agentErr == nil {
+		recs.Agents[agent.ID] = agent
+	}
+	write := func(p *evidencepack.Writer) error {
+		if err := p.WriteJSON("incident.json", viewIncident(in)); err != nil {
+			return err
+		}
+		if err := p.WriteJSON("alerts.json", viewAll(alerts, viewAlert)); err != nil {
+			return err
+		}
+		if err := p.WriteJSON("decisions.json", viewAll(ds, viewDecision)); err != nil {
+			return err
+		}
+		if err := s.writeSelection(p, c.Principal.TenantID, rs); err != nil {
+			return err
+		}
+		events := make([]auditView, len(ds))
+		for i, d := range ds {
+			events[i] = viewAuditEvent(d.AuditEvent())
+		}
+		if err := p.WriteJSON("audit_events.json", events); err != nil {
+			return err
+		}
+		approvals := make([]packApproval, 0, len(recs.Approvals))
+		for _, d := range ds {
+			if a, ok := recs.Approvals[d.ApprovalID]; ok {
+				approvals = append(approvals, viewPackApproval(a))
+			}
+		}
+		if err := p.WriteJSON("approvals.json", approvals); err != nil {
+			return err
+		}
+		w, err := p.Create("narrative.md")
+		if err != nil {
+			return err
+		}
+		_, err = io.WriteString(w, evidence.Narrative(evidence.NarrativeInput{Incident: in, Agents: recs.Agents,
+			Decisions: ds, Approvals: recs.Approvals, Alerts: alerts, Receipts: rs, Now: recs.Now}))
+		return err
+	}
+	return s.download(c, "incident", packFile{name: "incident-" + in.ID + "-evidence.zip", write: write}), nil
+}
+
+// writeSelection writes receipts.jsonl: the receipts, in seq order, as a
+// selection export (receipt.SelectionFormat) whose head is the last.
+func (s *Server) writeSelection(p *evidencepack.Writer, tenantID string, rs []persistence.Receipt) error {
+	w, err := p.Create("receipts.jsonl")
+	if err != nil {
+		return err
+	}
+	var head receipt.Head
+	if n := len(rs); n > 0 {
+		head = receipt.Head{Seq: rs[n-1].Seq, Hash: rs[n-1].Hash}
+	}
+	ew, err := receipt.NewExportWriter(w, receipt.SelectionFormat, tenantID, s.ReceiptSigner, head, len(rs))
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if err := ew.Write(viewReceipt(r)); err != nil {
+			return err
+		}
+	}
+	return ew.Flush()
+}
+
+// compliancePack serves GET /compliance/evidence-pack.
+func (s *Server) compliancePack(c *Call) (any, error) {
+	from, to, err := packRange(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+		return nil, err
+	}
+	tenant, err := s.Store.GetTenant(c.Ctx(), c.Principal.TenantID)
+	if err != nil {
+		return nil, orNotFound(err, "tenant")
+	}
+	tid := c.Principal.TenantID
+	ctx := c.Ctx()
+	write := func(p *evidencepack.Writer) error {
+		risk, err := s.Store.GetRiskSettings(ctx, tid)
+		if err != nil {
+			return err
+		}
+		if err := p.WriteJSON("tenant.json", map[string]any{"tenant": viewTenant(tenant), "range": map[string]any{"from": from, "to": to},
+			"risk_weights": risk.Weights, "risk_escalation": map[string]any{"denial_threshold": risk.DenialThreshold, "window_minutes": risk.WindowMinutes}}); err != nil {
+			return err
+		}
+		if err := s.writePolicies(ctx, p, tid); err != nil {
+			return err
+		}
+		skills, err := s.Store.ListSkills(ctx, tid)
+		if err != nil {
+			return err
+		}
+		if err := p.WriteJSON("skills.json", viewAll(skills, viewSkill)); err != nil {
+			return err
+		}
+		var agents []agentView
+		err = pages(func(pg persistence.Page) ([]persistence.Agent, error) {
+			return s.Store.ListAgents(ctx, tid, persistence.AgentFilter{}, pg)
+		}, func(a persistence.Agent) int64 { return a.Seq }, func(a persistence.Agent) bool {
+			agents = append(agents, viewAgent(a))
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if err := p.WriteJSON("agents.json", agents); err != nil {
+			return err
+		}
+		stats, err := s.Store.DecisionStats(ctx, tid, from, to)
+		if err != nil {
+			return err
+		}
+		if err := p.WriteJSON("decision_stats.json", map[string]any{"from": from, "to": to, "total": stats.Total,
+			"by_decision": stats.ByDecision, "by_trust_level": stats.ByTrustLevel}); err != nil {
+			return err
+		}
+		if err := s.writeChain(ctx, p, tid); err != nil {
+			return err
+		}
+		if err := s.writeAuditRange(ctx, p, tid, from, to); err != nil {
+			return err
+		}
+		var approvals []packApproval
+		err = pages(func(pg persistence.Page) ([]persistence.Approval, error) {
+			return s.Store.ListApprovals(ctx, tid, "", pg)
+		}, func(a persistence.Approval) int64 { return a.Seq }, inRange(from, to, func(a persistence.Approval) time.Time { return a.CreatedAt },
+			func(a persistence.Approval) { approvals = append(approvals, viewPackApproval(a)) }))
+		if err != nil {
+			return err
+		}
+		if err := p.WriteJSON("approvals.json", nonNilSlice(approvals)); err != nil {
+			return err
+		}
+		var incidents []incidentView
+		err = pages(func(pg persistence.Page) ([]persistence.Incident, error) {
+			return s.Store.ListIncidents(ctx, tid, persistence.IncidentFilter{}, pg)
+		}, func(in persistence.Incident) int64 { return in.Seq }, inRange(from, to, func(in persistence.Incident) time.Time { return in.OpenedAt },
+			func(in persistence.Incident) { incidents = append(incidents, viewIncident(in)) }))
+		if err != nil {
+			return err
+		}
+		return p.WriteJSON("incidents.json", nonNilSlice(incidents))
+	}
+	name := fmt.Sprintf("compliance-%s-%s-%s-evidence.zip", tid, from.Format("20060102T150405Z"), to.Format("20060102T150405Z"))
+	return s.download(c, "compliance", packFile{name: name, write: write}), nil
+}
+
+// packRange reads from and to (RFC 3339); the default is the 30 days
+// before now.
+func packRange(c *Call) (from, to time.Time, err error) {
+	q := c.R.URL.Query()
+	to = time.Now().UTC()
+	if v := q.Get("to"); v != "" {
+		if to, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(v)); err != nil {
+			return from, to, invalidField("to", "an RFC 3339 timestamp")
+		}
+	}
+	from = to.Add(-complianceDefaultRange)
+	if v := q.Get("from"); v != "" {
+		if from, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(v)); err != nil {
+			return from, to, invalidField("from", "an RFC 3339 timestamp")
+		}
+	}
+	if !from.Before(to) {
+		return from, to, invalidField("from", "before to")
+	}
+	return from.UTC(), to.UTC(), nil
+}
+
+// writePolicies writes policies.json: the base set's Rego by file, and the
+// tenant's policies with their version.
+func (s *Server) writePolicies(ctx context.Context, p *evidencepack.Writer, tenantID string) error {
+	ps, err := s.Store.ListPolicies(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	version, err := s.Store.PolicyVersion(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	base := map[string]string{}
+	if s.Policy != nil {
+		base = s.Policy.BaseSources()
+	}
+	return p.WriteJSON("policies.json", map[string]any{"tenant_policy_version": version, "base": base,
+		"tenant": viewAll(ps, viewPolicy)})
+}
+
+// writeChain writes receipts.jsonl, the tenant's whole chain as an export
+// (receipt.ExportFormat) up to its stored head, read a page at a time and
+// verified as it is written; then receipts_verification.json, the result
+// (CONTRACT §13's verify-chain shape).
+func (s *Server) writeChain(ctx context.Context, p *evidencepack.Writer, tenantID string) error {
+	head, err := s.Store.ChainHead(ctx, tenantID)
+	if err != nil {
+		return err
+	}
+	w, err := p.Create("receipts.jsonl")
+	if err != nil {
+		return err
+	}
+	ew, err := receipt.NewExportWriter(w, receipt.ExportFormat, tenantID, s.ReceiptSigner, head, int(head.Seq))
+	if err != nil {
+		return err
+	}
+	var pub []byte
+	if s.ReceiptSigner != nil {
+		pub = s.ReceiptSigner.PublicKey()
+	}
+	check := receipt.NewChainCheck(pub, tenantID)
+	for from := int64(1); from <= head.Seq; {
+		rs, err := s.Store.ReceiptRange(ctx, tenantID, from, head.Seq, chainPage)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			v := viewReceipt(r)
+			check.Add(v)
+			if err := ew.Write(v); err != nil {
+				return err
+			}
+		}
+		if len(rs) < chainPage {
+			break
+		}
+		from = rs[len(rs)-1].Seq + 1
+	}
+	if err := ew.Flush(); err != nil {
+		return err
+	}
+	checked, errs := check.Finish(head)
+	out := verifyChainView{Valid: len(errs) == 0, Checked: checked, Errors: make([]chainErrorView, len(errs))}
+	for i, e := range errs {
+		out.Errors[i] = chainErrorView{Index: e.Index, ReceiptID: e.ReceiptID, Error: e.Error}
+	}
+	return p.WriteJSON("receipts_verification.json", out)
+}
+
+// writeAuditRange writes audit_events.jsonl: the audit events of the range
+// (administrative events and every decision's authorize_decision event),
+// newest first, one per line.
+func (s *Server) writeAuditRange(ctx context.Context, p *evidencepack.Writer, tenantID string, from, to time.Time) error {
+	w, err := p.Create("audit_events.jsonl")
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	var werr error
+	err = pages(func(pg persistence.Page) ([]persistence.AuditEvent, error) {
+		return s.Store.ListAudit(ctx, tenantID, persistence.AuditFilter{}, pg)
+	}, func(e persistence.AuditEvent) int64 { return e.Seq }, inRange(from, to, func(e persistence.AuditEvent) time.Time { return e.CreatedAt },
+		func(e persistence.AuditEvent) {
+			if werr == nil {
+				werr = enc.Encode(viewAuditEvent(e))
+			}
+		}))
+	if err != nil {
+		return err
+	}
+	return werr
+}
+
+// packApproval is an approval in a pack: its tool call without parameters.
+type packApproval struct {
+	ApprovalID     string     `json:"approval_id"`
+	DecisionID     string     `json:"decision_id"`
+	AgentID        string     `json:"agent_id"`
+	Tool           string     `json:"tool"`
+	Action         string     `json:"action"`
+	ActionHash     string     `json:"action_hash"`
+	Status         string     `json:"status"`
+	Reason         *string    `json:"reason"`
+	ApproverUserID *string    `json:"approver_user_id"`
+	CreatedAt      time.Time  `json:"created_at"`
+	DecidedAt      *time.Time `json:"decided_at"`
+	ExpiresAt      time.Time  `json:"expires_at"`
+	ConsumedAt     *time.Time `json:"consumed_at"`
+}
+
+func viewPackApproval(a persistence.Approval) packApproval {
+	var tc struct{ Tool, Action string }
+	_ = json.Unmarshal(a.ToolCall, &tc)
+	return packApproval{ApprovalID: a.ID, DecisionID: a.DecisionID, AgentID: a.AgentID, Tool: tc.Tool, Action: tc.Action,
+		ActionHash: a.ActionHash, Status: a.EffectiveStatus(time.Now()), Reason: a.Reason, ApproverUserID: a.ApproverUserID,
+		CreatedAt: a.CreatedAt.UTC(), DecidedAt: utcPtr(a.DecidedAt), ExpiresAt: a.ExpiresAt.UTC(), ConsumedAt: utcPtr(a.ConsumedAt)}
+}
+
+func viewAuditEvent(e persistence.AuditEvent) auditView {
+	return auditView{EventID: e.ID, TenantID: e.TenantID, EventType: e.EventType, Action: e.Action, Actor: e.Actor,
+		AgentID: nullable(e.AgentID), DecisionID: nullable(e.DecisionID), Details: e.Details, CreatedAt: e.CreatedAt.UTC()}
+}
+
+// pages reads a newest-first list a page at a time (by its seq cursor)
+// and hands each row to each until it returns false or the list ends.
+func pages[T any](list func(persistence.Page) ([]T, error), seq func(T) int64, each func(T) bool) error {
+	for pg := (persistence.Page{Limit: packPage}); ; {
+		rows, err := list(pg)
+		if err != nil {
+			return err
+		}
+		more := len(rows) > pg.Limit // the store reads one row past the page
+		rows = rows[:min(len(rows), pg.Limit)]
+		for _, r := range rows {
+			if !each(r) {
+				return nil
+			}
+		}
+		if !more || len(rows) == 0 {
+			return nil
+		}
+		pg.After = seq(rows[len(rows)-1])
+	}
+}
+
+// inRange keeps the rows of a newest-first list whose time is within
+// [from, to) and stops once a whole page has gone by older than from (rows
+// are in time order but for clock skew between nodes).
+func inRange[T any](from, to time.Time, at func(T) time.Time, keep func(T)) func(T) bool {
+	older := 0
+	return func(r T) bool {
+		t := at(r)
+		switch {
+		case t.Before(from):
+			older++
+			return older < packPage
+		case t.Before(to):
+			keep(r)
+		}
+		older = 0
+		return true
+	}
+}
+
+func nonNilSlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
