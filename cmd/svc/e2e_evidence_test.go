@@ -5,14 +5,26 @@ package main
 // clustered nodes behind the round-robin balancer.
 
 import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"svc/receipt"
 )
 
 // graph is a decoded EvidenceGraph, indexed.
@@ -373,5 +385,310 @@ func TestE2ERiskScoreboard(t *testing.T) {
 		if b := arr(t, s.want(t, 200, "GET", "/v2/agents/risk-scoreboard", other, nil)); len(b) != 0 {
 			t.Errorf("another tenant's board %v", b)
 		}
+	})
+}
+
+// pack is a downloaded evidence pack, opened.
+type pack struct {
+	raw   []byte
+	files map[string][]byte
+	order []string
+}
+
+// getPack downloads a pack, opens it with archive/zip, and checks its
+// manifest against every file: hashes recomputed, sizes, nothing unlisted.
+func getPack(t testing.TB, s *server, tok, path string) pack {
+	t.Helper()
+	resp, raw := s.do(t, "GET", path, tok, nil)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/zip" ||
+		!strings.HasPrefix(resp.Header.Get("Content-Disposition"), "attachment; filename=") {
+		t.Fatalf("GET %s: %d %v %.300s", path, resp.StatusCode, resp.Header, raw)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(raw), int64(len(raw)))
+	if err != nil {
+		t.Fatalf("GET %s: not a ZIP: %v", path, err)
+	}
+	p := pack{raw: raw, files: map[string][]byte{}}
+	for _, f := range zr.File {
+		rc, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(rc)
+		_ = rc.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", f.Name, err)
+		}
+		p.files[f.Name] = b
+		p.order = append(p.order, f.Name)
+	}
+	var m struct {
+		Format string `json:"format"`
+		Files  []struct {
+			Name   string `json:"name"`
+			SHA256 string `json:"sha256"`
+			Bytes  int64  `json:"bytes"`
+		} `json:"files"`
+		KeyID string `json:"key_id"`
+	}
+	if err := json.Unmarshal(p.files["manifest.json"], &m); err != nil || m.Format != "svc-evidence-pack-1" {
+		t.Fatalf("manifest %s: %v", p.files["manifest.json"], err)
+	}
+	listed := map[string]bool{"manifest.json": true, "manifest.sig": true}
+	for _, f := range m.Files {
+		sum := sha256.Sum256(p.files[f.Name])
+		if p.files[f.Name] == nil || hex.EncodeToString(sum[:]) != f.SHA256 || int64(len(p.files[f.Name])) != f.Bytes {
+			t.Errorf("%s: manifest says %s (%d bytes), the file hashes to %x (%d bytes)", f.Name, f.SHA256, f.Bytes, sum, len(p.files[f.Name]))
+		}
+		listed[f.Name] = true
+	}
+	for name := range p.files {
+		if !listed[name] {
+			t.Errorf("%s is in the pack but not in its manifest", name)
+		}
+	}
+	if p.files["manifest.sig"] == nil || m.KeyID == "" {
+		t.Errorf("the pack is not signed although receipts are: key_id %q", m.KeyID)
+	}
+	return p
+}
+
+// write puts the pack (or a variant of it) in a file.
+func (p pack) write(t testing.TB, files map[string][]byte, order []string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, name := range order {
+		b, ok := files[name]
+		if !ok {
+			continue
+		}
+		w, err := zw.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "pack.zip")
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// verifyPackCLI runs svc verify-pack and checks its verdict.
+func verifyPackCLI(t testing.TB, path string, valid bool, wantOut string, args ...string) {
+	t.Helper()
+	code, out, errOut := runSvc(t, nil, append(append([]string{"verify-pack"}, args...), path)...)
+	want := 1
+	if valid {
+		want = 0
+	}
+	if code != want || (valid && !strings.Contains(out, "\nVALID")) || (!valid && !strings.Contains(out, "INVALID")) || !strings.Contains(out, wantOut) {
+		t.Errorf("svc verify-pack %v: exit %d (want %d)\n%s%s\nwant output containing %q", args, code, want, out, errOut, wantOut)
+	}
+}
+
+func TestE2EEvidencePacks(t *testing.T) {
+	t.Parallel()
+	forModes(t, func(t *testing.T, backend string) {
+		seed, seedB64 := azSeed(t)
+		_ = seed
+		s := startServer(t, backend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_RECEIPT_SIGNING_KEY": seedB64})
+		_, admin := s.tenant(t, "packs-"+uniq())
+		_, otherAdmin := s.tenant(t, "packs-other-"+uniq())
+		_, viewer := s.opToken(t, admin, "packs-viewer", "viewer")
+		const planted = "planted-secret-parameter-91c2"
+		stormID, stormTok := s.agent(t, admin, "packs-storm-"+uniq(), nil)
+		_, askTok := s.agent(t, admin, "packs-ask-"+uniq(), map[string]any{"risk_tier": "high"})
+		ask := azDecide(t, s, askTok, apCall(map[string]any{"secret": planted}, nil), "require_approval", "")
+		s.want(t, 200, "POST", "/v2/approvals/"+str(t, ask, "approval_id")+"/reject", admin, map[string]any{"approver_user_id": "u-7", "reason": "no"})
+		var denies []map[string]any
+		for range 5 {
+			denies = append(denies, azDecide(t, s, stormTok, withRun(azBody("github", "create_issue", true, azUntrusted,
+				map[string]any{"tool_call": map[string]any{"tool": "github", "action": "create_issue", "parameters": map[string]any{"body": planted}}}), "run-packs"), "deny", ""))
+		}
+		inc := waitIncidents(t, s, admin, stormID, "deny_storm", 1)[0]
+		incID := str(t, inc, "incident_id")
+		settle(t, s)
+		pk := obj(t, s.want(t, 200, "GET", "/v2/receipts/public-key", admin, nil))
+		secrets := []string{planted, stormTok, askTok, admin, viewer, seedB64, "token_hash", "signing_key\":\""}
+
+		noSecrets := func(t *testing.T, p pack) {
+			for name, b := range p.files {
+				for _, sec := range secrets {
+					if strings.Contains(string(b), sec) {
+						t.Errorf("%s carries a secret or a parameter value (%.12s...)", name, sec)
+					}
+				}
+			}
+		}
+		verifyReceipts := func(t *testing.T, b []byte, want int) {
+			path := filepath.Join(t.TempDir(), "receipts.jsonl")
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			code, out, errOut := runSvc(t, nil, "verify-receipts", "-public-key", fmt.Sprint(pk["public_key"]), path)
+			if code != 0 || !strings.Contains(out, fmt.Sprintf("checked: %d\n", want)) {
+				t.Errorf("svc verify-receipts on the pack's receipts: exit %d\n%s%s", code, out, errOut)
+			}
+		}
+
+		t.Run("incident pack", func(t *testing.T) {
+			p := getPack(t, s, viewer, "/v2/incidents/"+incID+"/evidence-pack")
+			want := []string{"incident.json", "alerts.json", "decisions.json", "receipts.jsonl", "audit_events.json", "approvals.json", "narrative.md", "manifest.json", "manifest.sig"}
+			if !slices.Equal(p.order, want) {
+				t.Errorf("files %v, want %v", p.order, want)
+			}
+			if in := obj(t, p.files["incident.json"]); in["incident_id"] != incID || in["kind"] != "deny_storm" {
+				t.Errorf("incident.json %v", in)
+			}
+			ds := arr(t, p.files["decisions.json"])
+			events := map[string]bool{}
+			for _, e := range azStrings(inc["source_event_ids"]) {
+				events[e] = true
+			}
+			if len(ds) != 5 {
+				t.Errorf("%d decisions, want the storm's 5", len(ds))
+			}
+			for i, d := range denies {
+				if i < len(ds) && ds[i]["decision_id"] != d["decision_id"] {
+					t.Errorf("decision %d: %v, want %v", i, ds[i]["decision_id"], d["decision_id"])
+				}
+				if !strings.Contains(string(p.files["narrative.md"]), str(t, d, "decision_id")) {
+					t.Errorf("the narrative does not name decision %v", d["decision_id"])
+				}
+			}
+			alerts := arr(t, p.files["alerts.json"])
+			if len(alerts) == 0 {
+				t.Error("no contributing alert")
+			}
+			for _, a := range alerts {
+				if !events[fmt.Sprint(a["source_event_id"])] {
+					t.Errorf("alert %v was not raised by the incident's events", a)
+				}
+			}
+			if ev := arr(t, p.files["audit_events.json"]); len(ev) != 5 || ev[0]["event_type"] != "authorize_decision" {
+				t.Errorf("audit_events.json %v", ev)
+			}
+			for _, w := range []string{"deny_storm", "untrusted_mutation", "confused_deputy_block", "## Timeline"} {
+				if !strings.Contains(string(p.files["narrative.md"]), w) {
+					t.Errorf("narrative lacks %q:\n%s", w, p.files["narrative.md"])
+				}
+			}
+			// The same records give the same narrative.
+			if again := getPack(t, s, admin, "/v2/incidents/"+incID+"/evidence-pack"); !bytes.Equal(again.files["narrative.md"], p.files["narrative.md"]) {
+				t.Error("the narrative changed between two downloads of the same records")
+			}
+			verifyReceipts(t, p.files["receipts.jsonl"], 5)
+			noSecrets(t, p)
+
+			good := p.write(t, p.files, p.order)
+			verifyPackCLI(t, good, true, "kind: incident")
+			verifyPackCLI(t, good, true, "files: 7", "-public-key", fmt.Sprint(pk["public_key"]))
+			// The download itself, byte for byte.
+			orig := filepath.Join(t.TempDir(), "orig.zip")
+			if err := os.WriteFile(orig, p.raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			verifyPackCLI(t, orig, true, "VALID")
+
+			changed := maps.Clone(p.files)
+			changed["decisions.json"] = append(slices.Clone(changed["decisions.json"]), ' ')
+			verifyPackCLI(t, p.write(t, changed, p.order), false, "decisions.json: SHA-256")
+			flipped := slices.Clone(p.raw)
+			flipped[len(flipped)/3] ^= 0x01
+			flipPath := filepath.Join(t.TempDir(), "flipped.zip")
+			if err := os.WriteFile(flipPath, flipped, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			verifyPackCLI(t, flipPath, false, "error:")
+			removed := maps.Clone(p.files)
+			delete(removed, "alerts.json")
+			verifyPackCLI(t, p.write(t, removed, p.order), false, "alerts.json: missing")
+			unsigned := maps.Clone(p.files)
+			delete(unsigned, "manifest.sig")
+			verifyPackCLI(t, p.write(t, unsigned, p.order), false, "manifest.sig: missing")
+
+			// A forged signature: another key signs the manifest.
+			_, forgerSeed := azSeed(t)
+			forgerRaw, _ := base64.StdEncoding.DecodeString(forgerSeed)
+			forger, err := receipt.NewSigner(forgerRaw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			forged := maps.Clone(p.files)
+			forged["manifest.sig"] = []byte(fmt.Sprintf(`{"key_id":%q,"signature":%q}`, pk["key_id"], forger.SignManifest(sha256.Sum256(p.files["manifest.json"]))))
+			verifyPackCLI(t, p.write(t, forged, p.order), false, "manifest.sig: the signature does not match")
+			// A forger who also names their own key in the manifest: the
+			// pack checks out against itself, not against the gateway's key.
+			var m map[string]any
+			if err := json.Unmarshal(p.files["manifest.json"], &m); err != nil {
+				t.Fatal(err)
+			}
+			m["key_id"], m["public_key"] = forger.KeyID(), base64.StdEncoding.EncodeToString(forger.PublicKey())
+			rewritten, _ := json.Marshal(m)
+			forged["manifest.json"] = rewritten
+			forged["manifest.sig"] = []byte(fmt.Sprintf(`{"key_id":%q,"signature":%q}`, forger.KeyID(), forger.SignManifest(sha256.Sum256(rewritten))))
+			verifyPackCLI(t, p.write(t, forged, p.order), false, "not with the public key given", "-public-key", fmt.Sprint(pk["public_key"]))
+		})
+
+		t.Run("compliance pack", func(t *testing.T) {
+			p := getPack(t, s, viewer, "/v2/compliance/evidence-pack")
+			want := []string{"tenant.json", "policies.json", "skills.json", "agents.json", "decision_stats.json", "receipts.jsonl",
+				"receipts_verification.json", "audit_events.jsonl", "approvals.json", "incidents.json", "manifest.json", "manifest.sig"}
+			if !slices.Equal(p.order, want) {
+				t.Errorf("files %v, want %v", p.order, want)
+			}
+			n := len(azDecisions(t, s, admin))
+			if st := obj(t, p.files["decision_stats.json"]); st["total"] != float64(n) || st["by_decision"].(map[string]any)["deny"] != 5.0 {
+				t.Errorf("decision_stats.json %v, want %d decisions, 5 denies", st, n)
+			}
+			if v := obj(t, p.files["receipts_verification.json"]); v["valid"] != true || v["checked"] != float64(n) {
+				t.Errorf("receipts_verification.json %v", v)
+			}
+			verifyReceipts(t, p.files["receipts.jsonl"], n)
+			if ag := arr(t, p.files["agents.json"]); len(ag) != 2 {
+				t.Errorf("agents.json %v", ag)
+			}
+			if ap := arr(t, p.files["approvals.json"]); len(ap) != 1 || ap[0]["status"] != "REJECTED" || ap[0]["tool"] != "crm" {
+				t.Errorf("approvals.json %v", ap)
+			}
+			if in := arr(t, p.files["incidents.json"]); len(in) == 0 {
+				t.Errorf("incidents.json %v", in)
+			}
+			if lines := strings.Count(string(p.files["audit_events.jsonl"]), "\n"); lines < n {
+				t.Errorf("%d audit events, want at least the %d decisions' events", lines, n)
+			}
+			if pol := obj(t, p.files["policies.json"]); len(pol["base"].(map[string]any)) == 0 {
+				t.Errorf("policies.json without the base set: %v", pol)
+			}
+			noSecrets(t, p)
+			verifyPackCLI(t, p.write(t, p.files, p.order), true, "kind: compliance", "-public-key", fmt.Sprint(pk["public_key"]))
+			// A range that holds nothing: empty lists, the whole chain still.
+			old := getPack(t, s, admin, "/v2/compliance/evidence-pack?from=2020-01-01T00:00:00Z&to=2020-02-01T00:00:00Z")
+			if st := obj(t, old.files["decision_stats.json"]); st["total"] != 0.0 || len(old.files["audit_events.jsonl"]) != 0 {
+				t.Errorf("an empty range: %v, %d bytes of audit events", st, len(old.files["audit_events.jsonl"]))
+			}
+			for _, q := range []string{"from=yesterday", "to=2026-13-01T00:00:00Z", "from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z"} {
+				envelope(t, s.want(t, 400, "GET", "/v2/compliance/evidence-pack?"+q, admin, nil), 400, "v2", "BadRequest")
+			}
+		})
+
+		t.Run("other tenants, unknown ids, roles", func(t *testing.T) {
+			envelope(t, s.want(t, 404, "GET", "/v2/incidents/"+incID+"/evidence-pack", otherAdmin, nil), 404, "v2", "NotFound")
+			envelope(t, s.want(t, 404, "GET", "/v2/incidents/"+randomUUID()+"/evidence-pack", admin, nil), 404, "v2", "NotFound")
+			s.want(t, 403, "GET", "/v2/compliance/evidence-pack", stormTok, nil)
+			s.want(t, 401, "GET", "/v2/compliance/evidence-pack", "", nil)
+			other := getPack(t, s, otherAdmin, "/v2/compliance/evidence-pack")
+			if st := obj(t, other.files["decision_stats.json"]); st["total"] != 0.0 {
+				t.Errorf("another tenant's pack counts %v", st)
+			}
+		})
 	})
 }
