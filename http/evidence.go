@@ -27,7 +27,10 @@ import (
 // complianceDefaultRange is the compliance pack's range without from.
 const complianceDefaultRange = 30 * 24 * time.Hour
 
-// packPage is the page size of the compliance pack's reads.
+// packPage is the page size of the compliance pack's reads; receipts are
+// read packPage at a time too (not chainPage, the export's 5,000): what a
+// pack holds at once sets the Go heap's live size, and with the collector's
+// headroom (SVC_GC_PERCENT) a multiple of it in resident memory.
 const packPage = 500
 
 func (s *Server) registerEvidence() {
@@ -324,7 +327,7 @@ func (s *Server) writeChain(ctx context.Context, p *evidencepack.Writer, tenantI
 	}
 	check := receipt.NewChainCheck(pub, tenantID)
 	for from := int64(1); from <= head.Seq; {
-		rs, err := s.Store.ReceiptRange(ctx, tenantID, from, head.Seq, chainPage)
+		rs, err := s.Store.ReceiptRange(ctx, tenantID, from, head.Seq, packPage)
 		if err != nil {
 			return err
 		}
@@ -335,7 +338,7 @@ func (s *Server) writeChain(ctx context.Context, p *evidencepack.Writer, tenantI
 				return err
 			}
 		}
-		if len(rs) < chainPage {
+		if len(rs) < packPage {
 			break
 		}
 		from = rs[len(rs)-1].Seq + 1

@@ -46,8 +46,14 @@
 //     receipts never take one place in a chain), decisions_receipt
 //     (receipt_id) UNIQUE (GET /v1/receipts/:id; unique, as receipt ids are,
 //     so that SQLite plans a lookup by id through it and not through the
-//     tenant's chain index), and the full-text index (`q` on decisions and
-//     on the audit list).
+//     tenant's chain index), the full-text index (`q` on decisions and
+//     on the audit list), and, since SQLite 0013 and Postgres 0015,
+//     decisions_agent (tenant_id, agent_id, created_at,
+//     composite_risk_score) (an agent's most recent decisions for its
+//     evidence graph, an incident's decisions by their event ids among its
+//     agent's, and the risk scoreboard's windows, read from the index
+//     alone) and decisions_run (tenant_id, run_id, seq), partial (a run's
+//     evidence graph).
 //   - audit_events: (tenant_id, seq) (the list), (tenant_id, event_type,
 //     seq) (the list by type), its full-text index (`q`).
 //   - approvals: id UNIQUE (approve, reject, edit, present), (tenant_id,
@@ -57,7 +63,8 @@
 //     approvals, does not use it; approvals are written only for
 //     require_approval decisions).
 //   - alerts and incidents: (tenant_id, seq) (the lists); incidents.id
-//     UNIQUE (close, get).
+//     UNIQUE (close, get); alerts_source_event (tenant_id,
+//     source_event_id) (an incident evidence pack's contributing alerts).
 //   - webhook_subscriptions: id UNIQUE, (tenant_id, seq) (the list).
 //   - receipt_heads, tenant_policies, skills, soc_rules, leader_lease,
 //     search_progress, writer_probe: their primary keys, the only reads.
