@@ -9,6 +9,7 @@ package httpapi
 // without parameters, agents without token or key.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -109,7 +110,7 @@ func (s *Server) incidentPack(c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(rs, func(a, b persistence.Receipt) int { return int(a.Seq - b.Seq) })
+	slices.SortFunc(rs, func(a, b persistence.Receipt) int { return cmp.Compare(a.Seq, b.Seq) })
 	agent, agentErr := s.Store.GetAgent(c.Ctx(), c.Principal.TenantID, in.AgentID)
 	if agentErr == nil {
 		recs.Agents[agent.ID] = agent
@@ -190,77 +191,120 @@ func (s *Server) compliancePack(c *Call) (any, error) {
 	if err != nil {
 		return nil, orNotFound(err, "tenant")
 	}
-	tid := c.Principal.TenantID
-	ctx := c.Ctx()
-	write := func(p *evidencepack.Writer) error {
-		risk, err := s.Store.GetRiskSettings(ctx, tid)
-		if err != nil {
+	cp := &compliance{s: s, ctx: c.Ctx(), tenant: tenant, from: from, to: to}
+	name := fmt.Sprintf("compliance-%s-%s-%s-evidence.zip", tenant.ID, from.Format("20060102T150405Z"), to.Format("20060102T150405Z"))
+	return s.download(c, "compliance", packFile{name: name, write: cp.write}), nil
+}
+
+// compliance writes one compliance pack, file by file, each read as it is
+// written.
+type compliance struct {
+	s        *Server
+	ctx      context.Context
+	tenant   persistence.Tenant
+	from, to time.Time
+}
+
+func (cp *compliance) write(p *evidencepack.Writer) error {
+	tid := cp.tenant.ID
+	for _, step := range []func(*evidencepack.Writer) error{
+		cp.settings,
+		func(p *evidencepack.Writer) error { return cp.s.writePolicies(cp.ctx, p, tid) },
+		cp.skills, cp.agents, cp.stats,
+		func(p *evidencepack.Writer) error { return cp.s.writeChain(cp.ctx, p, tid) },
+		func(p *evidencepack.Writer) error { return cp.s.writeAuditRange(cp.ctx, p, tid, cp.from, cp.to) },
+		cp.approvals, cp.incidents,
+	} {
+		if err := step(p); err != nil {
 			return err
 		}
-		if err := p.WriteJSON("tenant.json", map[string]any{"tenant": viewTenant(tenant), "range": map[string]any{"from": from, "to": to},
-			"risk_weights": risk.Weights, "risk_escalation": map[string]any{"denial_threshold": risk.DenialThreshold, "window_minutes": risk.WindowMinutes}}); err != nil {
-			return err
-		}
-		if err := s.writePolicies(ctx, p, tid); err != nil {
-			return err
-		}
-		skills, err := s.Store.ListSkills(ctx, tid)
-		if err != nil {
-			return err
-		}
-		if err := p.WriteJSON("skills.json", viewAll(skills, viewSkill)); err != nil {
-			return err
-		}
-		var agents []agentView
-		err = pages(func(pg persistence.Page) ([]persistence.Agent, error) {
-			return s.Store.ListAgents(ctx, tid, persistence.AgentFilter{}, pg)
-		}, func(a persistence.Agent) int64 { return a.Seq }, func(a persistence.Agent) bool {
-			agents = append(agents, viewAgent(a))
-			return true
-		})
-		if err != nil {
-			return err
-		}
-		if err := p.WriteJSON("agents.json", agents); err != nil {
-			return err
-		}
-		stats, err := s.Store.DecisionStats(ctx, tid, from, to)
-		if err != nil {
-			return err
-		}
-		if err := p.WriteJSON("decision_stats.json", map[string]any{"from": from, "to": to, "total": stats.Total,
-			"by_decision": stats.ByDecision, "by_trust_level": stats.ByTrustLevel}); err != nil {
-			return err
-		}
-		if err := s.writeChain(ctx, p, tid); err != nil {
-			return err
-		}
-		if err := s.writeAuditRange(ctx, p, tid, from, to); err != nil {
-			return err
-		}
-		var approvals []packApproval
-		err = pages(func(pg persistence.Page) ([]persistence.Approval, error) {
-			return s.Store.ListApprovals(ctx, tid, "", pg)
-		}, func(a persistence.Approval) int64 { return a.Seq }, inRange(from, to, func(a persistence.Approval) time.Time { return a.CreatedAt },
-			func(a persistence.Approval) { approvals = append(approvals, viewPackApproval(a)) }))
-		if err != nil {
-			return err
-		}
-		if err := p.WriteJSON("approvals.json", nonNilSlice(approvals)); err != nil {
-			return err
-		}
-		var incidents []incidentView
-		err = pages(func(pg persistence.Page) ([]persistence.Incident, error) {
-			return s.Store.ListIncidents(ctx, tid, persistence.IncidentFilter{}, pg)
-		}, func(in persistence.Incident) int64 { return in.Seq }, inRange(from, to, func(in persistence.Incident) time.Time { return in.OpenedAt },
-			func(in persistence.Incident) { incidents = append(incidents, viewIncident(in)) }))
-		if err != nil {
-			return err
-		}
-		return p.WriteJSON("incidents.json", nonNilSlice(incidents))
 	}
-	name := fmt.Sprintf("compliance-%s-%s-%s-evidence.zip", tid, from.Format("20060102T150405Z"), to.Format("20060102T150405Z"))
-	return s.download(c, "compliance", packFile{name: name, write: write}), nil
+	return nil
+}
+
+func (cp *compliance) settings(p *evidencepack.Writer) error {
+	risk, err := cp.s.Store.GetRiskSettings(cp.ctx, cp.tenant.ID)
+	if err != nil {
+		return err
+	}
+	return p.WriteJSON("tenant.json", map[string]any{"tenant": viewTenant(cp.tenant), "range": map[string]any{"from": cp.from, "to": cp.to},
+		"risk_weights": risk.Weights, "risk_escalation": map[string]any{"denial_threshold": risk.DenialThreshold, "window_minutes": risk.WindowMinutes}})
+}
+
+func (cp *compliance) skills(p *evidencepack.Writer) error {
+	skills, err := cp.s.Store.ListSkills(cp.ctx, cp.tenant.ID)
+	if err != nil {
+		return err
+	}
+	return p.WriteJSON("skills.json", viewAll(skills, viewSkill))
+}
+
+func (cp *compliance) agents(p *evidencepack.Writer) error {
+	return jsonArray(p, "agents.json", func(add func(any)) error {
+		return pages(func(pg persistence.Page) ([]persistence.Agent, error) {
+			return cp.s.Store.ListAgents(cp.ctx, cp.tenant.ID, persistence.AgentFilter{}, pg)
+		}, func(a persistence.Agent) int64 { return a.Seq }, func(a persistence.Agent) bool { add(viewAgent(a)); return true })
+	})
+}
+
+func (cp *compliance) stats(p *evidencepack.Writer) error {
+	st, err := cp.s.Store.DecisionStats(cp.ctx, cp.tenant.ID, cp.from, cp.to)
+	if err != nil {
+		return err
+	}
+	return p.WriteJSON("decision_stats.json", map[string]any{"from": cp.from, "to": cp.to, "total": st.Total,
+		"by_decision": st.ByDecision, "by_trust_level": st.ByTrustLevel})
+}
+
+func (cp *compliance) approvals(p *evidencepack.Writer) error {
+	return jsonArray(p, "approvals.json", func(add func(any)) error {
+		return pages(func(pg persistence.Page) ([]persistence.Approval, error) {
+			return cp.s.Store.ListApprovals(cp.ctx, cp.tenant.ID, "", pg)
+		}, func(a persistence.Approval) int64 { return a.Seq }, inRange(cp.from, cp.to,
+			func(a persistence.Approval) time.Time { return a.CreatedAt }, func(a persistence.Approval) { add(viewPackApproval(a)) }))
+	})
+}
+
+func (cp *compliance) incidents(p *evidencepack.Writer) error {
+	return jsonArray(p, "incidents.json", func(add func(any)) error {
+		return pages(func(pg persistence.Page) ([]persistence.Incident, error) {
+			return cp.s.Store.ListIncidents(cp.ctx, cp.tenant.ID, persistence.IncidentFilter{}, pg)
+		}, func(in persistence.Incident) int64 { return in.Seq }, inRange(cp.from, cp.to,
+			func(in persistence.Incident) time.Time { return in.OpenedAt }, func(in persistence.Incident) { add(viewIncident(in)) }))
+	})
+}
+
+// jsonArray writes a file holding a JSON array whose elements fill adds as
+// it reads them, one per line: a list of any length in little memory.
+func jsonArray(p *evidencepack.Writer, name string, fill func(add func(any)) error) error {
+	w, err := p.Create(name)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	sep := "[\n"
+	var werr error
+	err = fill(func(v any) {
+		if werr == nil {
+			if _, werr = io.WriteString(w, sep); werr == nil {
+				werr = enc.Encode(v)
+			}
+			sep = ","
+		}
+	})
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
+		return err
+	}
+	if sep == "[\n" {
+		_, err = io.WriteString(w, "[]\n")
+	} else {
+		_, err = io.WriteString(w, "]\n")
+	}
+	return err
 }
 
 // packRange reads from and to (RFC 3339); the default is the 30 days
@@ -448,11 +492,4 @@ func inRange[T any](from, to time.Time, at func(T) time.Time, keep func(T)) func
 		older = 0
 		return true
 	}
-}
-
-func nonNilSlice[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }

@@ -47,13 +47,16 @@
 //     (receipt_id) UNIQUE (GET /v1/receipts/:id; unique, as receipt ids are,
 //     so that SQLite plans a lookup by id through it and not through the
 //     tenant's chain index), the full-text index (`q` on decisions and
-//     on the audit list), and, since SQLite 0013 and Postgres 0015,
-//     decisions_agent (tenant_id, agent_id, created_at,
-//     composite_risk_score) (an agent's most recent decisions for its
-//     evidence graph, an incident's decisions by their event ids among its
-//     agent's, and the risk scoreboard's windows, read from the index
-//     alone) and decisions_run (tenant_id, run_id, seq), partial (a run's
-//     evidence graph).
+//     on the audit list), and, since SQLite 0013 and Postgres 0015, the
+//     decisions by agent (tenant_id, agent_id, created_at, with the
+//     composite score) and by run (tenant_id, run_id, seq): an agent's
+//     most recent decisions for its evidence graph, an incident's
+//     decisions among its agent's, the risk scoreboard's windows, a run's
+//     evidence graph. On Postgres these are the indexes decisions_agent
+//     and decisions_run (partial); on SQLite the side tables
+//     decision_agents and decision_runs, kept in bulk by the group writer
+//     as the full-text index is (an index ordered by agent costs a page
+//     per agent per commit: 15% of the throughput).
 //   - audit_events: (tenant_id, seq) (the list), (tenant_id, event_type,
 //     seq) (the list by type), its full-text index (`q`).
 //   - approvals: id UNIQUE (approve, reject, edit, present), (tenant_id,

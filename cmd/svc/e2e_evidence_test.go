@@ -7,6 +7,7 @@ package main
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/csv"
@@ -24,6 +25,9 @@ import (
 	"testing"
 	"time"
 
+	"svc/persistence"
+	"svc/persistence/postgres"
+	"svc/persistence/sqlite"
 	"svc/receipt"
 )
 
@@ -230,6 +234,9 @@ func TestE2EEvidenceGraph(t *testing.T) {
 				if got != w || g.group("decision") != 4 || g.group("run") != 1 || g.group("agent") != 1 {
 					t.Errorf("%s: tool calls, approvals, receipts, policies %v, want %v: %s", q, got, w, g.raw)
 				}
+				if strings.Contains(string(g.raw), planted) || strings.Contains(string(g.raw), tok) {
+					t.Errorf("%s: the agent graph carries a parameter value or the agent token", q)
+				}
 				alone := str(t, alone, "decision_id")
 				g.has(t, "agent:"+agentID, "tool_call:"+alone, "triggered_by")
 				g.has(t, "agent:"+agentID, "run:"+run, "triggered_by")
@@ -380,6 +387,56 @@ func TestE2ERiskScoreboard(t *testing.T) {
 		if detail(e, "field") != "format" {
 			t.Errorf("format=xml: %v", e)
 		}
+		t.Run("trends at the 5-point boundary, from decisions of the day before", func(t *testing.T) {
+			tenantID, adm := s.tenant(t, "board-trend-"+uniq())
+			st := openStoreOf(t, s)
+			now := time.Now().UTC()
+			want := map[string]string{}
+			for _, c := range []struct {
+				name     string
+				previous []int
+				current  []int
+				trend    string
+			}{
+				{"up-5.5", []int{40, 40}, []int{45, 46}, "rising"},
+				{"up-5", []int{40}, []int{45, 45}, "stable"},
+				{"down-5", []int{40, 40}, []int{35}, "stable"},
+				{"down-6", []int{40}, []int{34}, "falling"},
+				{"no-baseline", nil, []int{90}, "stable"},
+				{"gone-quiet", []int{90}, nil, "stable"},
+			} {
+				id, _ := s.agent(t, adm, "trend-"+c.name, nil)
+				want[id] = c.trend
+				var ws []persistence.DecisionWrite
+				add := func(scores []int, at time.Time) {
+					for i, v := range scores {
+						ws = append(ws, persistence.DecisionWrite{Decision: persistence.Decision{ID: persistence.NewRecordID(), TenantID: tenantID,
+							AgentID: id, Tool: "github", Action: "list_issues", ActionHash: strings.Repeat("a", 64), Decision: "allow", Reason: "x",
+							CompositeRiskScore: v, MatchedPolicyIDs: []string{}, RedactedFields: []string{}, TrustLevel: "unknown",
+							RootTrustLevel: "unknown", ToolCall: json.RawMessage(`{}`), CreatedAt: at.Add(time.Duration(i) * time.Second).Truncate(time.Microsecond),
+							AuditID: persistence.NewRecordID()}})
+					}
+				}
+				add(c.previous, now.Add(-30*time.Hour))
+				add(c.current, now.Add(-time.Hour))
+				if err := st.CommitDecisions(context.Background(), ws, func(string, persistence.ChainHead, []*persistence.Receipt) error { return nil }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			board := arr(t, s.want(t, 200, "GET", "/v2/agents/risk-scoreboard", adm, nil))
+			if len(board) != len(want) {
+				t.Fatalf("%d entries, want %d", len(board), len(want))
+			}
+			for _, e := range board {
+				if e["trend"] != want[fmt.Sprint(e["agent_id"])] {
+					t.Errorf("%s: trend %v, want %s (%v)", e["name"], e["trend"], want[fmt.Sprint(e["agent_id"])], e)
+				}
+			}
+			if board[0]["name"] != "trend-up-5.5" && board[0]["name"] != "trend-no-baseline" || board[len(board)-1]["name"] != "trend-gone-quiet" {
+				t.Errorf("ranking %v", board)
+			}
+		})
+
 		// Another tenant sees its own (empty) board.
 		_, other := s.tenant(t, "board-other-"+uniq())
 		if b := arr(t, s.want(t, 200, "GET", "/v2/agents/risk-scoreboard", other, nil)); len(b) != 0 {
@@ -497,8 +554,7 @@ func verifyPackCLI(t testing.TB, path string, valid bool, wantOut string, args .
 func TestE2EEvidencePacks(t *testing.T) {
 	t.Parallel()
 	forModes(t, func(t *testing.T, backend string) {
-		seed, seedB64 := azSeed(t)
-		_ = seed
+		_, seedB64 := azSeed(t)
 		s := startServer(t, backend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_RECEIPT_SIGNING_KEY": seedB64})
 		_, admin := s.tenant(t, "packs-"+uniq())
 		_, otherAdmin := s.tenant(t, "packs-other-"+uniq())
@@ -691,4 +747,23 @@ func TestE2EEvidencePacks(t *testing.T) {
 			}
 		})
 	})
+}
+
+// openStoreOf opens the server's database as the gateway does, for a test
+// that writes what the API cannot (decisions of yesterday).
+func openStoreOf(t testing.TB, s *server) persistence.Store {
+	t.Helper()
+	ctx := context.Background()
+	var st persistence.Store
+	var err error
+	if path, ok := strings.CutPrefix(s.dbURL, "sqlite://"); ok {
+		st, err = sqlite.Open(ctx, sqlite.Options{Path: path})
+	} else {
+		st, err = postgres.Open(ctx, postgres.Options{URL: s.dbURL, PoolSize: 2})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }

@@ -98,7 +98,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		}
 	}
 	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "postgres", AuditSearch: auditSearch,
-		DecisionSearch: decisionSearch, AuthorizeSearch: authorizeSearch, AdvanceHead: `SELECT svc_advance_receipt_head($1, $2, $3, $4, $5)`}}
+		DecisionSearch: decisionSearch, AuthorizeSearch: authorizeSearch, AdvanceHead: `SELECT svc_advance_receipt_head($1, $2, $3, $4, $5)`,
+		AgentDecisions: "decisions", RunDecisions: "decisions"}}
 	if err := s.Ping(ctx); err != nil {
 		s.close()
 		return nil, err

@@ -94,7 +94,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		s.acquire = 5 * time.Second
 	}
 	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "sqlite", AuditSearch: auditSearch, DecisionSearch: decisionSearch,
-		AuthorizeSearch: authorizeSearch, AllocSeq: allocSeq, IndexSearch: indexSearch, SearchBacklog: searchBacklog}}
+		AuthorizeSearch: authorizeSearch, AllocSeq: allocSeq, IndexSearch: indexSearch, SearchBacklog: searchBacklog,
+		AgentDecisions: "decision_agents", RunDecisions: "decision_runs"}}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -180,56 +181,86 @@ func allocSeq(ctx context.Context, q sqlstore.Querier, n int) (int64, error) {
 	return last, err
 }
 
-// searchIndexes are the FTS5 indexes kept in bulk (migration 0007): each
-// indexes its table's rows with seq above search_progress.upto, read
-// through the view that removes hyphens (migrations 0008 and 0012).
-var searchIndexes = []struct{ table, insert, nth string }{
-	{"decisions", `INSERT INTO decisions_fts (rowid, tool, action, resource, decision, reason, matched_policy_ids, agent_id, run_id, event)
+// bulkIndexes are what the group writer keeps in bulk: the FTS5 indexes
+// (migration 0007) and, since migration 0013, the decisions by agent and by
+// run. Each holds its table's rows with seq above search_progress.upto
+// (by its name), read through the view that removes hyphens for the
+// full-text ones (migrations 0008 and 0012). bulk is the backlog at which
+// a group commit adds them (a search or an evidence read first adds
+// whatever waits); chunk bounds the rows one call adds, so that the commit
+// that carries it stays short.
+var bulkIndexes = []struct {
+	name, table, insert string
+	bulk, chunk         int64
+}{
+	{"decisions", "decisions", `INSERT INTO decisions_fts (rowid, tool, action, resource, decision, reason, matched_policy_ids, agent_id, run_id, event)
 		SELECT seq, tool, action, resource, decision, reason, matched_policy_ids, agent_id, run_id, event FROM decisions_search
-		WHERE seq > $1 AND seq <= $2`,
-		`SELECT seq FROM decisions WHERE seq > $1 ORDER BY seq LIMIT 1 OFFSET $2`},
-	{"audit_events", `INSERT INTO audit_events_fts (rowid, event_type, action, actor, agent_id, details)
+		WHERE seq > $1 AND seq <= $2`, sqlstore.SearchBatch, searchChunk},
+	{"audit_events", "audit_events", `INSERT INTO audit_events_fts (rowid, event_type, action, actor, agent_id, details)
 		SELECT seq, event_type, action, actor, agent_id, details FROM audit_events_search WHERE seq > $1 AND seq <= $2`,
-		`SELECT seq FROM audit_events WHERE seq > $1 ORDER BY seq LIMIT 1 OFFSET $2`},
+		sqlstore.SearchBatch, searchChunk},
+	// Sorted, so that each agent's and each run's leaf page is written once
+	// per bulk; larger bulks than the full-text ones, since a leaf per
+	// agent is what a row-by-row index paid in every commit.
+	{"decision_agents", "decisions", `INSERT INTO decision_agents (tenant_id, agent_id, created_at, seq, composite_risk_score)
+		SELECT tenant_id, agent_id, created_at, seq, composite_risk_score FROM decisions WHERE seq > $1 AND seq <= $2
+		ORDER BY tenant_id, agent_id, created_at, seq`, linkBatch, linkBatch},
+	{"decision_runs", "decisions", `INSERT INTO decision_runs (tenant_id, run_id, seq)
+		SELECT tenant_id, run_id, seq FROM decisions WHERE seq > $1 AND seq <= $2 AND run_id IS NOT NULL
+		ORDER BY tenant_id, run_id, seq`, linkBatch, linkBatch},
 }
 
-// searchChunk bounds the rows one indexSearch call adds per index, so
-// that the commit that carries it stays short.
+// searchChunk bounds the rows one full-text step adds per index.
 const searchChunk = 2048
 
-// searchProgress reads, per index, the last row indexed and the last row
-// written (one row, so that the writer runs it prepared). Decisions and
-// audit events share one sequence, so last - upto counts the other
-// table's rows in between too: an upper bound of the backlog.
-const searchProgress = `SELECT (SELECT upto FROM search_progress WHERE name = 'decisions'), (SELECT COALESCE(max(seq), 0) FROM decisions),
-	(SELECT upto FROM search_progress WHERE name = 'audit_events'), (SELECT COALESCE(max(seq), 0) FROM audit_events)`
+// linkBatch is the bulk of the agent and run tables: at 5,000 decisions/s
+// a commit carries it about five times a second.
+const linkBatch = 1024
 
-func readProgress(ctx context.Context, q sqlstore.Querier) (upto, last [2]int64, err error) {
-	err = q.QueryRow(ctx, searchProgress).Scan(&upto[0], &last[0], &upto[1], &last[1])
+// progressQuery reads, per bulk index, the last row added and the last row
+// written (one row, so that the writer runs it prepared). Decisions and
+// audit events share one sequence, so last - upto counts the other table's
+// rows in between too: an upper bound of the backlog.
+var progressQuery = func() string {
+	var cols []string
+	for _, ix := range bulkIndexes {
+		cols = append(cols, fmt.Sprintf("(SELECT upto FROM search_progress WHERE name = '%s'), (SELECT COALESCE(max(seq), 0) FROM %s)", ix.name, ix.table))
+	}
+	return "SELECT " + strings.Join(cols, ", ")
+}()
+
+func readProgress(ctx context.Context, q sqlstore.Querier) (upto, last []int64, err error) {
+	upto, last = make([]int64, len(bulkIndexes)), make([]int64, len(bulkIndexes))
+	dest := make([]any, 0, 2*len(bulkIndexes))
+	for i := range bulkIndexes {
+		dest = append(dest, &upto[i], &last[i])
+	}
+	err = q.QueryRow(ctx, progressQuery).Scan(dest...)
 	return upto, last, err
 }
 
-// indexSearch implements sqlstore.Dialect.IndexSearch: when at least atLeast
-// rows of either table may wait, it indexes up to searchChunk rows of each
-// table that has any waiting, within q.
+// indexSearch implements sqlstore.Dialect.IndexSearch: each bulk index
+// that has at least max(atLeast, its bulk) rows waiting (atLeast 1: any)
+// gets up to its chunk of them, within q.
 func indexSearch(ctx context.Context, q sqlstore.Querier, atLeast int64) (bool, error) {
 	upto, last, err := readProgress(ctx, q)
 	if err != nil {
 		return false, err
 	}
-	if last[0]-upto[0] < atLeast && last[1]-upto[1] < atLeast {
-		return false, nil
-	}
 	more := false
-	for i, ix := range searchIndexes {
-		if last[i] <= upto[i] {
+	for i, ix := range bulkIndexes {
+		threshold := atLeast
+		if atLeast > 1 {
+			threshold = max(atLeast, ix.bulk)
+		}
+		if last[i]-upto[i] < threshold || last[i] <= upto[i] {
 			continue
 		}
-		// The chunk ends at its searchChunk-th waiting row (seq values of
-		// a table have gaps: the other table's rows).
+		// The chunk ends at its chunk-th waiting row (seq values of a
+		// table have gaps: the other table's rows).
 		to := last[i]
 		var nth int64
-		err := q.QueryRow(ctx, ix.nth, upto[i], searchChunk-1).Scan(&nth)
+		err := q.QueryRow(ctx, `SELECT seq FROM `+ix.table+` WHERE seq > $1 ORDER BY seq LIMIT 1 OFFSET $2`, upto[i], ix.chunk-1).Scan(&nth)
 		switch {
 		case err == nil && nth < last[i]:
 			to, more = nth, true
@@ -239,7 +270,7 @@ func indexSearch(ctx context.Context, q sqlstore.Querier, atLeast int64) (bool, 
 		if _, err := q.Exec(ctx, ix.insert, upto[i], to); err != nil {
 			return false, err
 		}
-		if _, err := q.Exec(ctx, `UPDATE search_progress SET upto = $1 WHERE name = $2`, to, ix.table); err != nil {
+		if _, err := q.Exec(ctx, `UPDATE search_progress SET upto = $1 WHERE name = $2`, to, ix.name); err != nil {
 			return false, err
 		}
 	}
@@ -249,7 +280,11 @@ func indexSearch(ctx context.Context, q sqlstore.Querier, atLeast int64) (bool, 
 // searchBacklog implements sqlstore.Dialect.SearchBacklog.
 func searchBacklog(ctx context.Context, q sqlstore.Querier) (int64, error) {
 	upto, last, err := readProgress(ctx, q)
-	return max(last[0]-upto[0], 0) + max(last[1]-upto[1], 0), err
+	var n int64
+	for i := range upto {
+		n += max(last[i]-upto[i], 0)
+	}
+	return n, err
 }
 
 // Backend implements persistence.Store.

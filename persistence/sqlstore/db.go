@@ -98,6 +98,12 @@ type Dialect struct {
 	// SearchBacklog reports, with a read, how many rows wait for
 	// IndexSearch (a search skips its write transaction when none do).
 	SearchBacklog func(ctx context.Context, q Querier) (int64, error)
+	// AgentDecisions and RunDecisions name the relations that list a
+	// tenant's decisions by agent (tenant_id, agent_id, created_at, seq,
+	// composite_risk_score) and by run (tenant_id, run_id, seq): on SQLite
+	// side tables kept in bulk by IndexSearch (reads catch up first), on
+	// Postgres decisions itself, through its indexes.
+	AgentDecisions, RunDecisions string
 	// AdvanceHead, when set (Postgres), is a statement taking (tenant,
 	// from_seq, from_hash, to_seq, to_hash) that moves a chain head from
 	// one link to another and fails with persistence.ErrHeadMoved when the

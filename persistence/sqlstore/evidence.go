@@ -11,10 +11,19 @@ import (
 	"svc/persistence"
 )
 
+// The evidence reads find decisions by agent and by run through
+// Dialect.AgentDecisions and RunDecisions (SQLite: side tables kept in
+// bulk, brought up to date first by catchUpSearch; Postgres: decisions'
+// own indexes), then read the decisions by seq.
+
 // AgentDecisions implements persistence.EvidenceStore.
 func (s *Store) AgentDecisions(ctx context.Context, tenantID, agentID string, limit int) ([]persistence.Decision, error) {
-	rows, err := s.DB.Reader().Query(ctx, `SELECT `+decisionCols+decisionFrom+`
-		WHERE d.tenant_id = $1 AND d.agent_id = $2 ORDER BY d.created_at DESC, d.seq DESC LIMIT $3`, tenantID, agentID, limit)
+	if err := s.catchUpSearch(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := s.DB.Reader().Query(ctx, `SELECT `+decisionCols+decisionFrom+` WHERE d.seq IN (SELECT seq FROM `+s.Dialect.AgentDecisions+`
+		WHERE tenant_id = $1 AND agent_id = $2 ORDER BY created_at DESC, seq DESC LIMIT $3) ORDER BY d.created_at DESC, d.seq DESC`,
+		tenantID, agentID, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -23,14 +32,15 @@ func (s *Store) AgentDecisions(ctx context.Context, tenantID, agentID string, li
 
 // RunDecisions implements persistence.EvidenceStore.
 func (s *Store) RunDecisions(ctx context.Context, tenantID, runID string, limit int) ([]persistence.Decision, error) {
-	rows, err := s.DB.Reader().Query(ctx, `SELECT `+decisionCols+decisionFrom+`
-		WHERE d.tenant_id = $1 AND d.run_id = $2 ORDER BY d.seq DESC LIMIT $3`, tenantID, runID, limit)
+	if err := s.catchUpSearch(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := s.DB.Reader().Query(ctx, `SELECT `+decisionCols+decisionFrom+` WHERE d.seq IN (SELECT seq FROM `+s.Dialect.RunDecisions+`
+		WHERE tenant_id = $1 AND run_id = $2 ORDER BY seq DESC LIMIT $3) ORDER BY d.seq`, tenantID, runID, limit)
 	if err != nil {
 		return nil, err
 	}
-	out, err := collect(rows, scanDecision)
-	slices.Reverse(out)
-	return out, err
+	return collect(rows, scanDecision)
 }
 
 // EventDecisions implements persistence.EvidenceStore.
@@ -38,26 +48,30 @@ func (s *Store) EventDecisions(ctx context.Context, tenantID, agentID string, ev
 	if len(eventIDs) == 0 {
 		return []persistence.Decision{}, nil
 	}
+	if err := s.catchUpSearch(ctx); err != nil {
+		return nil, err
+	}
 	args := []any{tenantID, agentID, from, to}
 	marks := make([]string, len(eventIDs))
 	for i, id := range eventIDs {
 		args = append(args, id)
 		marks[i] = fmt.Sprintf("$%d", len(args))
 	}
-	rows, err := s.DB.Reader().Query(ctx, `SELECT `+decisionCols+decisionFrom+`
-		WHERE d.tenant_id = $1 AND d.agent_id = $2 AND d.created_at >= $3 AND d.created_at <= $4
-		AND d.event_id IN (`+strings.Join(marks, ",")+`)`, args...)
+	rows, err := s.DB.Reader().Query(ctx, `SELECT `+decisionCols+decisionFrom+` WHERE d.seq IN (SELECT seq FROM `+s.Dialect.AgentDecisions+`
+		WHERE tenant_id = $1 AND agent_id = $2 AND created_at >= $3 AND created_at <= $4)
+		AND d.event_id IN (`+strings.Join(marks, ",")+`) ORDER BY d.seq`, args...)
 	if err != nil {
 		return nil, err
 	}
-	out, err := collect(rows, scanDecision)
-	slices.SortFunc(out, func(a, b persistence.Decision) int { return cmp.Compare(a.Seq, b.Seq) })
-	return out, err
+	return collect(rows, scanDecision)
 }
 
-// AgentRisk implements persistence.EvidenceStore: one range of
-// decisions_agent per agent, read from the index alone.
+// AgentRisk implements persistence.EvidenceStore: one range of the
+// agent relation per agent, which holds the composite score.
 func (s *Store) AgentRisk(ctx context.Context, tenantID string, agentIDs []string, from, split, to time.Time) ([]persistence.AgentRiskSums, error) {
+	if err := s.catchUpSearch(ctx); err != nil {
+		return nil, err
+	}
 	out := make([]persistence.AgentRiskSums, 0, len(agentIDs))
 	for _, id := range agentIDs {
 		r := persistence.AgentRiskSums{AgentID: id}
@@ -66,7 +80,7 @@ func (s *Store) AgentRisk(ctx context.Context, tenantID string, agentIDs []strin
 			COALESCE(SUM(CASE WHEN created_at >= $4 THEN composite_risk_score ELSE 0 END), 0),
 			COALESCE(SUM(CASE WHEN created_at < $4 THEN 1 ELSE 0 END), 0),
 			COALESCE(SUM(CASE WHEN created_at >= $4 THEN 1 ELSE 0 END), 0)
-			FROM decisions WHERE tenant_id = $1 AND agent_id = $2 AND created_at >= $3 AND created_at < $5`,
+			FROM `+s.Dialect.AgentDecisions+` WHERE tenant_id = $1 AND agent_id = $2 AND created_at >= $3 AND created_at < $5`,
 			tenantID, id, from, split, to).Scan(&r.PreviousSum, &r.CurrentSum, &r.PreviousCount, &r.CurrentCount)
 		if err != nil {
 			return nil, err

@@ -6,8 +6,10 @@
 --     sqlite3 svc.db < persistence/sqlite/rollback/0013_evidence_links.sql
 BEGIN IMMEDIATE;
 DROP INDEX alerts_source_event;
-DROP INDEX decisions_run;
-DROP INDEX decisions_agent;
+DROP TRIGGER decision_links_delete;
+DROP TABLE decision_runs;
+DROP TABLE decision_agents;
+DELETE FROM search_progress WHERE name IN ('decision_agents', 'decision_runs');
 ALTER TABLE decisions DROP COLUMN event_id;
 DELETE FROM schema_migrations WHERE version = 13;
 COMMIT;
