@@ -30,7 +30,11 @@ type decisionView struct {
 	TraceID            *string   `json:"trace_id"`
 	ReceiptID          *string   `json:"receipt_id" openapi:"format=uuid"`
 	ReceiptHash        *string   `json:"receipt_hash"`
-	CreatedAt          time.Time `json:"created_at"`
+	// EventID is the id of the decision's authorize_decision security
+	// event (an incident's source_event_ids name it); null for decisions
+	// recorded before it was stored.
+	EventID   *string   `json:"event_id" openapi:"format=uuid"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 func viewDecision(d persistence.Decision) decisionView {
@@ -39,7 +43,7 @@ func viewDecision(d persistence.Decision) decisionView {
 		CompositeRiskScore: d.CompositeRiskScore, MatchedPolicyIDs: nonNilStrings(d.MatchedPolicyIDs), RedactedFields: nonNilStrings(d.RedactedFields),
 		MutatesState: d.MutatesState, TrustLevel: d.TrustLevel, RootTrustLevel: d.RootTrustLevel, Environment: d.Environment,
 		RunID: d.RunID, ParentRunID: d.ParentRunID, TraceID: d.TraceID, ReceiptID: nullable(d.ReceiptID), ReceiptHash: nullable(d.ReceiptHash),
-		CreatedAt: d.CreatedAt.UTC()}
+		EventID: nullable(d.EventID), CreatedAt: d.CreatedAt.UTC()}
 }
 
 func nonNilStrings(s []string) []string {

@@ -76,6 +76,9 @@ func (d Decision) AuditEvent() AuditEvent {
 		if d.ApprovalID != "" {
 			details["approval_id"] = d.ApprovalID
 		}
+		if d.EventID != "" {
+			details["security_event_id"] = d.EventID // the AseEvent an incident names
+		}
 	}
 	return AuditEvent{Seq: d.Seq, ID: d.AuditID, TenantID: d.TenantID, EventType: EventAuthorizeDecision, Action: d.Decision,
 		Actor: "agent:" + d.AgentID, AgentID: d.AgentID, DecisionID: d.ID, Details: details, CreatedAt: d.CreatedAt}

@@ -281,6 +281,15 @@ func TestE2EEvidenceGraph(t *testing.T) {
 				t.Errorf("incident graph: %s", g.raw)
 			}
 			g.has(t, "incident:"+incID, "agent:"+stormID, "linked_to")
+			// The link itself: each decision names its security event, and
+			// the incident names those events.
+			sources := azStrings(inc["source_event_ids"])
+			for _, id := range denies {
+				d := obj(t, s.want(t, 200, "GET", "/v2/decisions/"+id, admin, nil))
+				if !slices.Contains(sources, fmt.Sprint(d["event_id"])) {
+					t.Errorf("decision %s event_id %v is not among the incident's source events %v", id, d["event_id"], sources)
+				}
+			}
 			for _, id := range denies {
 				g.has(t, "incident:"+incID, "decision:"+id, "linked_to")
 				g.has(t, "agent:"+stormID, "tool_call:"+id, "triggered_by")
