@@ -7,29 +7,29 @@ import (
 )
 
 type decisionView struct {
-	DecisionID         string    `json:"decision_id" openapi:"format=uuid"`
-	TenantID           string    `json:"tenant_id" openapi:"format=uuid"`
-	AgentID            string    `json:"agent_id" openapi:"format=uuid"`
-	RequestID          *string   `json:"request_id"`
-	Tool               string    `json:"tool"`
-	Action             string    `json:"action"`
-	Resource           *string   `json:"resource"`
-	ActionHash         string    `json:"action_hash"`
-	Decision           string    `json:"decision" openapi:"enum=allow|deny|require_approval|redact|quarantine"`
-	Reason             string    `json:"reason"`
-	RiskScore          int       `json:"risk_score"`
-	CompositeRiskScore int       `json:"composite_risk_score"`
-	MatchedPolicyIDs   []string  `json:"matched_policy_ids"`
-	RedactedFields     []string  `json:"redacted_fields"`
-	MutatesState       bool      `json:"mutates_state"`
-	TrustLevel         string    `json:"trust_level"`
-	RootTrustLevel     string    `json:"root_trust_level"`
-	Environment        *string   `json:"environment"`
-	RunID              *string   `json:"run_id"`
-	ParentRunID        *string   `json:"parent_run_id"`
-	TraceID            *string   `json:"trace_id"`
-	ReceiptID          *string   `json:"receipt_id" openapi:"format=uuid"`
-	ReceiptHash        *string   `json:"receipt_hash"`
+	DecisionID         string   `json:"decision_id" openapi:"format=uuid"`
+	TenantID           string   `json:"tenant_id" openapi:"format=uuid"`
+	AgentID            string   `json:"agent_id" openapi:"format=uuid"`
+	RequestID          *string  `json:"request_id"`
+	Tool               string   `json:"tool"`
+	Action             string   `json:"action"`
+	Resource           *string  `json:"resource"`
+	ActionHash         string   `json:"action_hash"`
+	Decision           string   `json:"decision" openapi:"enum=allow|deny|require_approval|redact|quarantine"`
+	Reason             string   `json:"reason"`
+	RiskScore          int      `json:"risk_score"`
+	CompositeRiskScore int      `json:"composite_risk_score"`
+	MatchedPolicyIDs   []string `json:"matched_policy_ids"`
+	RedactedFields     []string `json:"redacted_fields"`
+	MutatesState       bool     `json:"mutates_state"`
+	TrustLevel         string   `json:"trust_level"`
+	RootTrustLevel     string   `json:"root_trust_level"`
+	Environment        *string  `json:"environment"`
+	RunID              *string  `json:"run_id"`
+	ParentRunID        *string  `json:"parent_run_id"`
+	TraceID            *string  `json:"trace_id"`
+	ReceiptID          *string  `json:"receipt_id" openapi:"format=uuid"`
+	ReceiptHash        *string  `json:"receipt_hash"`
 	// EventID is the id of the decision's authorize_decision security
 	// event (an incident's source_event_ids name it); null for decisions
 	// recorded before it was stored.
