@@ -13,7 +13,7 @@ import (
 	"svc/receipt"
 )
 
-func signer(t *testing.T, fill byte) *receipt.Signer {
+func signer(t testing.TB, fill byte) *receipt.Signer {
 	t.Helper()
 	s, err := receipt.NewSigner(bytes.Repeat([]byte{fill}, ed25519.SeedSize))
 	if err != nil {
@@ -23,7 +23,7 @@ func signer(t *testing.T, fill byte) *receipt.Signer {
 }
 
 // build writes a pack of two files.
-func build(t *testing.T, s *receipt.Signer) []byte {
+func build(t testing.TB, s *receipt.Signer) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	p := evidencepack.NewWriter(&buf, "incident", "t1", s, time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
