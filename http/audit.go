@@ -53,10 +53,10 @@ func (s *Server) listAuditEvents(c *Call) (any, error) {
 		return nil, err
 	}
 	rows = paginate(c, pg, rows, func(e persistence.AuditEvent) int64 { return e.Seq })
-	out := make([]auditView, len(rows))
-	for i, e := range rows {
-		out[i] = auditView{EventID: e.ID, TenantID: e.TenantID, EventType: e.EventType, Action: e.Action, Actor: e.Actor,
-			AgentID: nullable(e.AgentID), DecisionID: nullable(e.DecisionID), Details: e.Details, CreatedAt: e.CreatedAt.UTC()}
-	}
-	return out, nil
+	return viewAll(rows, viewAuditEvent), nil
+}
+
+func viewAuditEvent(e persistence.AuditEvent) auditView {
+	return auditView{EventID: e.ID, TenantID: e.TenantID, EventType: e.EventType, Action: e.Action, Actor: e.Actor,
+		AgentID: nullable(e.AgentID), DecisionID: nullable(e.DecisionID), Details: e.Details, CreatedAt: e.CreatedAt.UTC()}
 }

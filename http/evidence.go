@@ -79,24 +79,14 @@ func (s *Server) download(c *Call, kind string, f packFile) streamOut {
 
 // incidentPack serves GET /incidents/:incident_id/evidence-pack.
 func (s *Server) incidentPack(c *Call) (any, error) {
-	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
-		return nil, err
-	}
-	in, err := s.Store.GetIncident(c.Ctx(), c.Principal.TenantID, c.Param("incident_id"))
-	if err != nil {
-		return nil, orNotFound(err, "incident")
-	}
 	// Everything is read before the first byte: an incident's records are
 	// few, and a failure is still an error envelope.
-	ds, err := s.incidentDecisions(c, in)
+	recs, err := s.incidentRecords(c)
 	if err != nil {
 		return nil, err
 	}
+	in, ds := *recs.Incident, recs.Decisions
 	alerts, err := s.Store.AlertsBySourceEvents(c.Ctx(), c.Principal.TenantID, in.SourceEventIDs)
-	if err != nil {
-		return nil, err
-	}
-	recs, err := s.graphRecords(c, ds)
 	if err != nil {
 		return nil, err
 	}
@@ -111,10 +101,6 @@ func (s *Server) incidentPack(c *Call) (any, error) {
 		return nil, err
 	}
 	slices.SortFunc(rs, func(a, b persistence.Receipt) int { return cmp.Compare(a.Seq, b.Seq) })
-	agent, agentErr := s.Store.GetAgent(c.Ctx(), c.Principal.TenantID, in.AgentID)
-	if agentErr == nil {
-		recs.Agents[agent.ID] = agent
-	}
 	write := func(p *evidencepack.Writer) error {
 		if err := p.WriteJSON("incident.json", viewIncident(in)); err != nil {
 			return err
@@ -446,11 +432,6 @@ func viewPackApproval(a persistence.Approval) packApproval {
 	return packApproval{ApprovalID: a.ID, DecisionID: a.DecisionID, AgentID: a.AgentID, Tool: tc.Tool, Action: tc.Action,
 		ActionHash: a.ActionHash, Status: a.EffectiveStatus(time.Now()), Reason: a.Reason, ApproverUserID: a.ApproverUserID,
 		CreatedAt: a.CreatedAt.UTC(), DecidedAt: utcPtr(a.DecidedAt), ExpiresAt: a.ExpiresAt.UTC(), ConsumedAt: utcPtr(a.ConsumedAt)}
-}
-
-func viewAuditEvent(e persistence.AuditEvent) auditView {
-	return auditView{EventID: e.ID, TenantID: e.TenantID, EventType: e.EventType, Action: e.Action, Actor: e.Actor,
-		AgentID: nullable(e.AgentID), DecisionID: nullable(e.DecisionID), Details: e.Details, CreatedAt: e.CreatedAt.UTC()}
 }
 
 // pages reads a newest-first list a page at a time (by its seq cursor)

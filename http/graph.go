@@ -95,30 +95,39 @@ func (s *Server) agentGraph(c *Call) (any, error) {
 // incidentGraph serves GET /graph/incident/:incident_id: SPEC 4.4's path
 // source_event_ids → the decision that stores the event's id.
 func (s *Server) incidentGraph(c *Call) (any, error) {
-	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+	recs, err := s.incidentRecords(c)
+	if err != nil {
 		return nil, err
+	}
+	return evidence.Build(recs, evidence.DepthRecords, false), nil
+}
+
+// incidentRecords reads the path's incident (404 for an unknown or
+// another tenant's), the decisions behind its events, and their agents and
+// approvals, its own agent among them.
+func (s *Server) incidentRecords(c *Call) (evidence.Records, error) {
+	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+		return evidence.Records{}, err
 	}
 	in, err := s.Store.GetIncident(c.Ctx(), c.Principal.TenantID, c.Param("incident_id"))
 	if err != nil {
-		return nil, orNotFound(err, "incident")
+		return evidence.Records{}, orNotFound(err, "incident")
 	}
 	ds, err := s.incidentDecisions(c, in)
 	if err != nil {
-		return nil, err
+		return evidence.Records{}, err
 	}
 	recs, err := s.graphRecords(c, ds)
 	if err != nil {
-		return nil, err
+		return recs, err
 	}
-	if in.AgentID != "" {
-		if _, ok := recs.Agents[in.AgentID]; !ok {
-			if a, err := s.Store.GetAgent(c.Ctx(), c.Principal.TenantID, in.AgentID); err == nil {
-				recs.Agents[a.ID] = a
-			}
+	if _, ok := recs.Agents[in.AgentID]; !ok && in.AgentID != "" {
+		if a, err := s.Store.GetAgent(c.Ctx(), c.Principal.TenantID, in.AgentID); err == nil {
+			recs.Agents[a.ID] = a
 		}
 	}
 	recs.Incident = &in
-	return evidence.Build(recs, evidence.DepthRecords, false), nil
+	return recs, nil
 }
 
 // incidentDecisions are the decisions behind an incident's events.

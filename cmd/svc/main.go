@@ -183,27 +183,9 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 // GET /v1/receipts/export offline (no server, no database) and exits 0 when
 // every receipt, link, count and the head hash check out, 1 otherwise.
 func verifyReceipts(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("verify-receipts", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	pinned := fs.String("public-key", "", "base64 Ed25519 public key the receipts must be signed with (GET /v2/receipts/public-key); "+
-		"without it the export is checked against the key its own header names")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		_, _ = fmt.Fprintln(stderr, "usage: svc verify-receipts [-public-key BASE64] FILE")
-		return exitConfig
-	}
-	var want ed25519.PublicKey
-	if *pinned != "" {
-		raw, err := base64.StdEncoding.DecodeString(*pinned)
-		if err != nil || len(raw) != ed25519.PublicKeySize {
-			_, _ = fmt.Fprintln(stderr, "svc: -public-key must be the base64 of a 32-byte Ed25519 public key")
-			return exitConfig
-		}
-		want = raw
-	}
-	f, err := os.Open(fs.Arg(0))
-	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "svc: %v\n", err)
-		return exitError
+	want, f, code := openVerified("verify-receipts", "the receipts", "the export is checked against the key its own header names", args, stderr)
+	if f == nil {
+		return code
 	}
 	defer func() { _ = f.Close() }()
 	rep, err := receipt.VerifyExport(f)
@@ -235,27 +217,9 @@ func verifyReceipts(args []string, stdout, stderr io.Writer) int {
 // verifyPack checks an evidence pack offline: its manifest, every file's
 // SHA-256 and size, no unlisted file, and the manifest's signature.
 func verifyPack(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("verify-pack", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	pinned := fs.String("public-key", "", "base64 Ed25519 public key the pack must be signed with (GET /v2/receipts/public-key); "+
-		"without it a signed pack is checked against the key its own manifest names")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		_, _ = fmt.Fprintln(stderr, "usage: svc verify-pack [-public-key BASE64] FILE")
-		return exitConfig
-	}
-	var want ed25519.PublicKey
-	if *pinned != "" {
-		raw, err := base64.StdEncoding.DecodeString(*pinned)
-		if err != nil || len(raw) != ed25519.PublicKeySize {
-			_, _ = fmt.Fprintln(stderr, "svc: -public-key must be the base64 of a 32-byte Ed25519 public key")
-			return exitConfig
-		}
-		want = raw
-	}
-	f, err := os.Open(fs.Arg(0))
-	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "svc: %v\n", err)
-		return exitError
+	want, f, code := openVerified("verify-pack", "the pack", "a signed pack is checked against the key its own manifest names", args, stderr)
+	if f == nil {
+		return code
 	}
 	defer func() { _ = f.Close() }()
 	st, err := f.Stat()
@@ -282,4 +246,32 @@ func verifyPack(args []string, stdout, stderr io.Writer) int {
 	}
 	_, _ = fmt.Fprintln(stdout, "VALID")
 	return exitOK
+}
+
+// openVerified parses the flags of an offline verification command
+// (-public-key and one FILE) and opens the file. A nil file comes with the
+// exit code, the problem written to stderr.
+func openVerified(cmd, what, without string, args []string, stderr io.Writer) (ed25519.PublicKey, *os.File, int) {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pinned := fs.String("public-key", "", "base64 Ed25519 public key "+what+" must be signed with (GET /v2/receipts/public-key); without it "+without)
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		_, _ = fmt.Fprintf(stderr, "usage: svc %s [-public-key BASE64] FILE\n", cmd)
+		return nil, nil, exitConfig
+	}
+	var want ed25519.PublicKey
+	if *pinned != "" {
+		raw, err := base64.StdEncoding.DecodeString(*pinned)
+		if err != nil || len(raw) != ed25519.PublicKeySize {
+			_, _ = fmt.Fprintln(stderr, "svc: -public-key must be the base64 of a 32-byte Ed25519 public key")
+			return nil, nil, exitConfig
+		}
+		want = raw
+	}
+	f, err := os.Open(fs.Arg(0))
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "svc: %v\n", err)
+		return nil, nil, exitError
+	}
+	return want, f, exitOK
 }
