@@ -374,14 +374,8 @@ func (s *Store) ReceiptsByID(ctx context.Context, tenantID string, ids []string)
 	if len(ids) == 0 {
 		return []persistence.Receipt{}, nil
 	}
-	args := []any{tenantID}
-	marks := make([]string, len(ids))
-	for i, id := range ids {
-		args = append(args, id)
-		marks[i] = fmt.Sprintf("$%d", i+2)
-	}
-	rows, err := s.DB.Reader().Query(ctx, `SELECT `+receiptCols+` FROM receipts WHERE tenant_id = $1 AND id IN (`+
-		strings.Join(marks, ",")+`)`, args...)
+	args, in := inList([]any{tenantID}, ids)
+	rows, err := s.DB.Reader().Query(ctx, `SELECT `+receiptCols+` FROM receipts WHERE tenant_id = $1 AND id IN (`+in+`)`, args...)
 	if err != nil {
 		return nil, err
 	}

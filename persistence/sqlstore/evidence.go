@@ -51,15 +51,10 @@ func (s *Store) EventDecisions(ctx context.Context, tenantID, agentID string, ev
 	if err := s.catchUpSearch(ctx); err != nil {
 		return nil, err
 	}
-	args := []any{tenantID, agentID, from, to}
-	marks := make([]string, len(eventIDs))
-	for i, id := range eventIDs {
-		args = append(args, id)
-		marks[i] = fmt.Sprintf("$%d", len(args))
-	}
+	args, in := inList([]any{tenantID, agentID, from, to}, eventIDs)
 	rows, err := s.DB.Reader().Query(ctx, `SELECT `+decisionCols+decisionFrom+` WHERE d.seq IN (SELECT seq FROM `+s.Dialect.AgentDecisions+`
 		WHERE tenant_id = $1 AND agent_id = $2 AND created_at >= $3 AND created_at <= $4)
-		AND d.event_id IN (`+strings.Join(marks, ",")+`) ORDER BY d.seq`, args...)
+		AND d.event_id IN (`+in+`) ORDER BY d.seq`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -95,14 +90,8 @@ func (s *Store) AlertsBySourceEvents(ctx context.Context, tenantID string, event
 	if len(eventIDs) == 0 {
 		return []persistence.Alert{}, nil
 	}
-	args := []any{tenantID}
-	marks := make([]string, len(eventIDs))
-	for i, id := range eventIDs {
-		args = append(args, id)
-		marks[i] = fmt.Sprintf("$%d", len(args))
-	}
-	rows, err := s.DB.Reader().Query(ctx, `SELECT `+alertCols+` FROM alerts WHERE tenant_id = $1 AND source_event_id IN (`+
-		strings.Join(marks, ",")+`)`, args...)
+	args, in := inList([]any{tenantID}, eventIDs)
+	rows, err := s.DB.Reader().Query(ctx, `SELECT `+alertCols+` FROM alerts WHERE tenant_id = $1 AND source_event_id IN (`+in+`)`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -134,4 +123,15 @@ func (s *Store) DecisionStats(ctx context.Context, tenantID string, from, to tim
 		st.ByTrustLevel[trust]++
 	}
 	return st, rows.Err()
+}
+
+// inList appends vals to args and returns the placeholders that name them,
+// comma-separated, for an IN (...) list.
+func inList(args []any, vals []string) ([]any, string) {
+	marks := make([]string, len(vals))
+	for i, v := range vals {
+		args = append(args, v)
+		marks[i] = fmt.Sprintf("$%d", len(args))
+	}
+	return args, strings.Join(marks, ",")
 }

@@ -373,13 +373,8 @@ func (s *Store) UpdateAgent(ctx context.Context, tenantID, id string, p persiste
 
 // TransitionAgent implements persistence.AgentStore.
 func (s *Store) TransitionAgent(ctx context.Context, tenantID, id string, from []string, to string, audit ...persistence.AuditEvent) (persistence.Agent, error) {
-	args := []any{to, now(), tenantID, id}
-	marks := make([]string, len(from))
-	for i, f := range from {
-		args = append(args, f)
-		marks[i] = fmt.Sprintf("$%d", len(args))
-	}
-	stmt := `UPDATE agents SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status IN (` + strings.Join(marks, ",") + `)`
+	args, in := inList([]any{to, now(), tenantID, id}, from)
+	stmt := `UPDATE agents SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status IN (` + in + `)`
 	var out persistence.Agent
 	err := s.DB.Tx(ctx, func(q Querier) error {
 		n, err := q.Exec(ctx, stmt, args...)
