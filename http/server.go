@@ -116,6 +116,8 @@ func New(d Deps) *Server {
 	s.registerStreams()
 	s.registerOpenAPI()
 	s.registerDocs()
+	s.registerWhoami()
+	s.registerDashboard()
 	s.buildMux()
 	return s
 }

@@ -48,13 +48,15 @@ func bootstrap(ctx context.Context, cfg *config.Config, store persistence.Store,
 
    %s
 
+ Operator console: %s/dashboard/ (sign in with this token)
+
  Try it:
    curl -H "Authorization: Bearer %s" %s/v2/agents
    curl -X POST -H "Authorization: Bearer %s" -H "Content-Type: application/json" \
         -d '{"name":"my-agent"}' %s/v2/agents
 ================================================================================
 
-`, t.Name, t.ID, tok, tok, base, tok, base)
+`, t.Name, t.ID, tok, base, tok, base, tok, base)
 	return nil
 }
 

@@ -15,9 +15,12 @@
 #   SVC_TEST_PG_USER       "postgres" when the server runs as that user (we are
 #                          root and Postgres refuses root); empty otherwise
 #   SVC_TEST_VALKEY_URL    redis://127.0.0.1:<port>/0
+#   SVC_TEST_CHROMIUM      the headless browser the console tests drive
+#                          (Debian's chromium; it is started by each test on
+#                          loopback and stopped with it)
 #
 # Missing server binaries are installed with apt-get (Debian packages
-# `postgresql` and `redis-server`). A service that cannot be installed or
+# `postgresql`, `redis-server` and `chromium`). A service that cannot be installed or
 # started is reported with a loud warning and left out; the tests decide what
 # to do without it. Everything lives in a fresh mktemp -d directory that is
 # removed on exit; the command's exit code is this script's exit code.
@@ -347,12 +350,37 @@ start_redis() {
 	return 1
 }
 
+# find_chromium exports SVC_TEST_CHROMIUM, installing Debian's chromium
+# when no browser is found.
+find_chromium() {
+	local b
+	for b in chromium chromium-browser google-chrome; do
+		if command -v "$b" >/dev/null 2>&1; then
+			SVC_TEST_CHROMIUM=$(command -v "$b")
+			export SVC_TEST_CHROMIUM
+			log "browser: $SVC_TEST_CHROMIUM"
+			return 0
+		fi
+	done
+	log "chromium not found; installing Debian package chromium"
+	if apt_install chromium && command -v chromium >/dev/null 2>&1; then
+		SVC_TEST_CHROMIUM=$(command -v chromium)
+		export SVC_TEST_CHROMIUM
+		log "browser: $SVC_TEST_CHROMIUM"
+		return 0
+	fi
+	loud "could not install chromium (apt-get install chromium failed)" \
+		"console tests run WITHOUT a browser: SVC_TEST_CHROMIUM is NOT set"
+	return 1
+}
+
 # Variables from the caller's environment must not leak into a run whose
 # service failed to come up.
-unset SVC_TEST_POSTGRES_URL SVC_TEST_PG_BIN SVC_TEST_PG_DATA SVC_TEST_PG_USER SVC_TEST_VALKEY_URL
+unset SVC_TEST_POSTGRES_URL SVC_TEST_PG_BIN SVC_TEST_PG_DATA SVC_TEST_PG_USER SVC_TEST_VALKEY_URL SVC_TEST_CHROMIUM
 
 start_postgres || true
 start_redis || true
+find_chromium || true
 
 # ---------------------------------------------------------------- run
 

@@ -1,0 +1,249 @@
+package main
+
+// The operator console end to end (issue 25) in a real headless Chromium
+// (Debian's chromium, SVC_TEST_CHROMIUM from scripts/testenv.sh) driven by
+// chromedp against a real gateway: sign-in, the approvals queue updating
+// without a reload, approving, the evidence graph drawn by vis-network, a
+// viewer's page without approve buttons, a wrong token, sign-out; no
+// console error and no CSP violation during the run. Each page's screenshot
+// is saved (SVC_CONSOLE_SHOTS=DIR keeps them; otherwise they are kept only
+// when the test fails, and their directory is logged).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// browser is one headless Chromium tab with what it reported.
+type browser struct {
+	t        *testing.T
+	ctx      context.Context
+	shots    string
+	mu       sync.Mutex
+	problems []string
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	path := os.Getenv("SVC_TEST_CHROMIUM")
+	if path == "" {
+		t.Fatal("SVC_TEST_CHROMIUM is not set: run the tests through scripts/testenv.sh (make test), which provides Chromium")
+	}
+	shots := os.Getenv("SVC_CONSOLE_SHOTS")
+	keep := shots != ""
+	if !keep {
+		var err error
+		if shots, err = os.MkdirTemp("", "svc-console-shots-"); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.MkdirAll(shots, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() || keep {
+			t.Logf("console screenshots in %s", shots)
+			return
+		}
+		_ = os.RemoveAll(shots)
+	})
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-gpu", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	b := &browser{t: t, shots: shots}
+	// The listener sees every event of the tab from its start: uncaught
+	// exceptions, console errors and warnings, and the browser's log
+	// (Content-Security-Policy violations and failed loads).
+	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			b.report("exception: " + e.ExceptionDetails.Text + " " + e.ExceptionDetails.URL)
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeWarning {
+				var parts []string
+				for _, a := range e.Args {
+					parts = append(parts, strings.Trim(string(a.Value), `"`)+a.Description)
+				}
+				b.report(fmt.Sprintf("console %s: %s", e.Type, strings.Join(parts, " ")))
+			}
+		case *cdplog.EventEntryAdded:
+			if e.Entry.Level == cdplog.EntryLevelError || e.Entry.Level == cdplog.EntryLevelWarning || strings.Contains(e.Entry.Text, "Content Security Policy") {
+				b.report(fmt.Sprintf("log %s (%s): %s %s", e.Entry.Level, e.Entry.Source, e.Entry.Text, e.Entry.URL))
+			}
+		}
+	}))
+	ctx, cancelTime := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() { cancelTime(); cancelCtx(); cancelAlloc() })
+	b.ctx = ctx
+	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	return b
+}
+
+func (b *browser) report(p string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.problems = append(b.problems, p)
+}
+
+// do runs chromedp actions, failing the test on an error.
+func (b *browser) do(actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, actions...); err != nil {
+		b.shot("failure")
+		b.t.Fatalf("browser: %v", err)
+	}
+}
+
+// shot saves a full-page screenshot.
+func (b *browser) shot(name string) {
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err == nil {
+		err = os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o600)
+	}
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+	}
+}
+
+// waitText waits until the element's text contains want.
+func (b *browser) waitText(sel, want string) {
+	b.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var got string
+	for time.Now().Before(deadline) {
+		n, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%q) || {}).textContent || ""`, sel)))
+		if got = n; err == nil && strings.Contains(got, want) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.shot("failure")
+	b.t.Fatalf("%s: text %q, want it to contain %q", sel, got, want)
+}
+
+// eval evaluates a JavaScript expression.
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("browser: %s: %v", expr, err)
+	}
+	return v
+}
+
+// count reads how many elements match a selector.
+func (b *browser) count(sel string) int {
+	b.t.Helper()
+	return eval[int](b, fmt.Sprintf(`document.querySelectorAll(%q).length`, sel))
+}
+
+func (b *browser) signIn(base, token string) {
+	b.t.Helper()
+	b.do(chromedp.Navigate(base+"/dashboard/"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("sign-in")),
+		chromedp.WaitVisible(chromedp.CSS("#nav a")))
+}
+
+func TestE2EConsole(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "sqlite", map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000"})
+	_, admin := s.tenant(t, "console-"+uniq())
+	_, viewer := s.opToken(t, admin, "console-viewer", "viewer")
+	_, tok := s.agent(t, admin, "console-agent-"+uniq(), map[string]any{"risk_tier": "high"})
+	b := newBrowser(t)
+
+	// A wrong token: a clear message, still on the sign-in form.
+	b.do(chromedp.Navigate(s.base+"/dashboard/"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), "svc_op_"+strings.Repeat("x", 43)), chromedp.Click(chromedp.ID("sign-in")))
+	b.waitText("#signin-error", "not accepted")
+	if n := b.count("#who:not([hidden])") + b.count("#nav:not([hidden])"); n != 0 || !eval[bool](b, `getComputedStyle(document.getElementById("who")).display === "none"`) {
+		t.Error("signed out, the page still shows the sign-out button or the navigation")
+	}
+	b.shot("signin-wrong-token")
+	// The browser logs the refused sign-in's 401; nothing else may show.
+	b.mu.Lock()
+	for _, p := range b.problems {
+		if !strings.Contains(p, "status of 401") || !strings.Contains(p, "/v2/whoami") {
+			t.Errorf("the browser reported at sign-in: %s", p)
+		}
+	}
+	b.problems = nil
+	b.mu.Unlock()
+
+	b.signIn(s.base, admin)
+	b.waitText("#who-role", "admin")
+	b.waitText("#approvals-body", "No approvals yet")
+	b.shot("approvals-empty")
+
+	// A call that needs approval arrives without a reload.
+	ask := azDecide(t, s, tok, apCall(map[string]any{"n": 1}, nil), "require_approval", "")
+	id := str(t, ask, "approval_id")
+	row := fmt.Sprintf(`tr[data-approval=%q]`, id)
+	b.do(chromedp.WaitVisible(chromedp.CSS(row)))
+	b.waitText(row+" .badge", "PENDING")
+	b.do(chromedp.SendKeys(chromedp.ID("approver"), "alice"), chromedp.Click(chromedp.CSS(row+" button.approve")))
+	b.waitText(row+" .badge", "APPROVED")
+	b.waitText(row, "alice")
+	b.shot("approvals-approved")
+	if a := obj(t, s.want(t, 200, "GET", "/v2/approvals/"+id, admin, nil)); a["status"] != "APPROVED" || a["approver_user_id"] != "alice" {
+		t.Errorf("after approving in the console: %v", a)
+	}
+
+	// The evidence graph of a run, drawn by vis-network.
+	run := "console-run-" + uniq()
+	azDecide(t, s, tok, withRun(azRead(nil), run), "allow", "")
+	azDecide(t, s, tok, withRun(azUntrustedWrite(nil), run), "deny", "")
+	g := obj(t, s.want(t, 200, "GET", "/v2/graph/run/"+run, admin, nil))
+	b.do(chromedp.Navigate(s.base+"/dashboard/#/graph?kind=run&id="+run), chromedp.WaitVisible(chromedp.ID("graph-count")))
+	nodes := eval[string](b, `document.getElementById("graph").dataset.nodes || ""`)
+	if want := fmt.Sprint(len(g["nodes"].([]any))); nodes != want {
+		t.Errorf("the page drew %s nodes, the API has %s", nodes, want)
+	}
+	if b.count("#graph canvas") != 1 {
+		t.Error("vis-network drew no canvas")
+	}
+	b.shot("graph-run")
+
+	// Sign-out forgets the token.
+	b.do(chromedp.Click(chromedp.ID("sign-out")), chromedp.WaitVisible(chromedp.ID("token")))
+	stored := eval[string](b, `String(sessionStorage.getItem("svc.console.token"))`)
+	if stored != "null" {
+		t.Errorf("after sign-out sessionStorage holds %q", stored)
+	}
+
+	// A viewer sees the queue without approve or reject buttons.
+	azDecide(t, s, tok, apCall(map[string]any{"n": 2}, nil), "require_approval", "")
+	b.signIn(s.base, viewer)
+	b.waitText("#who-role", "viewer")
+	b.waitText("#approvals-body", "PENDING")
+	if n := b.count("button.approve") + b.count("button.reject") + b.count("#approver"); n != 0 {
+		t.Errorf("a viewer sees %d approve, reject or approver controls", n)
+	}
+	b.shot("approvals-viewer")
+	if txt := eval[string](b, `document.getElementById("main").innerText`); strings.Contains(txt, "null") || strings.Contains(txt, "undefined") {
+		t.Errorf("the page shows a null or undefined: %q", txt)
+	}
+
+	// The token never went into a URL; nothing was reported.
+	href := eval[string](b, `location.href`)
+	if strings.Contains(href, viewer) || strings.Contains(href, admin) {
+		t.Errorf("a token in the URL: %s", href)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.problems {
+		t.Errorf("the browser reported: %s", p)
+	}
+}
