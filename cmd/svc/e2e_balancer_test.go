@@ -55,6 +55,9 @@ func startBalancer(t testing.TB, nodes ...*server) string {
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(targets[(next.Add(1)-1)%uint64(len(targets))])
+			// Keep the client's Host, as load balancers do: a browser's
+			// WebSocket is accepted only when its Origin is the Host.
+			pr.Out.Host = pr.In.Host
 		},
 		Transport:     transport,
 		FlushInterval: -1, // server-sent events reach the client as they come

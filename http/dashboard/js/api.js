@@ -32,6 +32,7 @@ export class ApiError extends Error {
     super(describe(status, body));
     this.status = status;
     this.reason = reason || (body && body.reason) || '';
+    this.details = (body && body.details) || {};
   }
 }
 
@@ -76,4 +77,20 @@ export async function api(method, path, body, token = session.token) {
     throw err;
   }
   return data;
+}
+
+// download fetches a file with the token and saves it from memory: a
+// download link cannot carry the Authorization header, and the token never
+// goes into a URL.
+export async function download(path, name) {
+  const resp = await fetch('/v2' + path, { headers: { Authorization: 'Bearer ' + session.token }, cache: 'no-store', credentials: 'omit' });
+  if (!resp.ok) throw new ApiError(resp.status, null);
+  const url = URL.createObjectURL(await resp.blob());
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
 }

@@ -44,7 +44,8 @@ export function render(main) {
     if (canDecide && a.status === 'PENDING') {
       actions.append(
         el('button', { type: 'button', class: 'approve', 'data-approval': a.approval_id, text: 'Approve', onclick: () => decide(a, 'approve') }),
-        el('button', { type: 'button', class: 'danger reject', 'data-approval': a.approval_id, text: 'Reject', onclick: () => decide(a, 'reject') }));
+        el('button', { type: 'button', class: 'danger reject', 'data-approval': a.approval_id, text: 'Reject', onclick: () => decide(a, 'reject') }),
+        el('button', { type: 'button', class: 'secondary edit', 'data-approval': a.approval_id, text: 'Edit', onclick: () => edit(a) }));
     }
     return el('tr', { 'data-approval': a.approval_id },
       el('td', {}, el('span', { class: 'badge ' + a.status, 'data-status': a.status, text: a.status })),
@@ -69,6 +70,35 @@ export function render(main) {
     }
     last = '';
     load();
+  }
+  // edit approves the call with changed parameters (POST .../edit).
+  function edit(a) {
+    const params = el('textarea', { id: 'edit-parameters', rows: '6', cols: '60', spellcheck: 'false',
+      'aria-label': 'Parameters of ' + a.approval_id, text: JSON.stringify((a.tool_call || {}).parameters || {}, null, 2) });
+    const error = el('p', { class: 'error', role: 'alert' });
+    const dialog = el('form', { class: 'panel', id: 'edit-form', 'aria-label': 'Edit and approve' },
+      el('p', {}, 'Edit the parameters of ', el('code', { text: a.approval_id }), ', then approve them:'), params, error,
+      el('div', { class: 'row-actions' },
+        el('button', { type: 'submit', text: 'Approve with these parameters' }),
+        el('button', { type: 'button', class: 'secondary', text: 'Cancel', onclick: () => dialog.remove() })));
+    dialog.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const id = approver.value.trim();
+      if (!id) { error.textContent = 'Enter your approver id first.'; return; }
+      let parameters;
+      try { parameters = JSON.parse(params.value); } catch (e) { error.textContent = 'Not JSON: ' + e.message; return; }
+      try {
+        await api('POST', '/approvals/' + encodeURIComponent(a.approval_id) + '/edit', { approver_user_id: id, parameters });
+        toast('Edited and approved ' + a.approval_id);
+        dialog.remove();
+        last = '';
+        load();
+      } catch (e) {
+        error.textContent = e.message;
+      }
+    });
+    body.before(dialog);
+    params.focus();
   }
   load();
   const timer = setInterval(load, 2000);
