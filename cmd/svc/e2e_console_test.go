@@ -276,7 +276,7 @@ func testConsole(t *testing.T, backend string) {
 	newTok := eval[string](b, `document.getElementById("new-token").textContent`)
 	b.shot("agents-rotated")
 	azDecide(t, s, newTok, azRead(nil), "deny", "agent_frozen") // the new token works, on a frozen agent
-	azWant(t, s, oldTok, azRead(nil), 401)                       // the old one is dead
+	azWant(t, s, oldTok, azRead(nil), 401)                      // the old one is dead
 
 	// Receipts: a valid chain, then one tampered with in the database
 	// shows its failing index.
