@@ -8,45 +8,17 @@ async function ticket() {
   return (await api('POST', '/stream-tickets', {})).ticket;
 }
 
-// openFeed keeps the live feed's WebSocket open until close() and hands
-// each parsed frame to onFrame; onState tells 'open', 'reconnecting' or an
-// error message.
-export function openFeed(onFrame, onState) {
-  let ws = null;
+// keepOpen opens a stream with open(ticket, opened, lost) until close(),
+// and opens it again with a new ticket whenever it is lost; onState tells
+// 'open', 'reconnecting' or 'error' with a message.
+function keepOpen(open, onState) {
   let closed = false;
   let delay = 500;
-  async function connect() {
-    if (closed) return;
-    let t;
-    try {
-      t = await ticket();
-    } catch (e) {
-      onState('error', 'The live feed cannot start: ' + e.message);
-      retry();
-      return;
-    }
-    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    ws = new WebSocket(proto + '//' + location.host + '/v2/ws/events?ticket=' + encodeURIComponent(t));
-    ws.onopen = () => { delay = 500; onState('open'); };
-    ws.onmessage = (m) => {
-      try { onFrame(JSON.parse(m.data)); } catch (e) { /* a frame that is not JSON is skipped */ }
-    };
-    ws.onclose = () => { if (!closed) { onState('reconnecting'); retry(); } };
-  }
+  let current = null;
   function retry() {
     setTimeout(connect, delay);
     delay = Math.min(delay * 2, 10000);
   }
-  connect();
-  return { close() { closed = true; if (ws) ws.close(); } };
-}
-
-// watch opens a watch=true list (server-sent events) with a ticket and
-// hands each row to onRow, reconnecting as openFeed does.
-export function watch(path, onRow, onState) {
-  let es = null;
-  let closed = false;
-  let delay = 500;
   async function connect() {
     if (closed) return;
     let t;
@@ -54,22 +26,44 @@ export function watch(path, onRow, onState) {
       t = await ticket();
     } catch (e) {
       onState('error', 'The stream cannot start: ' + e.message);
-      setTimeout(connect, delay = Math.min(delay * 2, 10000));
+      retry();
       return;
     }
-    es = new EventSource('/v2' + path + (path.includes('?') ? '&' : '?') + 'watch=true&ticket=' + encodeURIComponent(t));
-    es.onopen = () => { delay = 500; onState('open'); };
-    es.onmessage = (m) => { try { onRow(JSON.parse(m.data)); } catch (e) { /* skipped */ } };
-    for (const name of ['alert', 'incident']) {
-      es.addEventListener(name, (m) => { try { onRow(JSON.parse(m.data)); } catch (e) { /* skipped */ } });
-    }
-    es.onerror = () => {
-      if (closed) return;
-      es.close();
-      onState('reconnecting');
-      setTimeout(connect, delay = Math.min(delay * 2, 10000));
-    };
+    current = open(t, () => { delay = 500; onState('open'); }, () => {
+      if (!closed) { onState('reconnecting'); retry(); }
+    });
   }
   connect();
-  return { close() { closed = true; if (es) es.close(); } };
+  return { close() { closed = true; if (current) current.close(); } };
+}
+
+// parsed hands a message's JSON data to fn, skipping what is not JSON.
+function parsed(fn) {
+  return (m) => { try { fn(JSON.parse(m.data)); } catch (e) { /* not JSON: skipped */ } };
+}
+
+// openFeed keeps the live feed's WebSocket open and hands each frame to
+// onFrame.
+export function openFeed(onFrame, onState) {
+  return keepOpen((t, opened, lost) => {
+    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    const ws = new WebSocket(proto + '//' + location.host + '/v2/ws/events?ticket=' + encodeURIComponent(t));
+    ws.onopen = opened;
+    ws.onmessage = parsed(onFrame);
+    ws.onclose = lost;
+    return ws;
+  }, onState);
+}
+
+// watch keeps a watch=true list (server-sent events) open and hands each
+// row to onRow.
+export function watch(path, onRow, onState) {
+  return keepOpen((t, opened, lost) => {
+    const es = new EventSource('/v2' + path + (path.includes('?') ? '&' : '?') + 'watch=true&ticket=' + encodeURIComponent(t));
+    es.onopen = opened;
+    es.onmessage = parsed(onRow);
+    for (const name of ['alert', 'incident']) es.addEventListener(name, parsed(onRow));
+    es.onerror = () => { es.close(); lost(); };
+    return es;
+  }, onState);
 }
