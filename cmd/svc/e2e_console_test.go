@@ -248,7 +248,7 @@ func testConsole(t *testing.T, backend string) {
 	for range 4 {
 		azDecide(t, s, stormTok, azUntrustedWrite(nil), "deny", "")
 	}
-	b.waitCount(`#feed-list li[data-type="incident"]`, 1)
+	b.waitCount(`#feed-list li[data-type="incident"][data-kind="deny_storm"]`, 1)
 	b.shot("feed")
 	b.do(chromedp.Click(chromedp.ID("feed-pause")))
 	before := b.count("#feed-list li")
@@ -280,6 +280,16 @@ func testConsole(t *testing.T, backend string) {
 	// tenant's own lockout bucket, not in the source address's, which the
 	// other tests' clusters share through the one test Valkey.
 	azWant(t, s, oldTok, azRead(nil), 401, "X-Svc-Tenant-ID", tenantID)
+
+	// Permissions: bind a tool to the frozen agent from the page.
+	b.do(chromedp.Click(chromedp.CSS(agentRow+" button.permissions")), chromedp.WaitVisible(chromedp.ID("permissions")))
+	b.waitText("#permissions", "may call any tool")
+	b.do(chromedp.SendKeys(chromedp.ID("bind-tool"), "github"), chromedp.Click(chromedp.ID("bind-save")))
+	b.waitCount(`#permission-list li[data-tool="github"]`, 1)
+	b.shot("agents-permissions")
+	if ps := arr(t, s.want(t, 200, "GET", "/v2/agents/"+freezeID+"/permissions", admin, nil)); len(ps) != 1 || ps[0]["tool_key"] != "github" {
+		t.Errorf("permissions after binding from the page: %v", ps)
+	}
 
 	// Receipts: a valid chain, then one tampered with in the database
 	// shows its failing index.

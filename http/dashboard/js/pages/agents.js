@@ -32,7 +32,8 @@ export function render(main) {
     }
   }
   function row(a) {
-    const actions = el('div', { class: 'row-actions' }, el('a', { href: '#/graph?kind=agent&id=' + encodeURIComponent(a.agent_id), text: 'Graph' }));
+    const actions = el('div', { class: 'row-actions' }, el('a', { href: '#/graph?kind=agent&id=' + encodeURIComponent(a.agent_id), text: 'Graph' }),
+      el('button', { type: 'button', class: 'secondary permissions', text: 'Permissions', onclick: () => permissions(a) }));
     let tier = el('span', { text: a.risk_tier });
     if (admin) {
       for (const op of transitions[a.status] || []) {
@@ -75,6 +76,47 @@ export function render(main) {
         el('button', { type: 'button', class: 'secondary', text: 'Done', onclick: () => { secret.hidden = true; secret.replaceChildren(); } }));
       secret.hidden = false;
     } catch (e) { toast(e.message, true); }
+  }
+  // permissions shows the agent's tool bindings (none: any tool), with
+  // bind and unbind for admins.
+  async function permissions(a) {
+    const box = el('div', { class: 'panel', id: 'permissions', role: 'region', 'aria-label': 'Permissions of ' + a.name });
+    const old = document.getElementById('permissions');
+    if (old) old.remove();
+    body.before(box);
+    async function draw() {
+      state(box, 'Loading permissions…');
+      let rows;
+      try {
+        rows = await api('GET', '/agents/' + encodeURIComponent(a.agent_id) + '/permissions');
+      } catch (e) { state(box, 'Could not load permissions: ' + e.message, true); return; }
+      const list = rows.length === 0 ? el('p', { class: 'state', text: 'No bindings: ' + a.name + ' may call any tool.' })
+        : el('ul', { id: 'permission-list' }, rows.map((p) => el('li', { 'data-tool': p.tool_key }, el('code', { text: p.tool_key }), ' ',
+          admin ? el('button', { type: 'button', class: 'secondary unbind', text: 'Remove', onclick: () => unbind(p.tool_key) }) : null)));
+      const tool = el('input', { id: 'bind-tool', spellcheck: 'false', required: true });
+      const form = admin ? el('form', { class: 'inline-form' }, el('div', {}, el('label', { for: 'bind-tool', text: 'Tool to allow' }), tool),
+        el('button', { type: 'submit', id: 'bind-save', text: 'Bind' })) : null;
+      if (form) {
+        form.addEventListener('submit', async (ev) => {
+          ev.preventDefault();
+          try {
+            await api('POST', '/agents/' + encodeURIComponent(a.agent_id) + '/permissions', { tool_key: tool.value.trim() });
+            toast('Bound ' + tool.value.trim() + ' to ' + a.name);
+            draw();
+          } catch (e) { toast(e.message, true); }
+        });
+      }
+      box.replaceChildren(...[el('h2', { text: 'Permissions of ' + a.name }), list, form,
+        el('button', { type: 'button', class: 'secondary', text: 'Close', onclick: () => box.remove() })].filter(Boolean));
+    }
+    async function unbind(tool) {
+      try {
+        await api('DELETE', '/agents/' + encodeURIComponent(a.agent_id) + '/permissions/' + encodeURIComponent(tool));
+        toast('Removed ' + tool);
+      } catch (e) { toast(e.message, true); }
+      draw();
+    }
+    draw();
   }
   filter.addEventListener('change', load);
   load();

@@ -53,13 +53,18 @@ export function render(main) {
     }
   }
   let stopped = false;
-  api('GET', '/incidents?limit=200').then((list) => {
-    for (const i of list) rows.set(i.incident_id, i);
-    draw();
-  }).catch((e) => { if (!stopped) state(body, 'Could not load incidents: ' + e.message, true); });
+  // The stream sends what opens after it starts, so the list is read each
+  // time it has (re)started: nothing opened in between is missed.
+  function loadList() {
+    api('GET', '/incidents?limit=200').then((list) => {
+      for (const i of list) rows.set(i.incident_id, i);
+      draw();
+    }).catch((e) => { if (!stopped) state(body, 'Could not load incidents: ' + e.message, true); });
+  }
   const stream = watch('/incidents', (i) => { rows.set(i.incident_id, i); draw(); }, (st, msg) => {
     status.className = st === 'error' ? 'state error' : 'state';
     status.textContent = st === 'open' ? 'Live.' : st === 'reconnecting' ? 'Stream lost; reconnecting…' : msg;
+    if (st === 'open') loadList();
   });
   return () => { stopped = true; stream.close(); };
 }
