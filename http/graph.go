@@ -83,11 +83,10 @@ func (s *Server) agentGraph(c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	recs, err := s.graphRecords(c, ds)
+	recs, err := s.graphRecords(c, ds, agent)
 	if err != nil {
 		return nil, err
 	}
-	recs.Agents[agent.ID] = agent
 	recs.Subject = &agent // its node even before its first decision
 	return evidence.Build(recs, depth, true), nil
 }
@@ -139,11 +138,14 @@ func (s *Server) incidentDecisions(c *Call, in persistence.Incident) ([]persiste
 		in.OpenedAt.Add(-incidentLookback), in.OpenedAt.Add(incidentLookahead))
 }
 
-// graphRecords reads what the decisions link to: their agents and
-// approvals.
-func (s *Server) graphRecords(c *Call, ds []persistence.Decision) (evidence.Records, error) {
+// graphRecords reads what the decisions link to: their agents (but the
+// known ones) and approvals.
+func (s *Server) graphRecords(c *Call, ds []persistence.Decision, known ...persistence.Agent) (evidence.Records, error) {
 	recs := evidence.Records{Decisions: ds, Agents: map[string]persistence.Agent{},
 		Approvals: map[string]persistence.Approval{}, Now: time.Now()}
+	for _, a := range known { // read already: not read again
+		recs.Agents[a.ID] = a
+	}
 	for _, d := range ds {
 		if _, ok := recs.Agents[d.AgentID]; !ok {
 			a, err := s.Store.GetAgent(c.Ctx(), c.Principal.TenantID, d.AgentID)
