@@ -352,3 +352,38 @@ func testConsole(t *testing.T, backend string) {
 		t.Errorf("the browser reported: %s", p)
 	}
 }
+
+// GET /v2/whoami, which the console reads after sign-in: each operator
+// token's own tenant, id and role; the super-admin's; no agent token, no
+// missing token.
+func TestE2EWhoami(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "sqlite", nil)
+	tenantID, admin := s.tenant(t, "whoami-"+uniq())
+	viewerID, viewer := s.opToken(t, admin, "whoami-viewer", "viewer")
+	_, approver := s.opToken(t, admin, "whoami-approver", "approver")
+	_, agentTok := s.agent(t, admin, "whoami-agent", nil)
+	for _, c := range []struct {
+		name, token, role string
+		headers           []string
+	}{
+		{"admin", admin, "admin", nil},
+		{"approver", approver, "approver", nil},
+		{"viewer", viewer, "viewer", nil},
+		{"super-admin", superToken, "admin", []string{"X-Svc-Tenant-ID", tenantID}},
+	} {
+		m := obj(t, s.want(t, 200, "GET", "/v2/whoami", c.token, nil, c.headers...))
+		if m["role"] != c.role || m["tenant_id"] != tenantID {
+			t.Errorf("%s: %v", c.name, m)
+		}
+		if raw := fmt.Sprint(m); strings.Contains(raw, c.token) {
+			t.Errorf("%s: whoami shows the token", c.name)
+		}
+	}
+	if m := obj(t, s.want(t, 200, "GET", "/v2/whoami", viewer, nil)); m["token_id"] != viewerID || m["kind"] != "operator" {
+		t.Errorf("viewer: %v", m)
+	}
+	envelope(t, s.want(t, 403, "GET", "/v2/whoami", agentTok, nil), 403, "v2", "Forbidden")
+	envelope(t, s.want(t, 401, "GET", "/v2/whoami", "", nil), 401, "v2", "Unauthorized")
+	envelope(t, s.want(t, 401, "GET", "/v2/whoami", "svc_op_"+strings.Repeat("x", 43), nil), 401, "v2", "Unauthorized")
+}
