@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/ed25519"
 	"net/http"
 	"sync/atomic"
@@ -83,6 +84,12 @@ type Server struct {
 	ready      atomic.Bool
 	sse        *sse.Server
 	streams    streamStats
+	// streamsEnd ends every open stream when the node shuts down
+	// (CloseStreams): http.Server.Shutdown neither waits for a hijacked
+	// WebSocket nor ends a server-sent event stream, which would hold it
+	// until its timeout.
+	streamsEnd  context.Context
+	closeStream context.CancelFunc
 }
 
 // New builds the server and registers every route.
@@ -90,6 +97,7 @@ func New(d Deps) *Server {
 	s := &Server{Deps: d, cfg: d.Config, log: d.Log.Named("http"), started: time.Now(), sse: newSSEServer(),
 		adm:         newAdmission(d.Config.MaxConcurrentRequests, d.Config.MaxConcurrentPerTenant),
 		streamShare: newAdmission(0, d.Config.MaxConcurrentPerTenant)}
+	s.streamsEnd, s.closeStream = context.WithCancel(context.Background())
 	if d.ReceiptSigner != nil {
 		s.receiptKey, s.keyID = d.ReceiptSigner.PublicKey(), d.ReceiptSigner.KeyID()
 	}
@@ -124,6 +132,12 @@ func New(d Deps) *Server {
 
 // MarkStarted flips /startupz to 200 once start-up has completed.
 func (s *Server) MarkStarted() { s.ready.Store(true) }
+
+// CloseStreams ends every open stream, now and from now on: a WebSocket
+// with close status 1001 (going away), a watch stream as if its client had
+// left. The node calls it as its shutdown starts (http.Server's
+// RegisterOnShutdown), so clients reconnect to another node at once.
+func (s *Server) CloseStreams() { s.closeStream() }
 
 // componentAuditWriter is the registry entry that reports whether audit
 // writes are succeeding (/readyz audit_writer).

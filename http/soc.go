@@ -162,5 +162,6 @@ func (s *Server) socSummary(c *Call) (any, error) {
 // watchParam documents the watch streams of the alert and incident lists.
 var watchParam = QueryParam{Name: "watch", Type: "boolean", Description: "true: a text/event-stream of the rows created after the " +
 	"request started, with the same filters, polled every 2 s: each row as `event: alert` (or `incident`), `id: <id>`, " +
-	"`data: <row JSON>`, and a `: keep-alive` comment every 15 s. A client that falls behind is disconnected. Browsers may " +
+	"`data: <row JSON>`, and a `: keep-alive` comment every 15 s. A client that falls behind is disconnected; a node that shuts down ends " +
+	"its streams at once (reconnect to another node). Browsers may " +
 	"authenticate with ?ticket= (POST /v1/stream-tickets)."}

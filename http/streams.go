@@ -77,7 +77,8 @@ func (s *Server) registerStreams() {
 		Status: http.StatusSwitchingProtocols,
 		Summary: "The live SOC feed over WebSocket: one JSON text frame per item, {\"type\":\"event\"|\"alert\"|\"incident\",\"data\":{...}}, " +
 			"from every node. A client that falls 256 frames behind, or does not take a frame within 5 s, is disconnected (close " +
-			"status 1008) so that it never slows the pipeline or other subscribers.",
+			"status 1008) so that it never slows the pipeline or other subscribers. A node that shuts down closes it with status 1001 " +
+			"(going away): reconnect, with a new ticket, to another node.",
 		Handle: s.eventsFeed})
 }
 
@@ -147,6 +148,7 @@ func (s *Server) watch(c *Call, kind string, list func(ctx context.Context, sinc
 		defer s.sse.RemoveStream(id)
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
+		defer context.AfterFunc(s.streamsEnd, cancel)() // the node shuts down: the stream ends
 		rc := http.NewResponseController(w)
 		go func() {
 			poll, alive := time.NewTicker(watchPoll), time.NewTicker(watchKeepAlive)
@@ -253,6 +255,9 @@ func (s *Server) websocketFeed(c *Call) streamOut {
 			select {
 			case <-ctx.Done():
 				_ = conn.Close(websocket.StatusNormalClosure, "")
+				return
+			case <-s.streamsEnd.Done():
+				_ = conn.Close(websocket.StatusGoingAway, "the gateway is shutting down")
 				return
 			case frame, ok := <-sub.C:
 				if !ok { // the feed cut it off (counted there)

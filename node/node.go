@@ -360,6 +360,7 @@ func (n *Node) Start() error {
 		ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
 	n.dsrv = &http.Server{Handler: n.api.DebugHandler(), ReadHeaderTimeout: 10 * time.Second}
 	n.failed = make(chan error, 2)
+	n.srv.RegisterOnShutdown(n.api.CloseStreams)
 	srv, dsrv := n.srv, n.dsrv
 	n.goroutines.Go(func() { n.failed <- serveListener(srv, ln, cfg) })
 	n.goroutines.Go(func() { n.failed <- dsrv.Serve(dln) })

@@ -14,12 +14,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -86,7 +88,7 @@ func newBrowser(t *testing.T) *browser {
 			// failed load; the page shows it as a message, and the steps
 			// check those. Anything else (a missing asset, a CSP
 			// violation, a script error) is a problem.
-			if e.Entry.Source == cdplog.EntrySourceNetwork && strings.Contains(e.Entry.URL, "/v2/") {
+			if e.Entry.Source == cdplog.EntrySourceNetwork && (strings.Contains(e.Entry.URL, "/v2/") || strings.Contains(e.Entry.Text, "/v2/")) {
 				return
 			}
 			if e.Entry.Level == cdplog.EntryLevelError || e.Entry.Level == cdplog.EntryLevelWarning || strings.Contains(e.Entry.Text, "Content Security Policy") {
@@ -176,6 +178,110 @@ func (b *browser) count(sel string) int {
 	return eval[int](b, fmt.Sprintf(`document.querySelectorAll(%q).length`, sel))
 }
 
+// axeSource is axe-core (cmd/svc/testdata/axe-core, vendored unedited
+// from the npm registry by scripts/vendor-npm.sh; test only, never served).
+var axeSource = sync.OnceValues(func() (string, error) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "axe-core", "axe.min.js"))
+	return string(raw), err
+})
+
+// axeViolation is one rule axe-core found broken, with up to three of the
+// elements that break it.
+type axeViolation struct {
+	ID      string   `json:"id"`
+	Impact  string   `json:"impact"`
+	Help    string   `json:"help"`
+	Targets []string `json:"targets"`
+}
+
+// accessible runs axe-core's WCAG 2.x A and AA rules over the page as it
+// stands: a critical or serious violation fails the test; moderate and
+// minor ones are logged. axe is loaded through the DevTools protocol, which
+// the page's Content-Security-Policy does not govern, so the policy stays
+// as strict as it is served.
+func (b *browser) accessible(page string) {
+	b.t.Helper()
+	for _, v := range b.axe(page) {
+		msg := fmt.Sprintf("accessibility, %s page: %s (%s): %s at %s", page, v.ID, v.Impact, v.Help, strings.Join(v.Targets, ", "))
+		if v.Impact == "critical" || v.Impact == "serious" {
+			b.t.Error(msg)
+		} else {
+			b.t.Log(msg)
+		}
+	}
+}
+
+// axe runs axe-core over the page and returns its violations.
+func (b *browser) axe(page string) []axeViolation {
+	b.t.Helper()
+	src, err := axeSource()
+	if err != nil {
+		b.t.Fatalf("axe-core: %v", err)
+	}
+	if !eval[bool](b, `typeof axe === "object"`) {
+		if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[chromedp.Void](src)); err != nil {
+			b.t.Fatalf("load axe-core: %v", err)
+		}
+	}
+	const run = `axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}, resultTypes: ["violations"]})
+  .then(r => r.violations.map(v => ({id: v.id, impact: v.impact || "", help: v.help,
+    targets: v.nodes.slice(0, 3).map(n => n.target.join(" "))})))`
+	found, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]axeViolation](run, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.t.Fatalf("axe-core on %s: %v", page, err)
+	}
+	return found
+}
+
+// recordTexts keeps every text the element matching sel shows from now on
+// (a MutationObserver in the page), for messages that a later state
+// replaces; texts reads them.
+func (b *browser) recordTexts(sel string) {
+	b.t.Helper()
+	eval[bool](b, fmt.Sprintf(`(() => {
+  window.__texts = window.__texts || {};
+  const seen = window.__texts[%[1]q] = [];
+  new MutationObserver(() => {
+    const e = document.querySelector(%[1]q);
+    if (e && seen[seen.length - 1] !== e.textContent) seen.push(e.textContent);
+  }).observe(document.body, {subtree: true, childList: true, characterData: true});
+  return true;
+})()`, sel))
+}
+
+func (b *browser) texts(sel string) []string {
+	b.t.Helper()
+	return eval[[]string](b, fmt.Sprintf(`(window.__texts || {})[%q] || []`, sel))
+}
+
+// refuseNextTicket answers the page's next POST /v2/stream-tickets with a
+// ticket the gateway does not know (intercepted in the browser with the
+// DevTools Fetch domain), as a ticket that expired or was used before the
+// stream opened: the gateway refuses all three with the same 401.
+func (b *browser) refuseNextTicket() {
+	b.t.Helper()
+	ctx, cancel := context.WithCancel(b.ctx)
+	paused := chromedp.Events(ctx, fetch.RequestPaused)
+	if _, err := chromedp.Call(b.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{
+		{URLPattern: "*/v2/stream-tickets", RequestStage: fetch.RequestStageResponse}}}); err != nil {
+		cancel()
+		b.t.Fatalf("browser: %v", err)
+	}
+	go func() {
+		defer cancel()
+		for ev, err := range paused {
+			if err != nil {
+				return
+			}
+			body := fmt.Sprintf(`{"ticket":%q,"expires_in":60}`, strings.Repeat("A", 32))
+			_, _ = chromedp.Call(b.ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{RequestID: ev.RequestID, ResponseCode: 201,
+				ResponseHeaders: []*fetch.HeaderEntry{{Name: "Content-Type", Value: "application/json"}}, Body: []byte(body)})
+			_, _ = chromedp.Call(b.ctx, fetch.Disable, cdp.Empty{})
+			return
+		}
+	}()
+}
+
 func (b *browser) signIn(base, token string) {
 	b.t.Helper()
 	b.do(chromedp.Navigate(base+"/dashboard/"), chromedp.WaitVisible(chromedp.ID("token")),
@@ -204,6 +310,7 @@ func testConsole(t *testing.T, backend string) {
 		t.Error("signed out, the page still shows the sign-out button or the navigation")
 	}
 	b.shot("signin-wrong-token")
+	b.accessible("sign-in")
 	b.signIn(s.base, admin)
 	b.waitText("#who-role", "admin")
 	b.waitText("#approvals-body", "No approvals yet")
@@ -219,9 +326,23 @@ func testConsole(t *testing.T, backend string) {
 	b.waitText(row+" .badge", "APPROVED")
 	b.waitText(row, "alice")
 	b.shot("approvals-approved")
+	b.accessible("approvals")
 	if a := obj(t, s.want(t, 200, "GET", "/v2/approvals/"+id, admin, nil)); a["status"] != "APPROVED" || a["approver_user_id"] != "alice" {
 		t.Errorf("after approving in the console: %v", a)
 	}
+
+	// A conflict: another approver rejects the call while the page's edit
+	// form is open; approving from the form then answers 409, and the form
+	// says what happened instead of failing blank.
+	id = str(t, azDecide(t, s, tok, apCall(map[string]any{"n": 3}, nil), "require_approval", ""), "approval_id")
+	row = fmt.Sprintf(`tr[data-approval=%q]`, id)
+	b.do(chromedp.WaitVisible(chromedp.CSS(row+" button.edit")), chromedp.Click(chromedp.CSS(row+" button.edit")),
+		chromedp.WaitVisible(chromedp.ID("edit-form")))
+	s.want(t, 200, "POST", "/v2/approvals/"+id+"/reject", admin, map[string]any{"approver_user_id": "bob", "reason": "not now"})
+	b.do(chromedp.Click(chromedp.CSS(`#edit-form button[type="submit"]`)))
+	b.waitText("#edit-form .error", "was already rejected by bob")
+	b.waitText(row+" .badge", "REJECTED")
+	b.shot("approvals-conflict")
 
 	// The evidence graph of a run, drawn by vis-network.
 	run := "console-run-" + uniq()
@@ -237,11 +358,19 @@ func testConsole(t *testing.T, backend string) {
 		t.Error("vis-network drew no canvas")
 	}
 	b.shot("graph-run")
+	b.accessible("graph")
 
-	// The live feed: a deny appears, then a deny storm's incident, without
-	// a reload; pause holds new items back.
+	// The live feed: its first ticket is refused (as an expired one would
+	// be), which the page says before it opens the stream with a new one;
+	// then a deny appears, then a deny storm's incident, without a reload;
+	// pause holds new items back.
+	b.recordTexts("#feed-status")
+	b.refuseNextTicket()
 	b.do(chromedp.Navigate(s.base+"/dashboard/#/feed"), chromedp.WaitVisible(chromedp.ID("feed-list")))
-	b.waitText("#feed-status", "Live")
+	b.waitText("#feed-status", "Live. Reconnected at")
+	if seen := b.texts("#feed-status"); !slices.ContainsFunc(seen, func(x string) bool { return strings.Contains(x, "refused the stream") }) {
+		t.Errorf("the feed's status never said the ticket was refused: %q", seen)
+	}
 	_, stormTok := s.agent(t, admin, "console-storm-"+uniq(), nil)
 	azDecide(t, s, stormTok, azUntrustedWrite(nil), "deny", "")
 	b.waitCount(`#feed-list li[data-decision="deny"]`, 1)
@@ -250,6 +379,7 @@ func testConsole(t *testing.T, backend string) {
 	}
 	b.waitCount(`#feed-list li[data-type="incident"][data-kind="deny_storm"]`, 1)
 	b.shot("feed")
+	b.accessible("feed")
 	b.do(chromedp.Click(chromedp.ID("feed-pause")))
 	before := b.count("#feed-list li")
 	azDecide(t, s, stormTok, azRead(nil), "allow", "")
@@ -258,11 +388,36 @@ func testConsole(t *testing.T, backend string) {
 		t.Errorf("paused, the feed drew %d items, then %d", before, after)
 	}
 	b.do(chromedp.Click(chromedp.ID("feed-pause")))
+	b.waitCount(`#feed-list li[data-decision="allow"]`, 1)
+
+	// The gateway restarts under the open feed (a lone node; a cluster's
+	// balancer has the other node): the page says the stream is lost, keeps
+	// its list, and reconnects on its own once the gateway is back.
+	if backend != clusterBackend {
+		kept := b.count("#feed-list li")
+		b.recordTexts("#feed-status")
+		s.stop(t)
+		b.waitText("#feed-status", "Retrying")
+		s = startServerOn(t, s.dbURL, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_RECEIPT_SIGNING_KEY": seed,
+			"SVC_LISTEN_ADDR": strings.TrimPrefix(s.base, "http://")})
+		b.waitText("#feed-status", "Live. Reconnected at")
+		b.shot("feed-reconnected")
+		if got := b.count("#feed-list li"); got != kept {
+			t.Errorf("the feed showed %d items before the restart and %d after", kept, got)
+		}
+		seen := b.texts("#feed-status")
+		if !slices.ContainsFunc(seen, func(x string) bool { return strings.Contains(x, "The gateway is restarting") }) {
+			t.Errorf("the feed's status never said the gateway was restarting: %q", seen)
+		}
+		azDecide(t, s, stormTok, azUntrustedWrite(nil), "deny", "")
+		b.waitCount(`#feed-list li[data-decision="deny"]`, 6)
+	}
 
 	// The incidents page lists it, with its evidence pack and graph.
 	b.do(chromedp.Navigate(s.base+"/dashboard/#/incidents"), chromedp.WaitVisible(chromedp.ID("incidents-body")))
 	b.waitCount(`tr[data-kind="deny_storm"] button.pack`, 1)
 	b.shot("incidents")
+	b.accessible("incidents")
 
 	// Agents: freeze one from the page, then rotate its token, shown once.
 	freezeID, oldTok := s.agent(t, admin, "console-freeze-"+uniq(), nil)
@@ -275,6 +430,7 @@ func testConsole(t *testing.T, backend string) {
 	b.waitCount("#new-token", 1)
 	newTok := eval[string](b, `document.getElementById("new-token").textContent`)
 	b.shot("agents-rotated")
+	b.accessible("agents")
 	azDecide(t, s, newTok, azRead(nil), "deny", "agent_frozen") // the new token works, on a frozen agent
 	// The old one is dead. The tenant header keeps this failure in the
 	// tenant's own lockout bucket, not in the source address's, which the
@@ -300,11 +456,13 @@ func testConsole(t *testing.T, backend string) {
 	b.do(chromedp.Click(chromedp.ID("verify-chain")))
 	b.waitCount(`#chain-errors tr[data-index="1"]`, 1)
 	b.shot("receipts-tampered")
+	b.accessible("receipts")
 
 	// The scoreboard lists the agents.
 	b.do(chromedp.Navigate(s.base+"/dashboard/#/scoreboard"), chromedp.WaitVisible(chromedp.ID("scoreboard-body")))
 	b.waitCount(fmt.Sprintf(`#scoreboard-body tr[data-agent=%q]`, freezeID), 1)
 	b.shot("scoreboard")
+	b.accessible("scoreboard")
 
 	// Policies: a module that does not compile shows its error's line.
 	b.do(chromedp.Navigate(s.base+"/dashboard/#/policies"), chromedp.WaitVisible(chromedp.ID("policy-rego")),
@@ -313,6 +471,7 @@ func testConsole(t *testing.T, backend string) {
 		chromedp.Click(chromedp.ID("policy-save")))
 	b.waitText("#compile-errors", "line ")
 	b.shot("policies-compile-error")
+	b.accessible("policies")
 
 	// Rules: a backtest of a default rule shows its figures.
 	b.do(chromedp.Navigate(s.base+"/dashboard/#/rules"), chromedp.WaitVisible(chromedp.ID("rules-body")))
@@ -320,6 +479,7 @@ func testConsole(t *testing.T, backend string) {
 	b.do(chromedp.Click(chromedp.CSS("#rules-body button.backtest")))
 	b.waitText("#backtest-figures", "decisions scanned")
 	b.shot("rules-backtest")
+	b.accessible("rules")
 
 	// Sign-out forgets the token.
 	b.do(chromedp.Click(chromedp.ID("sign-out")), chromedp.WaitVisible(chromedp.ID("token")))
@@ -339,6 +499,15 @@ func testConsole(t *testing.T, backend string) {
 	b.shot("approvals-viewer")
 	if txt := eval[string](b, `document.getElementById("main").innerText`); strings.Contains(txt, "null") || strings.Contains(txt, "undefined") {
 		t.Errorf("the page shows a null or undefined: %q", txt)
+	}
+
+	// The accessibility check can fail: an unlabelled button added to
+	// the page is found.
+	eval[bool](b, `(() => { const x = document.createElement("button"); x.id = "unlabelled"; document.getElementById("main").append(x); return true; })()`)
+	if found := b.axe("approvals with an unlabelled button"); !slices.ContainsFunc(found, func(v axeViolation) bool {
+		return v.ID == "button-name" && v.Impact == "critical" && slices.Contains(v.Targets, "#unlabelled")
+	}) {
+		t.Errorf("axe-core did not find the unlabelled button: %+v", found)
 	}
 
 	// The token never went into a URL; nothing was reported.

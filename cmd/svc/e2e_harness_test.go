@@ -187,7 +187,10 @@ func startOn(t testing.TB, dbURL string, env map[string]string, process bool) *s
 // server exited because a port was taken meanwhile.
 func tryStartServerOn(t testing.TB, dbURL string, env map[string]string, process bool) *server {
 	t.Helper()
-	listen, debug := freeAddr(t), freeAddr(t)
+	listen, debug := env["SVC_LISTEN_ADDR"], freeAddr(t)
+	if listen == "" { // a restart passes its predecessor's address
+		listen = freeAddr(t)
+	}
 	vars := map[string]string{
 		"SVC_LISTEN_ADDR":                   listen,
 		"SVC_DEBUG_ADDR":                    debug,

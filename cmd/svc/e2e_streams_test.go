@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -280,4 +281,61 @@ func TestE2EStreamCap(t *testing.T) {
 		return err == nil
 	})
 	_ = conns[1].CloseNow()
+}
+
+// A node that shuts down ends its open streams first: the WebSocket feed
+// with close status 1001 (going away) and a watch stream as if its client
+// had left, so that clients reconnect elsewhere at once and the shutdown
+// does not wait for its timeout with streams holding it open.
+func TestE2EStreamsEndOnShutdown(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "sqlite", map[string]string{"SVC_SHUTDOWN_TIMEOUT_SECS": "30"})
+	_, admin := s.tenant(t, "streams-shutdown-"+uniq())
+	ws, _, err := wsDial(t, s, admin, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ws.CloseNow() }()
+	req, err := http.NewRequest("GET", s.base+"/v2/alerts?watch=true", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /v2/alerts?watch=true: %v %v", resp, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	sseEnded := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		sseEnded <- err
+	}()
+	wsEnded := make(chan error, 1)
+	go func() {
+		_, _, err := ws.Read(context.Background())
+		wsEnded <- err
+	}()
+	if code, _ := s.stop(t); code != 0 {
+		t.Errorf("shutdown exit %d", code)
+	}
+	select {
+	case err := <-wsEnded:
+		if st := websocket.CloseStatus(err); st != websocket.StatusGoingAway {
+			t.Errorf("the feed ended with %v (status %d), want close status 1001", err, st)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the feed was still open after the shutdown")
+	}
+	select {
+	case err := <-sseEnded:
+		if err != nil {
+			t.Errorf("the watch stream ended with %v, want its end", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the watch stream was still open after the shutdown")
+	}
+	if log := s.stderr.String(); strings.Contains(log, "did not finish in time") {
+		t.Errorf("the shutdown waited for its timeout:\n%s", log)
+	}
 }

@@ -18,12 +18,17 @@ export function el(tag, attrs = {}, ...children) {
   return e;
 }
 
+// local formats in the viewer's locale and time zone; made once, as each
+// Date.toLocaleString call builds a formatter anew (the feed draws dozens
+// of rows per frame).
+const local = new Intl.DateTimeFormat(undefined, { dateStyle: 'short', timeStyle: 'medium' });
+
 // time shows an RFC 3339 timestamp in the viewer's local time, UTC on hover.
 export function time(iso) {
   if (!iso) return el('span', { class: 'muted', text: '—' });
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return el('span', { text: iso });
-  return el('time', { datetime: iso, title: d.toISOString() + ' (UTC)', text: d.toLocaleString() });
+  return el('time', { datetime: iso, title: d.toISOString() + ' (UTC)', text: local.format(d) });
 }
 
 export function toast(message, isError = false) {

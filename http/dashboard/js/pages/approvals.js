@@ -2,7 +2,7 @@
 // two seconds so a new one arrives without a reload; approve or reject
 // (with the approver's name and a reason) for approvers and admins.
 
-import { api, session } from '../api.js';
+import { api, session, ApiError } from '../api.js';
 import { el, time, toast, state } from '../dom.js';
 
 export const title = 'Approvals';
@@ -66,10 +66,23 @@ export function render(main) {
       await api('POST', '/approvals/' + encodeURIComponent(a.approval_id) + '/' + verb, body);
       toast((verb === 'approve' ? 'Approved ' : 'Rejected ') + a.approval_id);
     } catch (e) {
-      toast(e.message, true);
+      toast(await explain(a, e), true);
     }
     last = '';
     load();
+  }
+  // explain turns a 409 into what happened to the approval meanwhile
+  // (decided by someone else, or expired), read again from the gateway.
+  async function explain(a, e) {
+    if (!(e instanceof ApiError) || e.status !== 409) return e.message;
+    try {
+      const now = await api('GET', '/approvals/' + encodeURIComponent(a.approval_id));
+      if (now.status === 'EXPIRED') return 'Not decided: ' + a.approval_id + ' has expired.';
+      return 'Not decided: ' + a.approval_id + ' was already ' + now.status.toLowerCase() +
+        (now.approver_user_id ? ' by ' + now.approver_user_id : '') + '.';
+    } catch (e2) {
+      return e.message;
+    }
   }
   // edit approves the call with changed parameters (POST .../edit).
   function edit(a) {
@@ -94,7 +107,9 @@ export function render(main) {
         last = '';
         load();
       } catch (e) {
-        error.textContent = e.message;
+        error.textContent = await explain(a, e);
+        last = '';
+        load();
       }
     });
     body.before(dialog);

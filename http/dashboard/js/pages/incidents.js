@@ -63,7 +63,7 @@ export function render(main) {
   }
   const stream = watch('/incidents', (i) => { rows.set(i.incident_id, i); draw(); }, (st, msg) => {
     status.className = st === 'error' ? 'state error' : 'state';
-    status.textContent = st === 'open' ? 'Live.' : st === 'reconnecting' ? 'Stream lost; reconnecting…' : msg;
+    status.textContent = st === 'open' ? 'Live.' + (msg ? ' ' + msg + ' The list was read again.' : '') : msg;
     if (st === 'open') loadList();
   });
   return () => { stopped = true; stream.close(); };
