@@ -419,6 +419,22 @@ func testConsole(t *testing.T, backend string) {
 	b.shot("incidents")
 	b.accessible("incidents")
 
+	// Alerts: live over their watch stream; an agent's first deny raises
+	// one after the page opened, which appears without a reload; the
+	// severity filter is the gateway's.
+	b.do(chromedp.Navigate(s.base+"/dashboard/#/alerts"), chromedp.WaitVisible(chromedp.ID("alerts-body")))
+	b.waitText("#alerts-status", "Live")
+	alertAgent, alertTok := s.agent(t, admin, "console-alert-"+uniq(), nil)
+	azDecide(t, s, alertTok, azUntrustedWrite(nil), "deny", "")
+	b.waitCount(fmt.Sprintf(`#alerts-body tr[data-agent=%q][data-severity="HIGH"]`, alertAgent), 1)
+	b.shot("alerts")
+	b.accessible("alerts")
+	eval[bool](b, `(() => { const s = document.getElementById("alerts-severity"); s.value = "INFO"; s.dispatchEvent(new Event("change")); return true; })()`)
+	b.waitCount(`#alerts-body tr[data-severity="INFO"]`, 1)
+	if n := b.count(`#alerts-body tr[data-severity="HIGH"]`); n != 0 {
+		t.Errorf("filtered to INFO, the alerts page shows %d HIGH alerts", n)
+	}
+
 	// Agents: freeze one from the page, then rotate its token, shown once.
 	freezeID, oldTok := s.agent(t, admin, "console-freeze-"+uniq(), nil)
 	b.do(chromedp.Navigate(s.base+"/dashboard/#/agents"), chromedp.WaitVisible(chromedp.ID("agents-body")))

@@ -6,6 +6,7 @@ import { api, session, ApiError } from './api.js';
 import { el, toast } from './dom.js';
 import * as approvals from './pages/approvals.js';
 import * as feed from './pages/feed.js';
+import * as alerts from './pages/alerts.js';
 import * as incidents from './pages/incidents.js';
 import * as agents from './pages/agents.js';
 import * as graph from './pages/graph.js';
@@ -15,7 +16,7 @@ import * as rules from './pages/rules.js';
 import * as policies from './pages/policies.js';
 
 // pages: one per resource family; a later family adds one line here.
-const pages = [approvals, feed, incidents, agents, graph, receipts, scoreboard, rules, policies];
+const pages = [approvals, feed, alerts, incidents, agents, graph, receipts, scoreboard, rules, policies];
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');

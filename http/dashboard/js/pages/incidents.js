@@ -4,21 +4,19 @@
 
 import { api, session, download as downloadFile } from '../api.js';
 import { el, time, toast, state } from '../dom.js';
-import { watch } from '../stream.js';
+import { liveRows } from '../live.js';
 
 export const title = 'Incidents';
 export const path = '/incidents';
 export const level = 'viewer';
 
 export function render(main) {
-  const rows = new Map();
   const body = el('div', { id: 'incidents-body' });
   const status = el('p', { id: 'incidents-status', class: 'state', role: 'status' });
   main.replaceChildren(el('h1', { text: 'Incidents' }), status, body);
   state(body, 'Loading incidents…');
 
-  function draw() {
-    const list = [...rows.values()].sort((a, b) => (a.opened_at < b.opened_at ? 1 : -1));
+  function draw(list) {
     if (list.length === 0) { state(body, 'No incidents. Correlated attacks open one here as they happen.'); return; }
     body.replaceChildren(el('table', { 'aria-label': 'Incidents' },
       el('thead', {}, el('tr', {}, ['Opened', 'Severity', 'Kind', 'Summary', 'Status', ''].map((h) => el('th', { scope: 'col', text: h })))),
@@ -38,8 +36,7 @@ export function render(main) {
   async function close(i) {
     try {
       const updated = await api('POST', '/incidents/' + encodeURIComponent(i.incident_id) + '/close', { reason: 'closed from the console' });
-      rows.set(updated.incident_id, updated);
-      draw();
+      live.set(updated);
       toast('Closed incident ' + i.incident_id);
     } catch (e) {
       toast(e.message, true);
@@ -52,19 +49,7 @@ export function render(main) {
       toast('The evidence pack could not be downloaded: ' + e.message, true);
     }
   }
-  let stopped = false;
-  // The stream sends what opens after it starts, so the list is read each
-  // time it has (re)started: nothing opened in between is missed.
-  function loadList() {
-    api('GET', '/incidents?limit=200').then((list) => {
-      for (const i of list) rows.set(i.incident_id, i);
-      draw();
-    }).catch((e) => { if (!stopped) state(body, 'Could not load incidents: ' + e.message, true); });
-  }
-  const stream = watch('/incidents', (i) => { rows.set(i.incident_id, i); draw(); }, (st, msg) => {
-    status.className = st === 'error' ? 'state error' : 'state';
-    status.textContent = st === 'open' ? 'Live.' + (msg ? ' ' + msg + ' The list was read again.' : '') : msg;
-    if (st === 'open') loadList();
-  });
-  return () => { stopped = true; stream.close(); };
+  const live = liveRows({ path: '/incidents', id: 'incident_id', at: 'opened_at', keep: 200, status, onRows: draw,
+    onError: (e) => state(body, 'Could not load incidents: ' + e.message, true) });
+  return () => live.close();
 }
