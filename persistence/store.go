@@ -205,6 +205,7 @@ type Store interface {
 	SOCStore
 	WebhookStore
 	EvidenceStore
+	MCPStore
 
 	// Backend names the implementation: "sqlite" or "postgres".
 	Backend() string

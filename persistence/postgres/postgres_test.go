@@ -74,3 +74,7 @@ func TestSOCContract(t *testing.T) {
 func TestWebhooksContract(t *testing.T) {
 	storetest.RunWebhooks(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
 }
+
+func TestMCPContract(t *testing.T) {
+	storetest.RunMCP(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
+}

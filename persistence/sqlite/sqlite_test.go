@@ -121,6 +121,10 @@ func TestWebhooksContract(t *testing.T) {
 	storetest.RunWebhooks(t, func(t *testing.T) persistence.Store { return open(t, filepath.Join(t.TempDir(), "svc.db")) })
 }
 
+func TestMCPContract(t *testing.T) {
+	storetest.RunMCP(t, func(t *testing.T) persistence.Store { return open(t, filepath.Join(t.TempDir(), "svc.db")) })
+}
+
 // TestSearchIndexIntegrity: the full-text indexes are maintained in bulk
 // (migration 0007); deleting a tenant whose newest rows are not indexed yet
 // must leave both FTS5 indexes consistent with their tables (FTS5's own
