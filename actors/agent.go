@@ -155,9 +155,9 @@ func (g *AgentActor) evaluate(ctx context.Context, m *messages.Authorize, ad aut
 		}
 	}
 	if server, ok := strings.CutPrefix(tc.Tool, "mcp:"); ok {
-		// The MCP registry arrives with its own issue; until then every MCP
-		// server is unknown and the base policy denies (fail closed).
-		in.MCP = &policy.MCPInput{ServerKey: server}
+		// The registry's server and tool (CONTRACT §8); the base policy
+		// denies an unknown or quarantined server and a tool not approved.
+		in.MCP = f.mcp.input(ctx, m.TenantID, server, tc.Action)
 	}
 	if err := f.ensurePolicies(ctx, m.TenantID); err != nil {
 		f.log.Error("tenant policies unavailable; failing closed", "tenant_id", m.TenantID, "error", err)

@@ -25,7 +25,11 @@ type AuthorizerOptions struct {
 	QuotaWindow        time.Duration
 	ReplayWindow       time.Duration
 	SkillCacheCapacity int
-	RiskWeightsTTL     time.Duration
+	// MCPServerCacheCapacity and MCPToolCacheCapacity bound the MCP
+	// registry's caches (0 disables one).
+	MCPServerCacheCapacity int
+	MCPToolCacheCapacity   int
+	RiskWeightsTTL         time.Duration
 	// IdempotencyTTL is how long a request_id's answer is kept in shared
 	// state (the decision row stays the durable record).
 	IdempotencyTTL time.Duration
@@ -104,6 +108,7 @@ func NewAuthorizer(system *actor.ActorSystem, store persistence.Store, shared sh
 	a := &Authorizer{system: system, store: store, shared: shared, writer: writer, events: events, log: log, opt: o, facts: f}
 	if o.Invalidations != nil {
 		o.Invalidations.Subscribe(f.drop, messages.CacheSkill, messages.CachePolicy, messages.CacheRisk, messages.CacheBasePolicy)
+		o.Invalidations.Subscribe(f.mcp.drop, messages.CacheMCP)
 	}
 	return a, nil
 }

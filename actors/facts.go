@@ -34,6 +34,7 @@ type factSource struct {
 
 	skills  *lru.Cache[string, skillEntry] // nil when the capacity is 0
 	tenants sync.Map                       // tenant → *tenantEntry
+	mcp     *mcpFacts
 }
 
 type skillEntry struct {
@@ -65,6 +66,10 @@ func newFactSource(store persistence.Store, shared sharedstate.State, engine *po
 			return nil, fmt.Errorf("actors: skill cache: %w", err)
 		}
 		f.skills = c
+	}
+	var err error
+	if f.mcp, err = newMCPFacts(store, o.MCPServerCacheCapacity, o.MCPToolCacheCapacity); err != nil {
+		return nil, err
 	}
 	return f, nil
 }

@@ -117,6 +117,7 @@ type Config struct {
 	AuditArchivalInterval    time.Duration // SVC_AUDIT_ARCHIVAL_INTERVAL_SECS
 	AuditRetentionDays       int           // SVC_AUDIT_RETENTION_DAYS
 	ApprovalCleanupInterval  time.Duration // SVC_APPROVAL_CLEANUP_INTERVAL_SECS
+	MCPDiscoveryInterval     time.Duration // SVC_MCP_DISCOVERY_INTERVAL_SECS; 0 disables
 	ApprovalRetentionDays    int           // SVC_APPROVAL_RETENTION_DAYS
 	VacuumInterval           time.Duration // SVC_VACUUM_INTERVAL_SECS
 	PoolHealthSampleInterval time.Duration // SVC_POOL_HEALTH_SAMPLE_INTERVAL_SECS
@@ -190,8 +191,9 @@ func Settings() []Setting {
 		{"SVC_DB_MAX_LIFETIME_SECS", "1800", "connection recycle"},
 		{"SVC_DB_TEST_BEFORE_ACQUIRE", "true (Postgres), false (SQLite)", "liveness check before a connection is handed out"},
 		{"SVC_SKILL_CACHE_CAPACITY", "1024", "skill metadata cache entries; 0 disables"},
-		{"SVC_MCP_SERVER_CACHE_CAPACITY", "1024", "MCP server cache entries (SPEC 8); validated but without effect: this build has no MCP registry endpoints (CONTRACT §8), so an mcp: tool's server is always unknown"},
-		{"SVC_MCP_TOOL_CACHE_CAPACITY", "1024", "MCP tool cache entries (SPEC 8); validated but without effect, as SVC_MCP_SERVER_CACHE_CAPACITY"},
+		{"SVC_MCP_SERVER_CACHE_CAPACITY", "1024", "MCP server records cached for authorize (tenant and server key); every change drops them on every node; 0 disables"},
+		{"SVC_MCP_TOOL_CACHE_CAPACITY", "1024", "MCP tool statuses cached for authorize (tenant, server and tool key); dropped with their server's; 0 disables"},
+		{"SVC_MCP_DISCOVERY_INTERVAL_SECS", "3600", "the leader re-discovers every http MCP server this often, so drift is found without anyone asking; 0 disables"},
 		{"SVC_CANONICAL_HASH_CACHE_CAPACITY", "1024", "canonical hash cache entries (SPEC 8); validated but without effect: the action hash is written directly (about 2.7 µs), which a cache keyed by the call would not beat"},
 		{"SVC_REPLAY_NONCE_CACHE_CAPACITY", "10000", "replay nonce cache entries (SPEC 8); validated but without effect: nonces live in the shared state for SVC_REPLAY_WINDOW_SECS, bounded by time, never evicted by count (an evicted nonce could be replayed)"},
 		{"SVC_RISK_WEIGHTS_CACHE_TTL_SECS", "60", "TTL of cached tenant risk weights; 0 disables"},
@@ -383,6 +385,7 @@ func (v *validator) background(c *Config) {
 	c.AuditArchivalInterval = v.seconds("SVC_AUDIT_ARCHIVAL_INTERVAL_SECS", 1)
 	c.AuditRetentionDays = v.count("SVC_AUDIT_RETENTION_DAYS", 1)
 	c.ApprovalCleanupInterval = v.seconds("SVC_APPROVAL_CLEANUP_INTERVAL_SECS", 1)
+	c.MCPDiscoveryInterval = v.seconds("SVC_MCP_DISCOVERY_INTERVAL_SECS", 0)
 	c.ApprovalRetentionDays = v.count("SVC_APPROVAL_RETENTION_DAYS", 1)
 	c.VacuumInterval = v.seconds("SVC_VACUUM_INTERVAL_SECS", 1)
 	c.PoolHealthSampleInterval = v.seconds("SVC_POOL_HEALTH_SAMPLE_INTERVAL_SECS", 1)

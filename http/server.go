@@ -45,6 +45,11 @@ type Deps struct {
 	Notifier         *actors.NotifierStats
 	ApprovalsDeleted *atomic.Uint64
 	Policy           *policy.Engine
+	// MCP discovers MCP servers and drops their cached records on every
+	// node after a change.
+	MCP *actors.MCPRegistry
+	// MCPRediscovery counts the leader's re-discovery passes.
+	MCPRediscovery *actors.MCPRediscoveryStats
 	// Exporter is the webhook exporter's counters and subscription cache
 	// (invalidated after every subscription change); nil without one.
 	Exporter *actors.ExporterHandle
@@ -111,6 +116,7 @@ func New(d Deps) *Server {
 	s.registerAuthorize()
 	s.registerPolicies()
 	s.registerSkills()
+	s.registerMCP()
 	s.registerRisk()
 	s.registerDecisions()
 	s.registerGraph()

@@ -413,6 +413,9 @@ type watchRow struct {
 // SinceSeq oldest first (persistence.AlertFilter).
 func (s *Server) watchAlerts(c *Call, f persistence.AlertFilter) (any, error) {
 	tenant := c.Principal.TenantID
+	// The MCP inspection's alerts are visible by polling only (SPEC 4.8,
+	// 6.6).
+	f.ExcludeRules = []string{RuleMCPSensitiveData, RuleMCPInjection}
 	return s.watch(c, messages.FeedAlert, func(ctx context.Context, since int64, limit int) ([]watchRow, error) {
 		f.SinceSeq = since
 		rows, err := s.Store.ListAlerts(ctx, tenant, f, persistence.Page{Limit: limit})

@@ -21,6 +21,8 @@ const (
 	CacheSOCRules CacheKind = "soc_rules"
 	// CacheWebhooks: a tenant's webhook export subscriptions.
 	CacheWebhooks CacheKind = "webhooks"
+	// CacheMCP: a tenant's MCP server, by server key, with its tools.
+	CacheMCP CacheKind = "mcp"
 	// CacheAll: every cache, entirely (after invalidations may have been
 	// missed). Every subscriber receives it, whatever its kinds.
 	CacheAll CacheKind = "*"

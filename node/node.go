@@ -67,6 +67,8 @@ type Node struct {
 	socStats         *actors.SOCStats
 	feed             *actors.Feed
 	exports          *actors.ExporterHandle
+	mcp              *actors.MCPRegistry
+	mcpRediscovery   actors.MCPRediscoveryStats
 	approvals        *actors.Approvals
 	authorizer       *actors.Authorizer
 	writerMetrics    *httpapi.WriterMetrics
@@ -144,7 +146,7 @@ func (n *Node) build(ctx context.Context, stdout io.Writer) error {
 		Pool: n.pool, Events: n.bus, Supervisor: n.sup, Authorizer: n.authorizer, Approvals: n.approvals,
 		SOC: actors.NewSOC(n.socStats, n.invalidations), Invalidations: n.invalidations, SOCStats: n.socStats, Feed: n.feed,
 		Notifier: n.notifyStats, Exporter: n.exports, ApprovalsDeleted: &n.approvalsDeleted, Policy: n.engine, Resealed: &n.resealed,
-		WriterMetrics: n.writerMetrics, ReceiptSigner: n.signer, Log: n.log, Version: n.version, NodeID: n.cfg.NodeID, Heartbeat: n.heartbeat})
+		WriterMetrics: n.writerMetrics, ReceiptSigner: n.signer, MCP: n.mcp, MCPRediscovery: &n.mcpRediscovery, Log: n.log, Version: n.version, NodeID: n.cfg.NodeID, Heartbeat: n.heartbeat})
 	return nil
 }
 
@@ -198,6 +200,7 @@ func (n *Node) newActors() {
 	n.exports = &actors.ExporterHandle{}
 	n.approvals = actors.NewApprovals(n.system, n.store, n.bus, actors.ApprovalOptions{TTL: cfg.ApprovalTTL}, log.Named("approvals"))
 	n.writerMetrics = httpapi.NewWriterMetrics()
+	n.mcp = actors.NewMCPRegistry(n.store, n.bus, n.invalidations, mcpFetch(cfg.AllowPrivateTargets, n.version), log.Named("mcp"))
 }
 
 // writerHealth reports the group writer's state on /readyz.
@@ -280,6 +283,11 @@ func (n *Node) children() []actors.ChildSpec {
 			time.Duration(cfg.ApprovalRetentionDays)*24*time.Hour, n.leader.IsLeader, &n.approvalsDeleted, log.Named("approvals")),
 			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
 	}
+	if cfg.MCPDiscoveryInterval > 0 {
+		children = append(children, actors.ChildSpec{Name: "mcp_rediscovery", Producer: actors.NewMCPRediscovery(n.mcp, store,
+			cfg.MCPDiscoveryInterval, n.leader.IsLeader, &n.mcpRediscovery, log.Named("mcp")),
+			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute})
+	}
 	if !cfg.SOCPipeline {
 		children = slices.DeleteFunc(children, func(c actors.ChildSpec) bool { return c.Name == "soc_pipeline" })
 	}
@@ -318,7 +326,8 @@ func (n *Node) startAuthorizer() error {
 	writerPID, _ := n.sup.Child("group_writer")
 	a, err := actors.NewAuthorizer(n.system, n.store, n.shared, n.engine, writerPID, n.bus, n.heartbeat, actors.AuthorizerOptions{
 		RateCapacity: cfg.RateLimitCapacity, RateRefill: cfg.RateLimitRefillRate, QuotaLimit: cfg.QuotaLimit, QuotaWindow: cfg.QuotaWindow,
-		ReplayWindow: cfg.ReplayWindow, SkillCacheCapacity: cfg.SkillCacheCapacity, RiskWeightsTTL: cfg.RiskWeightsCacheTTL,
+		ReplayWindow: cfg.ReplayWindow, SkillCacheCapacity: cfg.SkillCacheCapacity,
+		MCPServerCacheCapacity: cfg.MCPServerCacheCapacity, MCPToolCacheCapacity: cfg.MCPToolCacheCapacity, RiskWeightsTTL: cfg.RiskWeightsCacheTTL,
 		CommitTimeout: cfg.RequestTimeout, EarlyAnswer: !cfg.Cluster && cfg.EarlyAnswer, Lost: &n.earlyLost, Pending: n.earlyPending,
 		OnLost: n.recordLost, Approvals: n.approvals, Invalidations: n.invalidations, RefusalStatus: httpapi.RefusalStatus}, n.log.Named("authorize"))
 	n.authorizer = a

@@ -17,8 +17,10 @@ import (
 	"svc/actors"
 	"svc/config"
 	httpapi "svc/http"
+	"svc/mcpclient"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
+	"svc/rules/manifest"
 )
 
 // bootstrap creates the SVC_BOOTSTRAP_TENANT tenant on a database that does
@@ -81,6 +83,15 @@ func serveListener(srv *http.Server, ln net.Listener, cfg *config.Config) error 
 
 // webhookPost is the outbound chat notifier's transport; nil (a null sink)
 // when SVC_WEBHOOK_URL is unset.
+// mcpFetch lists an MCP server's tools over streamable HTTP through the
+// outbound client, whose dialer enforces the address guard (CONTRACT §7).
+func mcpFetch(allowPrivate bool, version string) actors.MCPFetch {
+	client := httpapi.OutboundClient(allowPrivate)
+	return func(ctx context.Context, url string) ([]manifest.Tool, error) {
+		return mcpclient.Tools(ctx, client, url, version, mcpclient.DefaultLimits)
+	}
+}
+
 func webhookPost(target string, allowPrivate bool) actors.Post {
 	if target == "" {
 		return nil

@@ -105,6 +105,8 @@ type MCPDiscovery struct {
 	Delete []string
 	// Entry is the drift's history entry, nil without one.
 	Entry *MCPManifestEntry
+	// Audit are the change's audit events.
+	Audit []AuditEvent
 }
 
 // MCPDiscoveryPlan decides a discovery's writes from the stored server and
@@ -131,7 +133,8 @@ type MCPStore interface {
 	SetMCPToolStatus(ctx context.Context, tenantID, serverKey, toolKey string, from []string, to string, audit ...AuditEvent) (MCPTool, error)
 
 	// ApplyMCPDiscovery records a successful discovery as plan decides.
-	ApplyMCPDiscovery(ctx context.Context, tenantID, serverKey string, plan MCPDiscoveryPlan, audit ...AuditEvent) (MCPServer, *MCPManifestEntry, error)
+	// The plan's audit events are written with it.
+	ApplyMCPDiscovery(ctx context.Context, tenantID, serverKey string, plan MCPDiscoveryPlan) (MCPServer, *MCPManifestEntry, error)
 	// FailMCPDiscovery records a failed discovery's reason.
 	FailMCPDiscovery(ctx context.Context, tenantID, serverKey, reason string, at time.Time) error
 	// ListMCPHistory lists a server's drift entries, newest first.

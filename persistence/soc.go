@@ -65,6 +65,9 @@ type AlertFilter struct {
 	Severity string
 	AgentID  string
 	SinceSeq int64
+	// ExcludeRules leaves out the alerts of these rule keys (the watch
+	// stream leaves out the polling-only MCP inspection alerts).
+	ExcludeRules []string
 }
 
 // IncidentFilter narrows ListIncidents like AlertFilter.

@@ -220,8 +220,8 @@ func (s *Store) SetMCPToolStatus(ctx context.Context, tenantID, serverKey, toolK
 }
 
 // ApplyMCPDiscovery implements persistence.MCPStore.
-func (s *Store) ApplyMCPDiscovery(ctx context.Context, tenantID, serverKey string, plan persistence.MCPDiscoveryPlan,
-	audit ...persistence.AuditEvent) (persistence.MCPServer, *persistence.MCPManifestEntry, error) {
+func (s *Store) ApplyMCPDiscovery(ctx context.Context, tenantID, serverKey string, plan persistence.MCPDiscoveryPlan) (persistence.MCPServer,
+	*persistence.MCPManifestEntry, error) {
 	var out persistence.MCPServer
 	var entry *persistence.MCPManifestEntry
 	err := s.DB.Tx(ctx, func(q Querier) error {
@@ -282,7 +282,7 @@ func (s *Store) ApplyMCPDiscovery(ctx context.Context, tenantID, serverKey strin
 			}
 			entry = e
 		}
-		if err := s.insertAudit(ctx, q, audit); err != nil {
+		if err := s.insertAudit(ctx, q, d.Audit); err != nil {
 			return err
 		}
 		out, err = getMCPServer(ctx, q, tenantID, serverKey)

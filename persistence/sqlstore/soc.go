@@ -116,6 +116,10 @@ func (s *Store) ListAlerts(ctx context.Context, tenantID string, f persistence.A
 			q += fmt.Sprintf(` AND %s = $%d`, c.col, len(args))
 		}
 	}
+	for _, rule := range f.ExcludeRules {
+		args = append(args, rule)
+		q += fmt.Sprintf(` AND rule_key <> $%d`, len(args))
+	}
 	tail, extra := sinceOrPage(f.SinceSeq, p, len(args)+1)
 	rows, err := s.DB.Reader().Query(ctx, q+tail, append(args, extra...)...)
 	if err != nil {

@@ -1,0 +1,285 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+
+	"svc/messages"
+	"svc/persistence"
+	"svc/rules/manifest"
+)
+
+// MCPFetch lists the tools of the MCP server at url over the real protocol
+// (mcpclient.Tools with the node's outbound client; actors make no HTTP
+// calls themselves).
+type MCPFetch func(ctx context.Context, url string) ([]manifest.Tool, error)
+
+// ErrMCPManifest wraps a manifest the gateway refuses (manifest.ErrInvalid)
+// or a body that http servers must not carry.
+var ErrMCPManifest = errors.New("actors: mcp manifest refused")
+
+// MCPRegistry discovers MCP servers' tools (CONTRACT §8): it lists an http
+// server's tools over MCP, or takes a stdio server's manifest from the
+// request, normalizes and hashes it, and records it in one transaction
+// that reads the stored tools (so concurrent discoveries of one server
+// apply one after the other): the first discovery pins the hash with every
+// tool pending; a later one with another hash records a drift entry, puts
+// added and changed tools to pending, removes the removed, and emits
+// mcp_manifest_drift with the drift's risk. Every change drops the
+// authorize path's cached server and tools on every node.
+type MCPRegistry struct {
+	store  persistence.MCPStore
+	events *EventBus
+	inval  *Invalidations
+	fetch  MCPFetch
+	log    hclog.Logger
+}
+
+// NewMCPRegistry returns the registry; inval may be nil (tests).
+func NewMCPRegistry(store persistence.MCPStore, events *EventBus, inval *Invalidations, fetch MCPFetch, log hclog.Logger) *MCPRegistry {
+	return &MCPRegistry{store: store, events: events, inval: inval, fetch: fetch, log: log}
+}
+
+// Discovery is the outcome of one discovery.
+type Discovery struct {
+	Server persistence.MCPServer
+	// First: this discovery pinned the manifest.
+	First bool
+	// Drift: what changed against the tools known before (empty lists
+	// when nothing did); Entry is the history entry, nil without drift.
+	Drift manifest.Drift
+	Entry *persistence.MCPManifestEntry
+	// Tools is how many tools the manifest has.
+	Tools int
+}
+
+// Discover runs one discovery of the tenant's server. stdio servers'
+// manifests come in tools (required); http servers are asked over MCP
+// (tools must be nil). audit builds the change's audit event from its
+// outcome. A failed fetch or a refused manifest is recorded on the server
+// (last_discovery_error) and returned.
+func (r *MCPRegistry) Discover(ctx context.Context, tenantID, key string, tools []manifest.Tool,
+	audit func(Discovery) persistence.AuditEvent) (Discovery, error) {
+	srv, err := r.store.GetMCPServer(ctx, tenantID, key)
+	if err != nil {
+		return Discovery{}, err
+	}
+	switch {
+	case srv.Transport == persistence.MCPTransportHTTP && tools != nil:
+		return Discovery{}, fmt.Errorf("%w: an http server is discovered over MCP; send no manifest", ErrMCPManifest)
+	case srv.Transport == persistence.MCPTransportHTTP:
+		if tools, err = r.fetch(ctx, srv.URL); err != nil {
+			return Discovery{}, r.failed(tenantID, key, err)
+		}
+	case tools == nil:
+		return Discovery{}, fmt.Errorf("%w: a stdio server's manifest is the body's tools", ErrMCPManifest)
+	}
+	live, err := manifest.Normalize(tools)
+	if err != nil {
+		return Discovery{}, r.failed(tenantID, key, fmt.Errorf("%w: %w", ErrMCPManifest, err))
+	}
+	hash := manifest.Hash(live)
+	var out Discovery
+	plan := func(cur persistence.MCPServer, stored []persistence.MCPTool) (persistence.MCPDiscovery, error) {
+		out = Discovery{First: cur.PinnedHash == "", Tools: len(live)}
+		d := persistence.MCPDiscovery{ManifestHash: hash, Pin: out.First}
+		known := make([]manifest.Known, len(stored))
+		byName := make(map[string]persistence.MCPTool, len(stored))
+		for i, t := range stored {
+			known[i] = manifest.Known{Tool: manifest.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}, Status: t.Status}
+			byName[t.Name] = t
+		}
+		drift := manifest.Compare(known, live)
+		out.Drift = drift
+		touched := map[string]bool{}
+		for _, n := range drift.Added {
+			touched[n] = true
+		}
+		for _, n := range drift.Changed {
+			touched[n] = true
+		}
+		for _, t := range live {
+			if !touched[t.Name] {
+				continue
+			}
+			d.Upsert = append(d.Upsert, persistence.MCPTool{Key: t.Key(), Name: t.Name, Status: manifest.StatusPending,
+				Description: t.Description, InputSchema: t.InputSchema, Hash: t.Hash(), Findings: toolFindings(t)})
+		}
+		for _, n := range drift.Removed {
+			d.Delete = append(d.Delete, byName[n].Key)
+		}
+		if !out.First && !drift.Empty() && hash != cur.PinnedHash {
+			found := make([]persistence.MCPFinding, len(drift.Found))
+			for i, f := range drift.Found {
+				found[i] = persistence.MCPFinding(f)
+			}
+			d.Entry = &persistence.MCPManifestEntry{ID: uuid.NewString(), ManifestHash: hash, PinnedHash: cur.PinnedHash,
+				Added: drift.Added, Removed: drift.Removed, Changed: drift.Changed, RiskScore: drift.Risk, Findings: found,
+				EventID: uuid.NewString()}
+		}
+		if audit != nil {
+			d.Audit = []persistence.AuditEvent{audit(out)}
+		}
+		return d, nil
+	}
+	srv, entry, err := r.store.ApplyMCPDiscovery(ctx, tenantID, key, plan)
+	if err != nil {
+		return Discovery{}, err
+	}
+	out.Server, out.Entry = srv, entry
+	r.changed(ctx, tenantID, key)
+	if entry != nil {
+		r.events.Publish(driftEvent(tenantID, key, entry))
+	}
+	return out, nil
+}
+
+// toolFindings is the poisoning scan of a tool as stored with it.
+func toolFindings(t manifest.Tool) []persistence.MCPFinding {
+	fs := manifest.Scan(t)
+	out := make([]persistence.MCPFinding, len(fs))
+	for i, f := range fs {
+		out[i] = persistence.MCPFinding(f)
+	}
+	return out
+}
+
+// failed records a failed discovery on the server and returns err.
+func (r *MCPRegistry) failed(tenantID, key string, err error) error {
+	ctx, cancel := ioContext(5 * time.Second)
+	defer cancel()
+	if ferr := r.store.FailMCPDiscovery(ctx, tenantID, key, err.Error(), time.Now()); ferr != nil {
+		r.log.Warn("recording a failed discovery failed", "tenant_id", tenantID, "server_key", key, "error", ferr)
+	}
+	return err
+}
+
+// Changed drops the authorize path's cached server and tools on every
+// node after a change to them.
+func (r *MCPRegistry) Changed(ctx context.Context, tenantID, key string) {
+	r.changed(ctx, tenantID, key)
+}
+
+func (r *MCPRegistry) changed(ctx context.Context, tenantID, key string) {
+	if r.inval != nil {
+		r.inval.Invalidate(ctx, messages.Invalidation{Kind: messages.CacheMCP, TenantID: tenantID, Key: key})
+	}
+}
+
+// driftEvent is the mcp_manifest_drift event of a drift (SPEC 6.1: agent
+// unknown, decision deny; the risk is the drift's).
+func driftEvent(tenantID, key string, e *persistence.MCPManifestEntry) messages.AseEvent {
+	res := key
+	return messages.AseEvent{EventID: e.EventID, OccurredAt: time.Now().UTC(), TenantID: tenantID, Kind: messages.KindMCPManifestDrift,
+		AgentID: messages.UnknownAgent, Decision: "deny", Tool: "mcp:" + key, Action: "tools/list", Resource: &res,
+		RiskScore: e.RiskScore, Reason: "manifest_drift", MatchedPolicies: []string{}, RedactedFields: []string{},
+		SchemaVersion: messages.SchemaVersion}
+}
+
+// MCPRediscovery re-discovers every http MCP server every interval, on
+// the leader only (SVC_MCP_DISCOVERY_INTERVAL_SECS), so drift is found
+// without anyone asking. A server that fails is recorded on it and logged;
+// a store that cannot list the servers fails the job, which its supervisor
+// restarts.
+type MCPRediscovery struct {
+	registry *MCPRegistry
+	store    persistence.MCPStore
+	every    time.Duration
+	isLeader func() bool
+	log      hclog.Logger
+	ticker   *ticker
+	inFlight bool
+	// Runs counts completed passes (tests, metrics).
+	runs *MCPRediscoveryStats
+}
+
+// MCPRediscoveryStats are the job's counters.
+type MCPRediscoveryStats struct {
+	Passes, Discovered, Failed atomic.Uint64
+}
+
+type rediscovered struct {
+	ok, failed int
+	err        error
+}
+
+// NewMCPRediscovery returns the producer of the job's actor.
+func NewMCPRediscovery(registry *MCPRegistry, store persistence.MCPStore, every time.Duration, isLeader func() bool,
+	stats *MCPRediscoveryStats, log hclog.Logger) actor.Producer {
+	return func() actor.Actor {
+		return &MCPRediscovery{registry: registry, store: store, every: every, isLeader: isLeader, runs: stats, log: log}
+	}
+}
+
+// Receive implements actor.Actor.
+func (j *MCPRediscovery) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		j.ticker = startTicker(ctx, j.every)
+	case tick:
+		if j.inFlight || (j.isLeader != nil && !j.isLeader()) {
+			return
+		}
+		j.inFlight = true
+		self, root := ctx.Self(), ctx.ActorSystem().Root
+		go func() { root.Send(self, j.pass()) }()
+	case rediscovered:
+		j.inFlight = false
+		if m.err != nil {
+			panic("mcp re-discovery failed: " + m.err.Error())
+		}
+		if j.runs != nil {
+			j.runs.Passes.Add(1)
+			j.runs.Discovered.Add(uint64(max(m.ok, 0)))
+			j.runs.Failed.Add(uint64(max(m.failed, 0)))
+		}
+		j.log.Info("mcp servers re-discovered", "discovered", m.ok, "failed", m.failed)
+	case *actor.Stopping, *actor.Restarting:
+		if j.ticker != nil {
+			j.ticker.Stop()
+		}
+	}
+}
+
+func (j *MCPRediscovery) pass() rediscovered {
+	ctx, cancel := ioContext(time.Minute)
+	servers, err := j.store.ListAllMCPServers(ctx, persistence.MCPTransportHTTP)
+	cancel()
+	if err != nil {
+		return rediscovered{err: err}
+	}
+	var out rediscovered
+	for _, s := range servers {
+		ctx, cancel := ioContext(time.Minute)
+		_, err := j.registry.Discover(ctx, s.TenantID, s.Key, nil, func(d Discovery) persistence.AuditEvent {
+			return rediscoveryAudit(s.TenantID, s.Key, d)
+		})
+		cancel()
+		if err != nil {
+			out.failed++
+			j.log.Warn("mcp re-discovery of a server failed", "tenant_id", s.TenantID, "server_key", s.Key, "error", err)
+			continue
+		}
+		out.ok++
+	}
+	return out
+}
+
+// rediscoveryAudit is the audit event of a scheduled discovery.
+func rediscoveryAudit(tenantID, key string, d Discovery) persistence.AuditEvent {
+	return persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: tenantID, EventType: "config_change", Action: "mcp_discovered",
+		Actor: "system:mcp_rediscovery", Details: DiscoveryDetails(key, d), CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+}
+
+// DiscoveryDetails are a discovery's audit details.
+func DiscoveryDetails(key string, d Discovery) map[string]any {
+	return map[string]any{"action": "mcp_discovered", "server_key": key, "first": d.First, "tools": d.Tools,
+		"added": d.Drift.Added, "removed": d.Drift.Removed, "changed": d.Drift.Changed, "risk_score": d.Drift.Risk}
+}

@@ -1,0 +1,547 @@
+package httpapi
+
+// The MCP registry (SPEC 4.8, CONTRACT §8): /mcp/servers, their tools,
+// discovery, pins, drift history and response inspection.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"svc/actors"
+	"svc/canonical"
+	"svc/mcpclient"
+	"svc/persistence"
+	"svc/rules/inspect"
+	"svc/rules/manifest"
+	"svc/rules/policy"
+)
+
+// The inspection's alert rules (SPEC 4.8): polling only, never on a
+// stream, notification or export.
+const (
+	RuleMCPSensitiveData = "mcp_response_sensitive_data"
+	RuleMCPInjection     = "mcp_response_injection_attempt"
+)
+
+// defaultMCPTrust is the trust level of a server registered without one:
+// a tool server is outside the gateway, so untrusted until said otherwise.
+const defaultMCPTrust = "untrusted_external"
+
+var serverKeyRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+
+type mcpServerCreate struct {
+	ServerKey         *string `json:"server_key" openapi:"required"`
+	Transport         *string `json:"transport" openapi:"required,enum=http|stdio"`
+	URL               *string `json:"url" openapi:"maxLength=2048"`
+	TrustLevel        *string `json:"trust_level"`
+	InspectionEnabled *bool   `json:"inspection_enabled"`
+}
+
+type mcpServerPatch struct {
+	URL               *string `json:"url" openapi:"notnull,maxLength=2048"`
+	TrustLevel        *string `json:"trust_level" openapi:"notnull"`
+	InspectionEnabled *bool   `json:"inspection_enabled" openapi:"notnull"`
+}
+
+type mcpServerView struct {
+	ServerKey         string  `json:"server_key"`
+	Transport         string  `json:"transport" openapi:"enum=http|stdio"`
+	URL               *string `json:"url"`
+	TrustLevel        string  `json:"trust_level"`
+	InspectionEnabled bool    `json:"inspection_enabled"`
+	Status            string  `json:"status" openapi:"enum=active|quarantined"`
+	// PinnedHash is the manifest hash drift is measured against;
+	// ManifestHash what the last discovery found; Drifted: they differ.
+	PinnedHash         *string    `json:"pinned_hash"`
+	ManifestHash       *string    `json:"manifest_hash"`
+	Drifted            bool       `json:"drifted"`
+	LastDiscoveryAt    *time.Time `json:"last_discovery_at"`
+	LastDiscoveryError *string    `json:"last_discovery_error"`
+	CreatedAt          time.Time  `json:"created_at"`
+	UpdatedAt          time.Time  `json:"updated_at"`
+}
+
+type mcpFindingView struct {
+	Tool     string `json:"tool"`
+	Category string `json:"category"`
+	Count    int    `json:"count"`
+}
+
+type mcpToolView struct {
+	ServerKey   string           `json:"server_key"`
+	ToolKey     string           `json:"tool_key"`
+	Name        string           `json:"name"`
+	Status      string           `json:"status" openapi:"enum=pending|approved|disabled"`
+	Description string           `json:"description"`
+	InputSchema json.RawMessage  `json:"input_schema"`
+	Findings    []mcpFindingView `json:"findings"`
+	CreatedAt   time.Time        `json:"created_at"`
+	UpdatedAt   time.Time        `json:"updated_at"`
+}
+
+type mcpHistoryView struct {
+	ID           string           `json:"id"`
+	DiscoveredAt time.Time        `json:"discovered_at"`
+	ManifestHash string           `json:"manifest_hash"`
+	PinnedHash   string           `json:"pinned_hash"`
+	Added        []string         `json:"added"`
+	Removed      []string         `json:"removed"`
+	Changed      []string         `json:"changed"`
+	RiskScore    int              `json:"risk_score"`
+	Findings     []mcpFindingView `json:"findings"`
+	EventID      string           `json:"event_id"`
+}
+
+type mcpManifestTool struct {
+	Name        string          `json:"name" openapi:"required"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+type mcpDiscoverReq struct {
+	Tools *[]mcpManifestTool `json:"tools"`
+}
+
+type mcpDiscoveryView struct {
+	Server mcpServerView `json:"server"`
+	// First: this discovery pinned the manifest (every tool pending).
+	First     bool             `json:"first"`
+	Tools     int              `json:"tools"`
+	Added     []string         `json:"added"`
+	Removed   []string         `json:"removed"`
+	Changed   []string         `json:"changed"`
+	RiskScore int              `json:"risk_score"`
+	Findings  []mcpFindingView `json:"findings"`
+	// HistoryID and EventID name the drift's history entry and its
+	// mcp_manifest_drift event; null without drift.
+	HistoryID *string `json:"history_id"`
+	EventID   *string `json:"event_id"`
+}
+
+type inspectFinding struct {
+	Category string `json:"category" openapi:"enum=ssn|credit_card|api_key|prompt_injection"`
+	Count    int    `json:"count"`
+}
+
+type inspectView struct {
+	Inspected bool             `json:"inspected"`
+	Findings  []inspectFinding `json:"findings"`
+	// AlertIDs are the alerts raised, one per flagged category.
+	AlertIDs []string `json:"alert_ids"`
+}
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func viewMCPServer(s persistence.MCPServer) mcpServerView {
+	return mcpServerView{ServerKey: s.Key, Transport: s.Transport, URL: optString(s.URL), TrustLevel: s.TrustLevel,
+		InspectionEnabled: s.InspectionEnabled, Status: s.Status, PinnedHash: optString(s.PinnedHash), ManifestHash: optString(s.ManifestHash),
+		Drifted: s.ManifestHash != s.PinnedHash, LastDiscoveryAt: utcPtr(s.LastDiscoveryAt), LastDiscoveryError: optString(s.LastDiscoveryError),
+		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC()}
+}
+
+func viewFindings(fs []persistence.MCPFinding) []mcpFindingView {
+	return viewAll(fs, func(f persistence.MCPFinding) mcpFindingView { return mcpFindingView(f) })
+}
+
+func viewMCPTool(t persistence.MCPTool) mcpToolView {
+	return mcpToolView{ServerKey: t.ServerKey, ToolKey: t.Key, Name: t.Name, Status: t.Status, Description: t.Description,
+		InputSchema: t.InputSchema, Findings: viewFindings(t.Findings), CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC()}
+}
+
+func viewMCPEntry(e persistence.MCPManifestEntry) mcpHistoryView {
+	return mcpHistoryView{ID: e.ID, DiscoveredAt: e.DiscoveredAt.UTC(), ManifestHash: e.ManifestHash, PinnedHash: e.PinnedHash,
+		Added: orEmptyList(e.Added), Removed: orEmptyList(e.Removed), Changed: orEmptyList(e.Changed), RiskScore: e.RiskScore,
+		Findings: viewFindings(e.Findings), EventID: e.EventID}
+}
+
+func orEmptyList(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+const mcpPath = "/mcp/servers/:server_key"
+
+func (s *Server) registerMCP() {
+	s.register(Route{Method: "POST", Path: "/mcp/servers", Access: AccessAdmin, Tag: "mcp", Status: 201, Body: &mcpServerCreate{},
+		Resp: mcpServerView{}, Errors: []int{409},
+		Summary: "Register an MCP server (CONTRACT §8): server_key ([a-z0-9_-]{1,64}; taken: 409 AlreadyExists), transport http or " +
+			"stdio, url (http only: an absolute http or https URL; an address outbound requests may not reach, link-local or metadata " +
+			"always and loopback or private unless SVC_ALLOW_PRIVATE_TARGETS=true, is 400 forbidden_target), trust_level (a trust " +
+			"level; default " + defaultMCPTrust + "), inspection_enabled (default false). Status active; no tools until discovered.",
+		Handle: s.createMCPServer})
+	s.register(Route{Method: "GET", Path: "/mcp/servers", Access: AccessViewer, Tag: "mcp", Resp: []mcpServerView{},
+		Summary: "The tenant's MCP servers, by key.", Handle: s.listMCPServers})
+	s.register(Route{Method: "GET", Path: mcpPath, Access: AccessViewer, Tag: "mcp", Resp: mcpServerView{}, Errors: []int{404},
+		Summary: "One MCP server.", Handle: s.getMCPServer})
+	s.register(Route{Method: "PATCH", Path: mcpPath, Access: AccessAdmin, Tag: "mcp", Body: &mcpServerPatch{}, Resp: mcpServerView{},
+		Errors: []int{404}, Summary: "Change inspection_enabled, trust_level or url (http servers; checked as at registration); null is 400. " +
+			"Authorize sees the change on every node at once.",
+		Handle: s.patchMCPServer})
+	s.register(Route{Method: "DELETE", Path: mcpPath, Access: AccessAdmin, Tag: "mcp", Status: 204, Errors: []int{404},
+		Summary: "Remove an MCP server with its tools and drift history; its tools are denied as unknown at once.",
+		Handle:  s.deleteMCPServer})
+	s.register(Route{Method: "POST", Path: mcpPath + "/quarantine", Access: AccessAdmin, Tag: "mcp", Resp: mcpServerView{}, Errors: []int{404, 409},
+		Summary: "Quarantine the server: every call of its tools is denied (mcp_unknown_tool) until restore. 409 when already quarantined.",
+		Handle:  s.setMCPServerStatus(persistence.MCPServerQuarantined, persistence.MCPServerActive, "mcp_server_quarantined")})
+	s.register(Route{Method: "POST", Path: mcpPath + "/restore", Access: AccessAdmin, Tag: "mcp", Resp: mcpServerView{}, Errors: []int{404, 409},
+		Summary: "Restore a quarantined server to active. 409 when it is active.",
+		Handle:  s.setMCPServerStatus(persistence.MCPServerActive, persistence.MCPServerQuarantined, "mcp_server_restored")})
+	s.register(Route{Method: "POST", Path: mcpPath + "/discover", Access: AccessAdmin, Tag: "mcp", Body: &mcpDiscoverReq{}, OptionalBody: true,
+		Resp: mcpDiscoveryView{}, Errors: []int{404, 422, 504},
+		Summary: "Discover the server's tools. http: the gateway speaks MCP to url (initialize, then tools/list through every page, over " +
+			"streamable HTTP; no body) within 10 s and 8 MiB, at most 1000 tools: 504 Timeout mcp_timeout when it does not answer in " +
+			"time, 422 Invalid mcp_discovery_failed when it does not answer as an MCP server, answers too much or lists an invalid " +
+			"manifest, forbidden_target when its address may not be reached (recorded as last_discovery_error). stdio: the body " +
+			`{"tools":[{"name","description","inputSchema"}]} is the manifest (400 invalid_manifest when it is refused); the gateway ` +
+			"never starts a process. Tools are normalized (names unique once lower-cased; schemas JSON objects) and hashed svc-jcs-1 " +
+			"sorted by name. The first discovery pins that hash, every tool pending. A later one whose hash differs from the pin and " +
+			"that changed the tools records a manifest-history entry (added, removed, changed, risk_score, findings), puts added and " +
+			"changed tools to pending, removes the removed ones and emits mcp_manifest_drift: risk 75 to 100 when an approved tool " +
+			"changed or an added or changed tool carries a poisoning finding (injection phrase, hidden characters, instructions to " +
+			"the model, a new URL in a changed description), 40 to 74 when tools were otherwise added or changed, 10 to 39 when they " +
+			"were only removed. Findings name a category and a count, never the text. A leader job re-discovers every http server " +
+			"every SVC_MCP_DISCOVERY_INTERVAL_SECS.",
+		Handle: s.discoverMCPServer})
+	s.register(Route{Method: "POST", Path: mcpPath + "/pin", Access: AccessAdmin, Tag: "mcp", Resp: mcpServerView{}, Errors: []int{404, 409},
+		Summary: "Pin the manifest the last discovery found: drift is measured against it from now on. 409 before the first discovery.",
+		Handle:  s.pinMCPServer})
+	s.register(Route{Method: "GET", Path: mcpPath + "/tools", Access: AccessViewer, Tag: "mcp", Resp: []mcpToolView{}, Errors: []int{404},
+		Summary: "The server's tools as the last discovery found them: tool_key (the name normalized as an authorize action is), name, " +
+			"status (pending, approved, disabled), description, input_schema and the poisoning scan's findings.",
+		Handle: s.listMCPTools})
+	s.register(Route{Method: "POST", Path: mcpPath + "/tools/:tool_key/approve", Access: AccessAdmin, Tag: "mcp", Resp: mcpToolView{},
+		Errors: []int{404, 409}, Summary: "Approve a pending or disabled tool: authorize may allow it. 409 when already approved.",
+		Handle: s.setMCPToolStatus(manifest.StatusApproved, "mcp_tool_approved", manifest.StatusPending, manifest.StatusDisabled)})
+	s.register(Route{Method: "POST", Path: mcpPath + "/tools/:tool_key/disable", Access: AccessAdmin, Tag: "mcp", Resp: mcpToolView{},
+		Errors: []int{404, 409}, Summary: "Disable a pending or approved tool: authorize denies it. 409 when already disabled.",
+		Handle: s.setMCPToolStatus(manifest.StatusDisabled, "mcp_tool_disabled", manifest.StatusPending, manifest.StatusApproved)})
+	s.register(Route{Method: "GET", Path: mcpPath + "/manifest-history", Access: AccessViewer, Tag: "mcp", Resp: []mcpHistoryView{},
+		Paginated: true, Errors: []int{404}, Summary: "The server's drift history, newest first.",
+		Handle: s.listMCPHistory})
+	s.register(Route{Method: "POST", Path: mcpPath + "/inspect", Access: AccessAdmin, Tag: "mcp", OwnBody: true, Resp: inspectView{},
+		Errors: []int{404},
+		Summary: "Inspect a tool's raw response (any content type, up to SVC_MAX_BODY_BYTES; SPEC 4.8). With inspection_enabled false: " +
+			"inspected false, no scan. Otherwise findings for SSN shapes, Luhn-valid card numbers, known API-key prefixes and " +
+			"injection phrases, each a category and a count, never the matched text; each flagged category raises one alert: " +
+			RuleMCPSensitiveData + " (MEDIUM) for ssn, credit_card and api_key, " + RuleMCPInjection + " (HIGH) for prompt_injection, " +
+			"visible by polling GET /alerts only: never on the live feed, a watch stream, a notification or the webhook export.",
+		Handle: s.inspectMCP})
+}
+
+// mcpServer reads the path's server (404 when unknown or another tenant's).
+func (s *Server) mcpServer(c *Call) (persistence.MCPServer, error) {
+	srv, err := s.Store.GetMCPServer(c.Ctx(), c.Principal.TenantID, c.Param("server_key"))
+	return srv, orNotFound(err, "mcp server")
+}
+
+func checkTrust(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if !slices.Contains(policy.TrustLevels(), v) {
+		return "", invalidField("trust_level", "must be one of %s", strings.Join(policy.TrustLevels(), ", "))
+	}
+	return v, nil
+}
+
+// createMCPServer serves POST /mcp/servers.
+func (s *Server) createMCPServer(c *Call) (any, error) {
+	b := bodyOf[mcpServerCreate](c)
+	if b.ServerKey == nil || !serverKeyRE.MatchString(*b.ServerKey) {
+		return nil, invalidField("server_key", "must match [a-z0-9_-]{1,64}")
+	}
+	if b.Transport == nil || (*b.Transport != persistence.MCPTransportHTTP && *b.Transport != persistence.MCPTransportStdio) {
+		return nil, invalidField("transport", "must be http or stdio")
+	}
+	srv := persistence.MCPServer{TenantID: c.Principal.TenantID, Key: *b.ServerKey, Transport: *b.Transport, TrustLevel: defaultMCPTrust,
+		InspectionEnabled: b.InspectionEnabled != nil && *b.InspectionEnabled}
+	switch {
+	case srv.Transport == persistence.MCPTransportHTTP && b.URL == nil:
+		return nil, invalidField("url", "is required for an http server")
+	case srv.Transport == persistence.MCPTransportHTTP:
+		target, err := s.webhookURL(*b.URL)
+		if err != nil {
+			return nil, err
+		}
+		srv.URL = target
+	case b.URL != nil:
+		return nil, invalidField("url", "is for http servers only")
+	}
+	if b.TrustLevel != nil {
+		t, err := checkTrust(*b.TrustLevel)
+		if err != nil {
+			return nil, err
+		}
+		srv.TrustLevel = t
+	}
+	p := c.Principal
+	created, err := s.Store.CreateMCPServer(c.Ctx(), srv, auditEvent(p, p.TenantID, "config_change", "mcp_server_registered", "",
+		map[string]any{"server_key": srv.Key, "transport": srv.Transport, "url_host": urlHost(srv.URL), "trust_level": srv.TrustLevel,
+			"inspection_enabled": srv.InspectionEnabled}))
+	if errors.Is(err, persistence.ErrConflict) {
+		return nil, apiErr("AlreadyExists", "already_exists", "an mcp server %q exists", srv.Key)
+	}
+	if err != nil {
+		return nil, s.audited(err)
+	}
+	s.auditOK()
+	s.MCP.Changed(c.Ctx(), p.TenantID, srv.Key) // an unknown server may be cached
+	return viewMCPServer(created), nil
+}
+
+// listMCPServers serves GET /mcp/servers.
+func (s *Server) listMCPServers(c *Call) (any, error) {
+	list, err := s.Store.ListMCPServers(c.Ctx(), c.Principal.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	return viewAll(list, viewMCPServer), nil
+}
+
+// getMCPServer serves GET /mcp/servers/:server_key.
+func (s *Server) getMCPServer(c *Call) (any, error) {
+	srv, err := s.mcpServer(c)
+	if err != nil {
+		return nil, err
+	}
+	return viewMCPServer(srv), nil
+}
+
+// patchMCPServer serves PATCH /mcp/servers/:server_key.
+func (s *Server) patchMCPServer(c *Call) (any, error) {
+	b := bodyOf[mcpServerPatch](c)
+	for _, f := range []struct {
+		name string
+		null bool
+	}{{"url", b.URL == nil}, {"trust_level", b.TrustLevel == nil}, {"inspection_enabled", b.InspectionEnabled == nil}} {
+		if f.null && c.HasField(f.name) {
+			return nil, invalidField(f.name, "may not be null")
+		}
+	}
+	srv, err := s.mcpServer(c)
+	if err != nil {
+		return nil, err
+	}
+	var patch persistence.MCPServerPatch
+	details := map[string]any{"server_key": srv.Key}
+	if b.URL != nil {
+		if srv.Transport != persistence.MCPTransportHTTP {
+			return nil, invalidField("url", "is for http servers only")
+		}
+		target, err := s.webhookURL(*b.URL)
+		if err != nil {
+			return nil, err
+		}
+		patch.URL, details["url_host"] = &target, urlHost(target)
+	}
+	if b.TrustLevel != nil {
+		t, err := checkTrust(*b.TrustLevel)
+		if err != nil {
+			return nil, err
+		}
+		patch.TrustLevel, details["trust_level"] = &t, t
+	}
+	if b.InspectionEnabled != nil {
+		patch.InspectionEnabled, details["inspection_enabled"] = b.InspectionEnabled, *b.InspectionEnabled
+	}
+	return s.updateMCPServer(c, patch, "mcp_server_updated", details)
+}
+
+// updateMCPServer applies a patch with its audit event and drops the
+// cached server on every node.
+func (s *Server) updateMCPServer(c *Call, patch persistence.MCPServerPatch, action string, details map[string]any) (any, error) {
+	p, key := c.Principal, c.Param("server_key")
+	details["server_key"] = key
+	srv, err := s.Store.UpdateMCPServer(c.Ctx(), p.TenantID, key, patch, auditEvent(p, p.TenantID, "config_change", action, "", details))
+	if err != nil {
+		return nil, s.audited(stateError(err, "mcp server", "invalid_transition", conflictMessage(action)))
+	}
+	s.auditOK()
+	s.MCP.Changed(c.Ctx(), p.TenantID, key)
+	return viewMCPServer(srv), nil
+}
+
+func conflictMessage(action string) string {
+	switch action {
+	case "mcp_server_quarantined":
+		return "the mcp server is already quarantined"
+	case "mcp_server_restored":
+		return "the mcp server is not quarantined"
+	case "mcp_manifest_pinned":
+		return "the mcp server has not been discovered yet: nothing to pin"
+	}
+	return "the mcp server changed meanwhile"
+}
+
+// setMCPServerStatus serves quarantine and restore.
+func (s *Server) setMCPServerStatus(to, from, action string) func(c *Call) (any, error) {
+	return func(c *Call) (any, error) {
+		return s.updateMCPServer(c, persistence.MCPServerPatch{Status: &to, StatusFrom: []string{from}}, action, map[string]any{"to": to})
+	}
+}
+
+// pinMCPServer serves POST /mcp/servers/:server_key/pin.
+func (s *Server) pinMCPServer(c *Call) (any, error) {
+	return s.updateMCPServer(c, persistence.MCPServerPatch{Pin: true}, "mcp_manifest_pinned", map[string]any{})
+}
+
+// deleteMCPServer serves DELETE /mcp/servers/:server_key.
+func (s *Server) deleteMCPServer(c *Call) (any, error) {
+	p, key := c.Principal, c.Param("server_key")
+	err := s.Store.DeleteMCPServer(c.Ctx(), p.TenantID, key, auditEvent(p, p.TenantID, "config_change", "mcp_server_deleted", "",
+		map[string]any{"server_key": key}))
+	if err != nil {
+		return nil, s.audited(orNotFound(err, "mcp server"))
+	}
+	s.auditOK()
+	s.MCP.Changed(c.Ctx(), p.TenantID, key)
+	return nil, nil
+}
+
+// discoverMCPServer serves POST /mcp/servers/:server_key/discover.
+func (s *Server) discoverMCPServer(c *Call) (any, error) {
+	srv, err := s.mcpServer(c)
+	if err != nil {
+		return nil, err
+	}
+	b := bodyOf[mcpDiscoverReq](c)
+	var tools []manifest.Tool
+	if b.Tools != nil {
+		if srv.Transport == persistence.MCPTransportHTTP {
+			return nil, invalidField("tools", "an http server is discovered over MCP: send no manifest")
+		}
+		tools = make([]manifest.Tool, len(*b.Tools))
+		for i, t := range *b.Tools {
+			tools[i] = manifest.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
+		}
+	} else if srv.Transport == persistence.MCPTransportStdio {
+		return nil, invalidField("tools", "a stdio server's manifest is required: {\"tools\":[{\"name\",\"description\",\"inputSchema\"}]}")
+	}
+	p := c.Principal
+	d, err := s.MCP.Discover(c.Ctx(), p.TenantID, srv.Key, tools, func(d actors.Discovery) persistence.AuditEvent {
+		return auditEvent(p, p.TenantID, "config_change", "mcp_discovered", "", actors.DiscoveryDetails(srv.Key, d))
+	})
+	if err != nil {
+		return nil, s.audited(discoveryError(err, srv.Transport))
+	}
+	s.auditOK()
+	out := mcpDiscoveryView{Server: viewMCPServer(d.Server), First: d.First, Tools: d.Tools, Added: orEmptyList(d.Drift.Added),
+		Removed: orEmptyList(d.Drift.Removed), Changed: orEmptyList(d.Drift.Changed), RiskScore: d.Drift.Risk,
+		Findings: viewAll(d.Drift.Found, func(f manifest.Finding) mcpFindingView { return mcpFindingView(f) })}
+	if d.Entry != nil {
+		out.HistoryID, out.EventID = &d.Entry.ID, &d.Entry.EventID
+	}
+	return out, nil
+}
+
+// discoveryError maps a failed discovery to the API's errors.
+func discoveryError(err error, transport string) error {
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		return notFound("mcp server")
+	case errors.Is(err, ErrForbiddenTarget):
+		return apiErr("Invalid", "forbidden_target", "the mcp server's address may not be reached (CONTRACT §7)")
+	case errors.Is(err, mcpclient.ErrTimeout):
+		return apiErr("Timeout", "mcp_timeout", "the mcp server did not answer within %s", mcpclient.DefaultLimits.Timeout)
+	case errors.Is(err, actors.ErrMCPManifest) && transport == persistence.MCPTransportStdio:
+		return badRequest("invalid_manifest", "%s", strings.TrimPrefix(err.Error(), actors.ErrMCPManifest.Error()+": "))
+	case errors.Is(err, mcpclient.ErrTooLarge), errors.Is(err, mcpclient.ErrProtocol), errors.Is(err, actors.ErrMCPManifest):
+		return apiErr("Invalid", "mcp_discovery_failed", "%s", err.Error())
+	}
+	return err
+}
+
+// listMCPTools serves GET /mcp/servers/:server_key/tools.
+func (s *Server) listMCPTools(c *Call) (any, error) {
+	srv, err := s.mcpServer(c)
+	if err != nil {
+		return nil, err
+	}
+	tools, err := s.Store.ListMCPTools(c.Ctx(), srv.TenantID, srv.Key)
+	if err != nil {
+		return nil, err
+	}
+	return viewAll(tools, viewMCPTool), nil
+}
+
+// setMCPToolStatus serves a tool's approve and disable.
+func (s *Server) setMCPToolStatus(to, action string, from ...string) func(c *Call) (any, error) {
+	return func(c *Call) (any, error) {
+		p, key := c.Principal, c.Param("server_key")
+		tool := canonical.NormalizeIdentifier(c.Param("tool_key"))
+		t, err := s.Store.SetMCPToolStatus(c.Ctx(), p.TenantID, key, tool, from, to, auditEvent(p, p.TenantID, "config_change", action, "",
+			map[string]any{"server_key": key, "tool_key": tool}))
+		if err != nil {
+			return nil, s.audited(stateError(err, "mcp tool", "invalid_transition", fmt.Sprintf("the mcp tool is already %s", to)))
+		}
+		s.auditOK()
+		s.MCP.Changed(c.Ctx(), p.TenantID, key)
+		return viewMCPTool(t), nil
+	}
+}
+
+// listMCPHistory serves GET /mcp/servers/:server_key/manifest-history.
+func (s *Server) listMCPHistory(c *Call) (any, error) {
+	pg, err := c.page()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := s.mcpServer(c)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.Store.ListMCPHistory(c.Ctx(), srv.TenantID, srv.Key, pg)
+	if err != nil {
+		return nil, err
+	}
+	rows = paginate(c, pg, rows, func(e persistence.MCPManifestEntry) int64 { return e.Seq })
+	return viewAll(rows, viewMCPEntry), nil
+}
+
+// inspectMCP serves POST /mcp/servers/:server_key/inspect.
+func (s *Server) inspectMCP(c *Call) (any, error) {
+	srv, err := s.mcpServer(c)
+	if err != nil {
+		return nil, err
+	}
+	raw, e := s.readCapped(c)
+	if e != nil {
+		return nil, e
+	}
+	out := inspectView{Findings: []inspectFinding{}, AlertIDs: []string{}}
+	if !srv.InspectionEnabled {
+		return out, nil
+	}
+	out.Inspected = true
+	var alerts []persistence.Alert
+	now := nowUTC()
+	for _, f := range inspect.Response(raw) {
+		out.Findings = append(out.Findings, inspectFinding{Category: f.Category, Count: f.Count})
+		rule, sev := RuleMCPSensitiveData, "MEDIUM"
+		if f.Category == inspect.PromptInjection {
+			rule, sev = RuleMCPInjection, "HIGH"
+		}
+		alerts = append(alerts, persistence.Alert{ID: persistence.NewRecordID(), TenantID: srv.TenantID, RuleKey: rule, AlertName: rule,
+			Severity: sev, Source: "default", AgentID: "unknown", Summary: fmt.Sprintf("%s: %d %s in a response of mcp:%s", rule, f.Count,
+				strings.ReplaceAll(f.Category, "_", " "), srv.Key), CreatedAt: now})
+	}
+	if len(alerts) > 0 {
+		if err := s.Store.AppendAlerts(c.Ctx(), alerts); err != nil {
+			return nil, err
+		}
+		for _, a := range alerts {
+			out.AlertIDs = append(out.AlertIDs, a.ID)
+		}
+	}
+	return out, nil
+}
