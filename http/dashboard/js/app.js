@@ -14,9 +14,10 @@ import * as receipts from './pages/receipts.js';
 import * as scoreboard from './pages/scoreboard.js';
 import * as rules from './pages/rules.js';
 import * as policies from './pages/policies.js';
+import * as mcp from './pages/mcp.js';
 
 // pages: one per resource family; a later family adds one line here.
-const pages = [approvals, feed, alerts, incidents, agents, graph, receipts, scoreboard, rules, policies];
+const pages = [approvals, feed, alerts, incidents, agents, graph, receipts, scoreboard, rules, policies, mcp];
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
