@@ -363,68 +363,26 @@ func ApprovalEvent(a persistence.Approval, kind, reason string) messages.AseEven
 		Evidence: &messages.Evidence{DecisionID: &decisionID, ActionHash: &hash}}
 }
 
-// ApprovalCleaner deletes decided or expired approvals older than the
-// retention (SVC_APPROVAL_RETENTION_DAYS) every interval, on the leader
-// only (SPEC part 3, background leadership).
-type ApprovalCleaner struct {
-	store     persistence.ApprovalStore
-	every     time.Duration
-	retention time.Duration
-	isLeader  func() bool
-	log       hclog.Logger
-	ticker    *ticker
-	inFlight  bool
-	// Deleted counts the approvals removed (tests, metrics).
-	deleted *atomic.Uint64
-}
-
-type cleaned struct {
-	n   int64
-	err error
-}
-
-// NewApprovalCleaner returns the producer of the cleanup job's actor.
-// isLeader nil runs it on every node.
+// NewApprovalCleaner returns the producer of the job that deletes decided
+// or expired approvals older than the retention
+// (SVC_APPROVAL_RETENTION_DAYS) every interval, on the leader only (SPEC
+// part 3, background leadership); deleted counts them. isLeader nil runs
+// it on every node.
 func NewApprovalCleaner(store persistence.ApprovalStore, every, retention time.Duration, isLeader func() bool, deleted *atomic.Uint64,
 	log hclog.Logger) actor.Producer {
-	return func() actor.Actor {
-		return &ApprovalCleaner{store: store, every: every, retention: retention, isLeader: isLeader, log: log, deleted: deleted}
-	}
-}
-
-// Receive implements actor.Actor.
-func (c *ApprovalCleaner) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		c.ticker = startTicker(ctx, c.every)
-	case tick:
-		if c.inFlight || (c.isLeader != nil && !c.isLeader()) {
-			return
+	return newLeaderJob("approval cleanup", every, isLeader, func() error {
+		ctx, cancel := ioContext(time.Minute)
+		defer cancel()
+		n, err := store.DeleteStaleApprovals(ctx, time.Now().UTC().Add(-retention))
+		if err != nil {
+			return err
 		}
-		c.inFlight = true
-		self, root := ctx.Self(), ctx.ActorSystem().Root
-		go func() {
-			cctx, cancel := ioContext(time.Minute)
-			defer cancel()
-			n, err := c.store.DeleteStaleApprovals(cctx, time.Now().UTC().Add(-c.retention))
-			root.Send(self, cleaned{n, err})
-		}()
-	case cleaned:
-		c.inFlight = false
-		if m.err != nil {
-			// Fail so the supervisor restarts the job with its backoff, and
-			// reports it dead past its budget.
-			panic("approval cleanup failed: " + m.err.Error())
+		if deleted != nil {
+			deleted.Add(uint64(max(n, 0)))
 		}
-		if c.deleted != nil {
-			c.deleted.Add(uint64(max(m.n, 0)))
+		if n > 0 {
+			log.Info("stale approvals deleted", "deleted", n)
 		}
-		if m.n > 0 {
-			c.log.Info("stale approvals deleted", "deleted", m.n)
-		}
-	case *actor.Stopping, *actor.Restarting:
-		if c.ticker != nil {
-			c.ticker.Stop()
-		}
-	}
+		return nil
+	})
 }

@@ -183,93 +183,47 @@ func driftEvent(tenantID, key string, e *persistence.MCPManifestEntry) messages.
 		SchemaVersion: messages.SchemaVersion}
 }
 
-// MCPRediscovery re-discovers every http MCP server every interval, on
-// the leader only (SVC_MCP_DISCOVERY_INTERVAL_SECS), so drift is found
-// without anyone asking. A server that fails is recorded on it and logged;
-// a store that cannot list the servers fails the job, which its supervisor
-// restarts.
-type MCPRediscovery struct {
-	registry *MCPRegistry
-	store    persistence.MCPStore
-	every    time.Duration
-	isLeader func() bool
-	log      hclog.Logger
-	ticker   *ticker
-	inFlight bool
-	// Runs counts completed passes (tests, metrics).
-	runs *MCPRediscoveryStats
-}
-
-// MCPRediscoveryStats are the job's counters.
+// MCPRediscoveryStats are the re-discovery job's counters.
 type MCPRediscoveryStats struct {
 	Passes, Discovered, Failed atomic.Uint64
 }
 
-type rediscovered struct {
-	ok, failed int
-	err        error
-}
-
-// NewMCPRediscovery returns the producer of the job's actor.
+// NewMCPRediscovery returns the producer of the job that re-discovers
+// every http MCP server every interval, on the leader only
+// (SVC_MCP_DISCOVERY_INTERVAL_SECS), so drift is found without anyone
+// asking. A server that fails is recorded on it and logged; a store that
+// cannot list the servers fails the job, which its supervisor restarts.
 func NewMCPRediscovery(registry *MCPRegistry, store persistence.MCPStore, every time.Duration, isLeader func() bool,
 	stats *MCPRediscoveryStats, log hclog.Logger) actor.Producer {
-	return func() actor.Actor {
-		return &MCPRediscovery{registry: registry, store: store, every: every, isLeader: isLeader, runs: stats, log: log}
-	}
-}
-
-// Receive implements actor.Actor.
-func (j *MCPRediscovery) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		j.ticker = startTicker(ctx, j.every)
-	case tick:
-		if j.inFlight || (j.isLeader != nil && !j.isLeader()) {
-			return
-		}
-		j.inFlight = true
-		self, root := ctx.Self(), ctx.ActorSystem().Root
-		go func() { root.Send(self, j.pass()) }()
-	case rediscovered:
-		j.inFlight = false
-		if m.err != nil {
-			panic("mcp re-discovery failed: " + m.err.Error())
-		}
-		if j.runs != nil {
-			j.runs.Passes.Add(1)
-			j.runs.Discovered.Add(uint64(max(m.ok, 0)))
-			j.runs.Failed.Add(uint64(max(m.failed, 0)))
-		}
-		j.log.Info("mcp servers re-discovered", "discovered", m.ok, "failed", m.failed)
-	case *actor.Stopping, *actor.Restarting:
-		if j.ticker != nil {
-			j.ticker.Stop()
-		}
-	}
-}
-
-func (j *MCPRediscovery) pass() rediscovered {
-	ctx, cancel := ioContext(time.Minute)
-	servers, err := j.store.ListAllMCPServers(ctx, persistence.MCPTransportHTTP)
-	cancel()
-	if err != nil {
-		return rediscovered{err: err}
-	}
-	var out rediscovered
-	for _, s := range servers {
+	return newLeaderJob("mcp re-discovery", every, isLeader, func() error {
 		ctx, cancel := ioContext(time.Minute)
-		_, err := j.registry.Discover(ctx, s.TenantID, s.Key, nil, func(d Discovery) persistence.AuditEvent {
-			return rediscoveryAudit(s.TenantID, s.Key, d)
-		})
+		servers, err := store.ListAllMCPServers(ctx, persistence.MCPTransportHTTP)
 		cancel()
 		if err != nil {
-			out.failed++
-			j.log.Warn("mcp re-discovery of a server failed", "tenant_id", s.TenantID, "server_key", s.Key, "error", err)
-			continue
+			return err
 		}
-		out.ok++
-	}
-	return out
+		var ok, failed uint64
+		for _, s := range servers {
+			ctx, cancel := ioContext(time.Minute)
+			_, err := registry.Discover(ctx, s.TenantID, s.Key, nil, func(d Discovery) persistence.AuditEvent {
+				return rediscoveryAudit(s.TenantID, s.Key, d)
+			})
+			cancel()
+			if err != nil {
+				failed++
+				log.Warn("mcp re-discovery of a server failed", "tenant_id", s.TenantID, "server_key", s.Key, "error", err)
+				continue
+			}
+			ok++
+		}
+		if stats != nil {
+			stats.Passes.Add(1)
+			stats.Discovered.Add(ok)
+			stats.Failed.Add(failed)
+		}
+		log.Info("mcp servers re-discovered", "discovered", ok, "failed", failed)
+		return nil
+	})
 }
 
 // rediscoveryAudit is the audit event of a scheduled discovery.

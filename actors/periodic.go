@@ -41,3 +41,48 @@ func (t *ticker) Stop() {
 func ioContext(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
+
+// leaderJob is a periodic job that runs on the leader only (SPEC part 3,
+// background leadership): every interval, unless this node does not lead
+// or the previous run is still going, it calls run on a goroutine of its
+// own. A run's error panics the actor, so that its supervisor restarts it
+// with its backoff and, past its budget, /readyz names it dead.
+type leaderJob struct {
+	what     string
+	every    time.Duration
+	isLeader func() bool
+	run      func() error
+	ticker   *ticker
+	inFlight bool
+}
+
+// jobRan is a run's outcome, sent back to the job's actor.
+type jobRan struct{ err error }
+
+// newLeaderJob returns the producer of a leader job's actor; isLeader nil
+// runs it on every node.
+func newLeaderJob(what string, every time.Duration, isLeader func() bool, run func() error) actor.Producer {
+	return func() actor.Actor { return &leaderJob{what: what, every: every, isLeader: isLeader, run: run} }
+}
+
+// Receive implements actor.Actor.
+func (j *leaderJob) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		j.ticker = startTicker(ctx, j.every)
+	case tick:
+		if j.inFlight || (j.isLeader != nil && !j.isLeader()) {
+			return
+		}
+		j.inFlight = true
+		self, root, run := ctx.Self(), ctx.ActorSystem().Root, j.run
+		go func() { root.Send(self, jobRan{run()}) }()
+	case jobRan:
+		j.inFlight = false
+		if m.err != nil {
+			panic(j.what + " failed: " + m.err.Error())
+		}
+	case *actor.Stopping, *actor.Restarting:
+		j.ticker.Stop()
+	}
+}

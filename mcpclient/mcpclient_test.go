@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -39,29 +38,6 @@ func TestToolsRefused(t *testing.T) {
 		many[i] = mcptest.Tool{Name: fmt.Sprintf("t%d", i), Description: strings.Repeat("x", 4000)}
 	}
 	big := mcptest.Start(t, 0, many...)
-	garbage := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"hello": "not json-rpc"`))
-	}))
-	t.Cleanup(garbage.Close)
-	hang := make(chan struct{})
-	hanging := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		select {
-		case <-hang:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(func() { close(hang); hanging.Close() })
-	flood := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		chunk := []byte(strings.Repeat(" ", 1<<20))
-		for range 50 { // 50 MB of white space
-			if _, err := w.Write(chunk); err != nil {
-				return
-			}
-		}
-	}))
-	t.Cleanup(flood.Close)
 	for _, c := range []struct {
 		name string
 		url  string
@@ -70,9 +46,9 @@ func TestToolsRefused(t *testing.T) {
 	}{
 		{"too many tools", big.URL, Limits{Timeout: 5 * time.Second, MaxBytes: 8 << 20, MaxTools: 4}, ErrTooLarge},
 		{"too many bytes", big.URL, Limits{Timeout: 5 * time.Second, MaxBytes: 10 << 10, MaxTools: 100}, ErrTooLarge},
-		{"50 MB", flood.URL, DefaultLimits, ErrTooLarge},
-		{"garbage", garbage.URL, DefaultLimits, ErrProtocol},
-		{"hangs", hanging.URL, Limits{Timeout: 300 * time.Millisecond, MaxBytes: 1 << 20, MaxTools: 10}, ErrTimeout},
+		{"50 MB", mcptest.Flood(t, 50), DefaultLimits, ErrTooLarge},
+		{"garbage", mcptest.Garbage(t), DefaultLimits, ErrProtocol},
+		{"hangs", mcptest.Hanging(t), Limits{Timeout: 300 * time.Millisecond, MaxBytes: 1 << 20, MaxTools: 10}, ErrTimeout},
 		{"nobody there", "http://127.0.0.1:1/mcp", DefaultLimits, ErrProtocol},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -12,8 +12,6 @@ package main
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -263,36 +261,13 @@ func TestE2EMCPBadServers(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "sqlite", map[string]string{"SVC_ALLOW_PRIVATE_TARGETS": "true"})
 	_, admin := s.tenant(t, "mcp-bad-"+uniq())
-	garbage := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"jsonrpc": "2.0", "result": 42`))
-	}))
-	t.Cleanup(garbage.Close)
-	hang := make(chan struct{})
-	hanging := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		select {
-		case <-hang:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(func() { close(hang); hanging.Close() })
-	flood := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		chunk := []byte(strings.Repeat(" ", 1<<20))
-		for range 50 {
-			if _, err := w.Write(chunk); err != nil {
-				return
-			}
-		}
-	}))
-	t.Cleanup(flood.Close)
 	for _, c := range []struct {
 		key, url, reason, code string
 		status                 int
 	}{
-		{"garbage", garbage.URL, "Invalid", "mcp_discovery_failed", 422},
-		{"flood", flood.URL, "Invalid", "mcp_discovery_failed", 422},
-		{"hang", hanging.URL, "Timeout", "mcp_timeout", 504},
+		{"garbage", mcptest.Garbage(t), "Invalid", "mcp_discovery_failed", 422},
+		{"flood", mcptest.Flood(t, 50), "Invalid", "mcp_discovery_failed", 422},
+		{"hang", mcptest.Hanging(t), "Timeout", "mcp_timeout", 504},
 		{"closed", "http://127.0.0.1:1/mcp", "Invalid", "mcp_discovery_failed", 422},
 	} {
 		s.want(t, 201, "POST", "/v2/mcp/servers", admin, map[string]any{"server_key": c.key, "transport": "http", "url": c.url})

@@ -1,6 +1,7 @@
 // Package mcptest runs a real MCP server for tests: one built with the
 // official Go SDK, serving streamable HTTP on loopback, whose tool list a
-// test changes between discoveries (add, remove, change, poison).
+// test changes between discoveries (add, remove, change, poison); and
+// servers that misbehave (garbage, a hang, a flood).
 package mcptest
 
 import (
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -56,4 +58,46 @@ func (s *Server) Set(tools ...Tool) {
 			})
 		s.names = append(s.names, t.Name)
 	}
+}
+
+// Garbage serves an answer that is not JSON-RPC until the test ends.
+func Garbage(t testing.TB) string {
+	t.Helper()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jsonrpc": "2.0", "result": 42`))
+	}))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// Hanging serves requests that never answer (until the client leaves or
+// the test ends).
+func Hanging(t testing.TB) string {
+	t.Helper()
+	done := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-done:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(done); hs.Close() })
+	return hs.URL
+}
+
+// Flood answers every request with mib MiB of white space.
+func Flood(t testing.TB, mib int) string {
+	t.Helper()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		chunk := []byte(strings.Repeat(" ", 1<<20))
+		for range mib {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(hs.Close)
+	return hs.URL
 }
