@@ -153,6 +153,34 @@ func outboundCollectors(s *Server) []prometheus.Collector {
 			exporter(s, func(h *actors.ExporterHandle) uint64 { return h.Failed.Load() })),
 		counter("svc_webhook_deliveries_dropped_total", "Webhook export deliveries not attempted (too many in flight, or subscriptions unreadable).",
 			exporter(s, func(h *actors.ExporterHandle) uint64 { return h.Dropped.Load() })),
+		counter("svc_gate_decisions_total", "Decisions of the code-host tool on a pull request taken up by the Security Gate.",
+			gateStat(s, func(g *actors.GateStats) uint64 { return g.Decisions.Load() })),
+		counter("svc_gate_dropped_total", "Decisions the Security Gate had no room for (16 pull requests in work on this node).",
+			gateStat(s, func(g *actors.GateStats) uint64 { return g.Dropped.Load() })),
+		counter("svc_gate_failures_total", "Security Gate steps that failed (a code-host call that failed or timed out, or the shared state), each logged and dropped.",
+			gateStat(s, func(g *actors.GateStats) uint64 { return g.Failures.Load() })),
+		counter("svc_mcp_rediscovery_passes_total", "Passes of the leader's MCP re-discovery job on this node.",
+			mcpStat(s, func(m *actors.MCPRediscoveryStats) uint64 { return m.Passes.Load() })),
+		counter("svc_mcp_rediscovery_failures_total", "MCP servers whose scheduled re-discovery failed on this node.",
+			mcpStat(s, func(m *actors.MCPRediscoveryStats) uint64 { return m.Failed.Load() })),
+	}
+}
+
+func gateStat(s *Server, f func(*actors.GateStats) uint64) func() float64 {
+	return func() float64 {
+		if s.Gate == nil {
+			return 0
+		}
+		return float64(f(s.Gate))
+	}
+}
+
+func mcpStat(s *Server, f func(*actors.MCPRediscoveryStats) uint64) func() float64 {
+	return func() float64 {
+		if s.MCPRediscovery == nil {
+			return 0
+		}
+		return float64(f(s.MCPRediscovery))
 	}
 }
 

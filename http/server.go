@@ -50,6 +50,9 @@ type Deps struct {
 	MCP *actors.MCPRegistry
 	// MCPRediscovery counts the leader's re-discovery passes.
 	MCPRediscovery *actors.MCPRediscoveryStats
+	// Gate counts the Security Gate's decisions, drops and code-host
+	// failures.
+	Gate *actors.GateStats
 	// Exporter is the webhook exporter's counters and subscription cache
 	// (invalidated after every subscription change); nil without one.
 	Exporter *actors.ExporterHandle
@@ -117,6 +120,7 @@ func New(d Deps) *Server {
 	s.registerPolicies()
 	s.registerSkills()
 	s.registerMCP()
+	s.registerCodehost()
 	s.registerRisk()
 	s.registerDecisions()
 	s.registerGraph()

@@ -21,6 +21,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/canonical"
+	"svc/codehost"
 	"svc/config"
 	httpapi "svc/http"
 	"svc/messages"
@@ -69,6 +71,8 @@ type Node struct {
 	exports          *actors.ExporterHandle
 	mcp              *actors.MCPRegistry
 	mcpRediscovery   actors.MCPRediscoveryStats
+	gateHost         actors.GateHost
+	gateStats        actors.GateStats
 	approvals        *actors.Approvals
 	authorizer       *actors.Authorizer
 	writerMetrics    *httpapi.WriterMetrics
@@ -146,7 +150,7 @@ func (n *Node) build(ctx context.Context, stdout io.Writer) error {
 		Pool: n.pool, Events: n.bus, Supervisor: n.sup, Authorizer: n.authorizer, Approvals: n.approvals,
 		SOC: actors.NewSOC(n.socStats, n.invalidations), Invalidations: n.invalidations, SOCStats: n.socStats, Feed: n.feed,
 		Notifier: n.notifyStats, Exporter: n.exports, ApprovalsDeleted: &n.approvalsDeleted, Policy: n.engine, Resealed: &n.resealed,
-		WriterMetrics: n.writerMetrics, ReceiptSigner: n.signer, MCP: n.mcp, MCPRediscovery: &n.mcpRediscovery, Log: n.log, Version: n.version, NodeID: n.cfg.NodeID, Heartbeat: n.heartbeat})
+		WriterMetrics: n.writerMetrics, ReceiptSigner: n.signer, MCP: n.mcp, MCPRediscovery: &n.mcpRediscovery, Gate: &n.gateStats, Log: n.log, Version: n.version, NodeID: n.cfg.NodeID, Heartbeat: n.heartbeat})
 	return nil
 }
 
@@ -200,6 +204,14 @@ func (n *Node) newActors() {
 	n.exports = &actors.ExporterHandle{}
 	n.approvals = actors.NewApprovals(n.system, n.store, n.bus, actors.ApprovalOptions{TTL: cfg.ApprovalTTL}, log.Named("approvals"))
 	n.writerMetrics = httpapi.NewWriterMetrics()
+	if cfg.CodehostAppToken != "" {
+		host, err := codehost.New(cfg.CodehostAPIURL, cfg.CodehostAppToken, httpapi.OutboundClient(cfg.AllowPrivateTargets), codehost.Timeout)
+		if err != nil {
+			log.Error("the security gate is off: SVC_CODEHOST_API_URL is not usable", "error", err)
+		} else {
+			n.gateHost = host
+		}
+	}
 	n.mcp = actors.NewMCPRegistry(n.store, n.bus, n.invalidations, mcpFetch(cfg.AllowPrivateTargets, n.version), log.Named("mcp"))
 }
 
@@ -283,6 +295,11 @@ func (n *Node) children() []actors.ChildSpec {
 			time.Duration(cfg.ApprovalRetentionDays)*24*time.Hour, n.leader.IsLeader, &n.approvalsDeleted, log.Named("approvals")),
 			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
 	}
+	if n.gateHost != nil {
+		children = append(children, actors.ChildSpec{Name: "security_gate", Producer: actors.NewSecurityGate(n.gateHost, n.shared,
+			canonical.NormalizeIdentifier(cfg.CodehostToolKey), cfg.NodeID, &n.gateStats, log.Named("gate")),
+			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond})
+	}
 	if cfg.MCPDiscoveryInterval > 0 {
 		children = append(children, actors.ChildSpec{Name: "mcp_rediscovery", Producer: actors.NewMCPRediscovery(n.mcp, store,
 			cfg.MCPDiscoveryInterval, n.leader.IsLeader, &n.mcpRediscovery, log.Named("mcp")),
@@ -312,6 +329,9 @@ func (n *Node) startSupervisor() error {
 	if pid, ok := sup.Child("webhook_exporter"); ok {
 		n.exporterPID.Store(pid)
 		n.bus.Subscribe(pid) // deny and require_approval decisions (SPEC 6.5)
+	}
+	if pid, ok := sup.Child("security_gate"); ok { // SVC_CODEHOST_APP_TOKEN
+		n.bus.Subscribe(pid) // the code-host tool's decisions (SPEC 4.9)
 	}
 	if pid, ok := sup.Child("soc_pipeline"); ok { // SVC_SOC_PIPELINE
 		n.bus.Subscribe(pid)
