@@ -37,6 +37,7 @@ const (
 	gateLockTTL = time.Minute         // one flush: at most three calls of codehost.Timeout
 	gateSHATTL  = time.Minute         // the head commit is read again after this
 	gateWorkers = 16                  // pull requests worked on at once by one node
+	gatePulls   = 200                 // pull requests listed per tenant
 )
 
 // SecurityGate is the pull-request Security Gate (SPEC 4.9 rules 1 to 6):
@@ -136,6 +137,9 @@ func (g *SecurityGate) take(tenantID string, pr gate.PR, d gate.Decision) {
 		g.failed("mark the check run", pr, err)
 		return
 	}
+	if _, err := g.shared.MarkSeen(ctx, "gate:"+tenantID+":pulls", pr.String(), time.Now(), gatePulls, gateTTL); err != nil {
+		g.failed("list the pull request", pr, err)
+	}
 	g.flush(ctx, tenantID, pr)
 }
 
@@ -187,17 +191,83 @@ func (g *SecurityGate) write(ctx context.Context, tenantID string, pr gate.PR) {
 		} else {
 			var n int64
 			if n, err = g.host.CreateCheckRun(ctx, pr, sha, out); err == nil {
-				err = g.shared.Set(ctx, runKey, strconv.FormatInt(n, 10), gateTTL)
+				id = strconv.FormatInt(n, 10)
+				err = g.shared.Set(ctx, runKey, id, gateTTL)
 			}
 		}
 		if err != nil {
 			g.failed("write the check run", pr, err)
 			return
 		}
+		if err := g.shared.Set(ctx, key+":shown", shown(sha, id, out), gateTTL); err != nil {
+			g.failed("keep what the check run shows", pr, err)
+		}
 		if v, ok, err := g.shared.Get(ctx, key+":dirty"); err != nil || !ok || v != "1" {
 			return
 		}
 	}
+}
+
+// shown records what the check run was last written with.
+func shown(sha, id string, out gate.Output) string {
+	raw, _ := json.Marshal(GateShown{HeadSHA: sha, CheckRunID: id, Conclusion: out.Tally.Conclusion(), Tally: out.Tally})
+	return string(raw)
+}
+
+// GateShown is what a pull request's check run was last written with.
+type GateShown struct {
+	HeadSHA    string     `json:"head_sha"`
+	CheckRunID string     `json:"check_run_id"`
+	Conclusion string     `json:"conclusion"`
+	Tally      gate.Tally `json:"tally"`
+}
+
+// GatePull is a pull request a tenant's agents touched: its tally now and
+// what its check run shows (nil before the first write succeeded).
+type GatePull struct {
+	PR       gate.PR
+	Tally    gate.Tally
+	Comments int64
+	Shown    *GateShown
+}
+
+// GatePulls lists the pull requests the tenant's agents touched, the most
+// recent first (at most 200), from the shared state the gate keeps.
+func GatePulls(ctx context.Context, shared sharedstate.State, tenantID string) ([]GatePull, error) {
+	names, err := shared.Seen(ctx, "gate:"+tenantID+":pulls")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]GatePull, 0, len(names))
+	for _, name := range names {
+		pr, ok := gate.ParseResource(name)
+		if !ok {
+			continue
+		}
+		key := gateKey(tenantID, pr)
+		p := GatePull{PR: pr}
+		for _, c := range []struct {
+			suffix string
+			n      *int64
+		}{{gate.Allowed, &p.Tally.Allowed}, {gate.Pending, &p.Tally.Pending}, {gate.Denied, &p.Tally.Denied}, {"comments", &p.Comments}} {
+			if *c.n, _, err = shared.Count(ctx, key+":"+c.suffix); err != nil {
+				return nil, err
+			}
+		}
+		p.Comments = min(p.Comments, gate.MaxComments)
+		raw, ok, err := shared.Get(ctx, key+":shown")
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			var s GateShown
+			if json.Unmarshal([]byte(raw), &s) == nil {
+				p.Shown = &s
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // output reads the tally and the annotations.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"svc/actors"
 	"svc/messages"
 	"svc/persistence"
 )
@@ -81,6 +82,7 @@ func (s *Server) registerCodehost() {
 			"that detection rules match: 202 accepted with event_id. Anything else: 202 ignored. A delivery id (" + CodehostDeliveryHeader +
 			") seen in the last 72 hours is accepted once: its retries answer 202 with the first event_id and duplicate true.",
 		Handle: s.codehostWebhook})
+	s.registerPulls()
 }
 
 // codehostWebhook serves POST /webhooks/codehost.
@@ -132,4 +134,51 @@ func (s *Server) codehostWebhook(c *Call) (any, error) {
 	}
 	s.Events.Publish(ev)
 	return codehostView{Status: "accepted", EventID: &ev.EventID, Event: &pair}, nil
+}
+
+// pullView is a pull request the tenant's agents touched, as the Security
+// Gate counts it.
+type pullView struct {
+	PullRequest string `json:"pull_request"`
+	Owner       string `json:"owner"`
+	Repo        string `json:"repo"`
+	Number      int    `json:"number"`
+	// Conclusion is the tally's: failure, action_required or success.
+	Conclusion string `json:"conclusion" openapi:"enum=failure|action_required|success"`
+	Allowed    int64  `json:"allowed"`
+	Denied     int64  `json:"denied"`
+	Pending    int64  `json:"pending"`
+	Comments   int64  `json:"comments"`
+	// CheckRunID, HeadSHA and CheckRunConclusion are what the check run was
+	// last written with; null until a write succeeded.
+	CheckRunID         *string `json:"check_run_id"`
+	HeadSHA            *string `json:"head_sha"`
+	CheckRunConclusion *string `json:"check_run_conclusion"`
+}
+
+func (s *Server) registerPulls() {
+	s.register(Route{Method: "GET", Path: "/codehost/pull-requests", Access: AccessViewer, Tag: "soc", Resp: []pullView{},
+		Summary: "The pull requests the tenant's agents touched through the code-host tool (SVC_CODEHOST_TOOL_KEY, resource " +
+			"<owner>/<repo>#<number>), the most recent first, at most 200: the Security Gate's tally (allow and redact allowed, " +
+			"require_approval pending, anything else denied), its conclusion, the deny comments posted (at most 5), and what the " +
+			"check run was last written with. Empty when SVC_CODEHOST_APP_TOKEN is unset. The tally lives in the shared state: " +
+			"kept across restarts by Valkey when clustered, lost when a lone node restarts (SPEC 4.9); it expires 30 days after " +
+			"a pull request's first decision.",
+		Handle: s.listPulls})
+}
+
+// listPulls serves GET /codehost/pull-requests.
+func (s *Server) listPulls(c *Call) (any, error) {
+	pulls, err := actors.GatePulls(c.Ctx(), s.Shared, c.Principal.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	return viewAll(pulls, func(p actors.GatePull) pullView {
+		v := pullView{PullRequest: p.PR.String(), Owner: p.PR.Owner, Repo: p.PR.Repo, Number: p.PR.Number, Conclusion: p.Tally.Conclusion(),
+			Allowed: p.Tally.Allowed, Denied: p.Tally.Denied, Pending: p.Tally.Pending, Comments: p.Comments}
+		if sh := p.Shown; sh != nil {
+			v.CheckRunID, v.HeadSHA, v.CheckRunConclusion = &sh.CheckRunID, &sh.HeadSHA, &sh.Conclusion
+		}
+		return v
+	}), nil
 }

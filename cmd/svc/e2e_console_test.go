@@ -297,7 +297,9 @@ func TestE2EConsole(t *testing.T) {
 
 func testConsole(t *testing.T, backend string) {
 	_, seed := azSeed(t)
-	env := map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_RECEIPT_SIGNING_KEY": seed, "SVC_ALLOW_PRIVATE_TARGETS": "true"}
+	host := newFakeCodeHost(t)
+	env := map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_RECEIPT_SIGNING_KEY": seed, "SVC_ALLOW_PRIVATE_TARGETS": "true",
+		"SVC_CODEHOST_APP_TOKEN": "ghs_console", "SVC_CODEHOST_API_URL": host.srv.URL}
 	s := startServer(t, backend, env)
 	tenantID, admin := s.tenant(t, "console-"+uniq())
 	_, viewer := s.opToken(t, admin, "console-viewer", "viewer")
@@ -524,6 +526,14 @@ func testConsole(t *testing.T, backend string) {
 	b.shot("mcp-drift")
 	b.accessible("mcp server")
 	mcpDenied(t, s, tok, "calc", "add", "mcp_tool_not_approved")
+
+	// Pull requests: a denied call on one shows it failing the gate.
+	azDecide(t, s, tok, gateCall("push", "acme/widgets#7", true, azUntrusted), "deny", "")
+	b.do(chromedp.Navigate(s.base+"/dashboard/#/pulls"), chromedp.WaitVisible(chromedp.ID("pulls-body")))
+	b.waitText(`#pulls-body tr[data-pull="acme/widgets#7"] .gate`, "failure")
+	b.waitText(`#pulls-body tr[data-pull="acme/widgets#7"] .denied`, "1")
+	b.shot("pulls")
+	b.accessible("pull requests")
 
 	// Sign-out forgets the token.
 	b.do(chromedp.Click(chromedp.ID("sign-out")), chromedp.WaitVisible(chromedp.ID("token")))

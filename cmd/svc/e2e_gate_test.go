@@ -222,6 +222,19 @@ func testSecurityGate(t *testing.T, backend string) {
 	}
 	host.mu.Unlock()
 
+	// The pull requests the tenant's agents touched, with the gate's
+	// figures; another tenant sees none of them.
+	pulls := arr(t, s.want(t, 200, "GET", "/v2/codehost/pull-requests", admin, nil))
+	if len(pulls) != 1 || pulls[0]["pull_request"] != pr || pulls[0]["conclusion"] != "failure" || pulls[0]["allowed"] != 1.0 ||
+		pulls[0]["denied"] != 25.0 || pulls[0]["pending"] != 1.0 || pulls[0]["comments"] != 5.0 || pulls[0]["head_sha"] != fakeHeadSHA ||
+		pulls[0]["check_run_id"] == nil {
+		t.Errorf("pull requests: %v", pulls)
+	}
+	_, otherAdmin := s.tenant(t, "gate-other-"+uniq())
+	if others := arr(t, s.want(t, 200, "GET", "/v2/codehost/pull-requests", otherAdmin, nil)); len(others) != 0 {
+		t.Errorf("another tenant sees %v", others)
+	}
+
 	// Other resources and tools are not the gate's.
 	azDecide(t, s, tok, gateCall("read", "acme/widgets", false, azSigned), "allow", "")
 	azDecide(t, s, tok, azRead(map[string]any{"tool_call": map[string]any{"tool": "github", "action": "read", "resource": "acme/other#1", "parameters": map[string]any{}}}), "allow", "")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -747,6 +748,13 @@ func runContract(t *testing.T, newState func(t *testing.T) sharedstate.State) {
 			if !mark("b", t0.Add(6*time.Second)) {
 				t.Fatal("b, dropped over the limit, not new again")
 			}
+			// Seen lists them most recent first, ties in reverse member order.
+			if got, err := s.Seen(ctx, "seen"); err != nil || !slices.Equal(got, []string{"b", "c", "a"}) {
+				t.Fatalf("Seen = %v, %v; want [b c a]", got, err)
+			}
+			if got, err := s.Seen(ctx, "never-marked"); err != nil || len(got) != 0 {
+				t.Fatalf("Seen of an absent set = %v, %v", got, err)
+			}
 			// Ties drop in member order.
 			for _, m := range []string{"y", "x", "z"} {
 				if _, err := s.MarkSeen(ctx, "ties", m, t0, 2, time.Minute); err != nil {
@@ -765,6 +773,9 @@ func runContract(t *testing.T, newState func(t *testing.T) sharedstate.State) {
 			must(t, s.Set(ctx, "str", "x", time.Minute))
 			if _, err := s.MarkSeen(ctx, "str", "e", t0, 3, time.Minute); !errors.Is(err, sharedstate.ErrWrongType) {
 				t.Fatalf("mark over a string: %v, want ErrWrongType", err)
+			}
+			if _, err := s.Seen(ctx, "str"); !errors.Is(err, sharedstate.ErrWrongType) {
+				t.Fatalf("Seen of a string: %v, want ErrWrongType", err)
 			}
 		}},
 		{name: "MarkSeen: of racing first marks, exactly one is new; the set expires", run: func(t *testing.T, s sharedstate.State) {

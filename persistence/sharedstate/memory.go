@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -402,6 +403,32 @@ func (m *Memory) CompareAndSwap(ctx context.Context, key, old, value string, ttl
 	}
 	sh.m[key] = &memEntry{kind: kindString, str: value, expires: expiry(now, ttl)}
 	return true, "", nil
+}
+
+// Seen implements [State].
+func (m *Memory) Seen(ctx context.Context, key string) ([]string, error) {
+	if err := m.check(ctx, "seen"); err != nil {
+		return nil, err
+	}
+	sh := m.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.lookup(key, time.Now())
+	if e == nil {
+		return nil, nil
+	}
+	if e.kind != kindWindow {
+		return nil, wrongType("seen", key)
+	}
+	out := make([]string, 0, len(e.window))
+	for mb := range e.window {
+		out = append(out, mb)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := e.window[out[i]], e.window[out[j]]
+		return a > b || (a == b && out[i] > out[j])
+	})
+	return out, nil
 }
 
 // MarkSeen implements [State]. The set is a window entry (as a sorted set

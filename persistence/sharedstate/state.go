@@ -48,6 +48,10 @@ type State interface {
 	// member, one is told it was absent.
 	MarkSeen(ctx context.Context, key, member string, at time.Time, limit int, ttl time.Duration) (added bool, err error)
 	// Publish sends msg to every current subscriber of channel on every node.
+	// Seen returns the members of the recency set at key (MarkSeen), the
+	// most recently marked first (ties in reverse member order); none when
+	// it is absent.
+	Seen(ctx context.Context, key string) ([]string, error)
 	Publish(ctx context.Context, channel string, msg []byte) error
 	// Subscribe delivers messages published on channel until ctx ends. The
 	// returned channel is closed when the subscription ends. A slow reader

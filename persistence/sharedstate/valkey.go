@@ -486,6 +486,20 @@ func (v *Valkey) MarkSeen(ctx context.Context, key, member string, at time.Time,
 	return n == 1, nil
 }
 
+// Seen implements [State] with ZRANGE REV (score, then member, both
+// descending).
+func (v *Valkey) Seen(ctx context.Context, key string) ([]string, error) {
+	if err := v.check(ctx, "seen"); err != nil {
+		return nil, err
+	}
+	cmd := v.client.B().Zrange().Key(v.key(key)).Min("0").Max("-1").Rev().Build()
+	out, err := v.client.Do(ctx, cmd).AsStrSlice()
+	if err != nil {
+		return nil, v.fail("seen", err)
+	}
+	return out, nil
+}
+
 // Publish implements [State] with PUBLISH.
 func (v *Valkey) Publish(ctx context.Context, channel string, msg []byte) error {
 	if err := v.check(ctx, "publish"); err != nil {

@@ -15,9 +15,10 @@ import * as scoreboard from './pages/scoreboard.js';
 import * as rules from './pages/rules.js';
 import * as policies from './pages/policies.js';
 import * as mcp from './pages/mcp.js';
+import * as pulls from './pages/pulls.js';
 
 // pages: one per resource family; a later family adds one line here.
-const pages = [approvals, feed, alerts, incidents, agents, graph, receipts, scoreboard, rules, policies, mcp];
+const pages = [approvals, feed, alerts, incidents, agents, graph, receipts, scoreboard, rules, policies, mcp, pulls];
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
