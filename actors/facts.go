@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -35,6 +36,9 @@ type factSource struct {
 	skills  *lru.Cache[string, skillEntry] // nil when the capacity is 0
 	tenants sync.Map                       // tenant → *tenantEntry
 	mcp     *mcpFacts
+	// skillGen advances with every skill drop: a fill that read the store
+	// before a drop is not cached (it could put back what was dropped).
+	skillGen atomic.Uint64
 }
 
 type skillEntry struct {
@@ -78,6 +82,7 @@ func newFactSource(store persistence.Store, shared sharedstate.State, engine *po
 func (f *factSource) drop(inv messages.Invalidation) {
 	switch inv.Kind {
 	case messages.CacheSkill:
+		f.skillGen.Add(1)
 		if f.skills != nil {
 			f.skills.Remove(inv.TenantID + "\x00" + inv.Key)
 		}
@@ -88,6 +93,7 @@ func (f *factSource) drop(inv messages.Invalidation) {
 			f.log.Error("base policy reload from another node failed; keeping the current set", "error", err)
 		}
 	case messages.CacheAll:
+		f.skillGen.Add(1)
 		if f.skills != nil {
 			f.skills.Purge()
 		}
@@ -140,12 +146,13 @@ func (f *factSource) skill(ctx context.Context, tenantID, key string) skillEntry
 			return e
 		}
 	}
+	gen := f.skillGen.Load()
 	sk, err := f.store.GetSkill(ctx, tenantID, key)
 	e := skillEntry{skill: sk, found: err == nil}
 	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
 		return e // not cached: a transient failure must not stick
 	}
-	if f.skills != nil {
+	if f.skills != nil && f.skillGen.Load() == gen {
 		f.skills.Add(ck, e)
 	}
 	return e

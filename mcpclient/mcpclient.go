@@ -48,10 +48,35 @@ type Limits struct {
 var DefaultLimits = Limits{Timeout: 10 * time.Second, MaxBytes: 8 << 20, MaxTools: manifest.MaxTools}
 
 // Tools connects to the MCP server at endpoint with client and lists its
-// tools.
+// tools. It returns at the deadline whatever the server does: the SDK may
+// still be closing the session then (its cancellation notice and session
+// DELETE are bounded at 5 s each), which it finishes on its own goroutine
+// (against a hanging server that close took up to 5 s past the deadline).
 func Tools(ctx context.Context, client *http.Client, endpoint, version string, lim Limits) ([]manifest.Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
-	defer cancel()
+	type result struct {
+		tools []manifest.Tool
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer cancel()
+		tools, err := list(ctx, client, endpoint, version, lim)
+		done <- result{tools, err}
+	}()
+	select {
+	case r := <-done:
+		return r.tools, r.err
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, ErrTimeout
+		}
+		return nil, fmt.Errorf("%w: %w", ErrProtocol, ctx.Err())
+	}
+}
+
+// list is Tools without the return at the deadline.
+func list(ctx context.Context, client *http.Client, endpoint, version string, lim Limits) ([]manifest.Tool, error) {
 	capped := &cappedTransport{base: client.Transport, left: lim.MaxBytes}
 	if capped.base == nil {
 		capped.base = http.DefaultTransport
