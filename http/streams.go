@@ -217,6 +217,10 @@ func (s *Server) watch(c *Call, kind string, list func(ctx context.Context, sinc
 func (s *Server) websocketFeed(c *Call) streamOut {
 	tenant := c.Principal.TenantID
 	return func(w http.ResponseWriter, r *http.Request) {
+		// Subscribed before the handshake answers: a client that sees the
+		// 101 and then acts (or whose agents do) gets every item after it.
+		sub, cancel := s.Feed.Subscribe(tenant, feedBuffer)
+		defer cancel()
 		cw := &corkingWriter{ResponseWriter: w}
 		conn, err := websocket.Accept(cw, r, nil)
 		if err != nil {
@@ -227,8 +231,6 @@ func (s *Server) websocketFeed(c *Call) streamOut {
 			return
 		}
 		defer func() { _ = conn.CloseNow() }()
-		sub, cancel := s.Feed.Subscribe(tenant, feedBuffer)
-		defer cancel()
 		ctx := conn.CloseRead(r.Context()) // ends when the client closes
 		// One watchdog instead of a deadline per frame (a timer and a
 		// context callback for each write): a write still blocked after
