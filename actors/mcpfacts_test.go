@@ -14,6 +14,24 @@ import (
 	"svc/persistence/sqlite"
 )
 
+// storeWithTenant opens a SQLite store in the test's directory with one
+// tenant.
+func storeWithTenant(t *testing.T) (persistence.Store, persistence.Tenant) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "svc.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	tenant := persistence.Tenant{ID: uuid.NewString(), Name: "t", CreatedAt: time.Now().UTC()}
+	if err := store.CreateTenant(ctx, tenant, persistence.OperatorToken{ID: uuid.NewString(), TenantID: tenant.ID, Name: "admin",
+		Role: persistence.RoleAdmin, CreatedAt: time.Now().UTC()}, []byte(uuid.NewString())); err != nil {
+		t.Fatal(err)
+	}
+	return store, tenant
+}
+
 // countingMCP counts the registry reads that reach the real store.
 type countingMCP struct {
 	persistence.Store
@@ -43,16 +61,7 @@ func (c *countingMCP) GetMCPTool(ctx context.Context, tenantID, server, tool str
 // does not put a stale record back.
 func TestMCPFactsCaches(t *testing.T) {
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "svc.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	tenant := persistence.Tenant{ID: uuid.NewString(), Name: "t", CreatedAt: time.Now().UTC()}
-	if err := store.CreateTenant(ctx, tenant, persistence.OperatorToken{ID: uuid.NewString(), TenantID: tenant.ID, Name: "admin",
-		Role: persistence.RoleAdmin, CreatedAt: time.Now().UTC()}, []byte(uuid.NewString())); err != nil {
-		t.Fatal(err)
-	}
+	store, tenant := storeWithTenant(t)
 	if _, err := store.CreateMCPServer(ctx, persistence.MCPServer{TenantID: tenant.ID, Key: "calc", Transport: "stdio", TrustLevel: "unknown"}); err != nil {
 		t.Fatal(err)
 	}

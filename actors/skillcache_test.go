@@ -2,16 +2,12 @@ package actors
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
 	"svc/messages"
 	"svc/persistence"
-	"svc/persistence/sqlite"
 )
 
 // racingSkills runs a change and its drop once, after a skill read and
@@ -34,16 +30,7 @@ func (r *racingSkills) GetSkill(ctx context.Context, tenantID, key string) (pers
 // call sees the change, not what the racing read found.
 func TestSkillCacheFillRacingADrop(t *testing.T) {
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "svc.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	tenant := persistence.Tenant{ID: uuid.NewString(), Name: "t", CreatedAt: time.Now().UTC()}
-	if err := store.CreateTenant(ctx, tenant, persistence.OperatorToken{ID: uuid.NewString(), TenantID: tenant.ID, Name: "admin",
-		Role: persistence.RoleAdmin, CreatedAt: time.Now().UTC()}, []byte(uuid.NewString())); err != nil {
-		t.Fatal(err)
-	}
+	store, tenant := storeWithTenant(t)
 	put := func(risk string) {
 		if _, err := store.PutSkill(ctx, persistence.Skill{TenantID: tenant.ID, Key: "deploy",
 			Actions: map[string]persistence.SkillAction{"run": {Risk: risk}}}); err != nil {
