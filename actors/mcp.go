@@ -110,18 +110,14 @@ func (r *MCPRegistry) Discover(ctx context.Context, tenantID, key string, tools 
 				continue
 			}
 			d.Upsert = append(d.Upsert, persistence.MCPTool{Key: t.Key(), Name: t.Name, Status: manifest.StatusPending,
-				Description: t.Description, InputSchema: t.InputSchema, Hash: t.Hash(), Findings: toolFindings(t)})
+				Description: t.Description, InputSchema: t.InputSchema, Hash: t.Hash(), Findings: storedFindings(manifest.Scan(t))})
 		}
 		for _, n := range drift.Removed {
 			d.Delete = append(d.Delete, byName[n].Key)
 		}
 		if !out.First && !drift.Empty() && hash != cur.PinnedHash {
-			found := make([]persistence.MCPFinding, len(drift.Found))
-			for i, f := range drift.Found {
-				found[i] = persistence.MCPFinding(f)
-			}
 			d.Entry = &persistence.MCPManifestEntry{ID: uuid.NewString(), ManifestHash: hash, PinnedHash: cur.PinnedHash,
-				Added: drift.Added, Removed: drift.Removed, Changed: drift.Changed, RiskScore: drift.Risk, Findings: found,
+				Added: drift.Added, Removed: drift.Removed, Changed: drift.Changed, RiskScore: drift.Risk, Findings: storedFindings(drift.Found),
 				EventID: uuid.NewString()}
 		}
 		if audit != nil {
@@ -141,9 +137,8 @@ func (r *MCPRegistry) Discover(ctx context.Context, tenantID, key string, tools 
 	return out, nil
 }
 
-// toolFindings is the poisoning scan of a tool as stored with it.
-func toolFindings(t manifest.Tool) []persistence.MCPFinding {
-	fs := manifest.Scan(t)
+// storedFindings are poisoning findings as the store keeps them.
+func storedFindings(fs []manifest.Finding) []persistence.MCPFinding {
 	out := make([]persistence.MCPFinding, len(fs))
 	for i, f := range fs {
 		out[i] = persistence.MCPFinding(f)

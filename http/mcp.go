@@ -135,17 +135,10 @@ type inspectView struct {
 	AlertIDs []string `json:"alert_ids"`
 }
 
-func optString(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
 func viewMCPServer(s persistence.MCPServer) mcpServerView {
-	return mcpServerView{ServerKey: s.Key, Transport: s.Transport, URL: optString(s.URL), TrustLevel: s.TrustLevel,
-		InspectionEnabled: s.InspectionEnabled, Status: s.Status, PinnedHash: optString(s.PinnedHash), ManifestHash: optString(s.ManifestHash),
-		Drifted: s.ManifestHash != s.PinnedHash, LastDiscoveryAt: utcPtr(s.LastDiscoveryAt), LastDiscoveryError: optString(s.LastDiscoveryError),
+	return mcpServerView{ServerKey: s.Key, Transport: s.Transport, URL: nullable(s.URL), TrustLevel: s.TrustLevel,
+		InspectionEnabled: s.InspectionEnabled, Status: s.Status, PinnedHash: nullable(s.PinnedHash), ManifestHash: nullable(s.ManifestHash),
+		Drifted: s.ManifestHash != s.PinnedHash, LastDiscoveryAt: utcPtr(s.LastDiscoveryAt), LastDiscoveryError: nullable(s.LastDiscoveryError),
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC()}
 }
 
@@ -160,15 +153,8 @@ func viewMCPTool(t persistence.MCPTool) mcpToolView {
 
 func viewMCPEntry(e persistence.MCPManifestEntry) mcpHistoryView {
 	return mcpHistoryView{ID: e.ID, DiscoveredAt: e.DiscoveredAt.UTC(), ManifestHash: e.ManifestHash, PinnedHash: e.PinnedHash,
-		Added: orEmptyList(e.Added), Removed: orEmptyList(e.Removed), Changed: orEmptyList(e.Changed), RiskScore: e.RiskScore,
+		Added: nonNilStrings(e.Added), Removed: nonNilStrings(e.Removed), Changed: nonNilStrings(e.Changed), RiskScore: e.RiskScore,
 		Findings: viewFindings(e.Findings), EventID: e.EventID}
-}
-
-func orEmptyList(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 const mcpPath = "/mcp/servers/:server_key"
@@ -435,8 +421,8 @@ func (s *Server) discoverMCPServer(c *Call) (any, error) {
 		return nil, s.audited(discoveryError(err, srv.Transport))
 	}
 	s.auditOK()
-	out := mcpDiscoveryView{Server: viewMCPServer(d.Server), First: d.First, Tools: d.Tools, Added: orEmptyList(d.Drift.Added),
-		Removed: orEmptyList(d.Drift.Removed), Changed: orEmptyList(d.Drift.Changed), RiskScore: d.Drift.Risk,
+	out := mcpDiscoveryView{Server: viewMCPServer(d.Server), First: d.First, Tools: d.Tools, Added: nonNilStrings(d.Drift.Added),
+		Removed: nonNilStrings(d.Drift.Removed), Changed: nonNilStrings(d.Drift.Changed), RiskScore: d.Drift.Risk,
 		Findings: viewAll(d.Drift.Found, func(f manifest.Finding) mcpFindingView { return mcpFindingView(f) })}
 	if d.Entry != nil {
 		out.HistoryID, out.EventID = &d.Entry.ID, &d.Entry.EventID
