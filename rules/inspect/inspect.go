@@ -16,6 +16,7 @@ package inspect
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -80,7 +81,7 @@ func Changed(oldText, newText []byte) []Finding {
 	}
 	if n > 0 {
 		f = append(f, Finding{Category: NewURL, Count: n})
-		slices.SortFunc(f, func(a, b Finding) int { return compare(a.Category, b.Category) })
+		slices.SortFunc(f, func(a, b Finding) int { return strings.Compare(a.Category, b.Category) })
 	}
 	return f
 }
@@ -91,16 +92,6 @@ func Count(findings []Finding, category string) int {
 		if f.Category == category {
 			return f.Count
 		}
-	}
-	return 0
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
 	}
 	return 0
 }
@@ -123,7 +114,7 @@ func (c *counts) findings() []Finding {
 	for k, v := range c.m {
 		out = append(out, Finding{Category: k, Count: v})
 	}
-	slices.SortFunc(out, func(a, b Finding) int { return compare(a.Category, b.Category) })
+	slices.SortFunc(out, func(a, b Finding) int { return strings.Compare(a.Category, b.Category) })
 	return out
 }
 

@@ -114,7 +114,7 @@ func FuzzScan(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		for _, fs := range [][]Finding{Response(a), Tool(a), Changed(a, b)} {
-			if !slices.IsSortedFunc(fs, func(x, y Finding) int { return compare(x.Category, y.Category) }) {
+			if !slices.IsSortedFunc(fs, func(x, y Finding) int { return strings.Compare(x.Category, y.Category) }) {
 				t.Fatalf("unsorted: %v", fs)
 			}
 			seen := map[string]bool{}
