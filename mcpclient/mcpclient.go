@@ -54,13 +54,13 @@ var DefaultLimits = Limits{Timeout: 10 * time.Second, MaxBytes: 8 << 20, MaxTool
 // (against a hanging server that close took up to 5 s past the deadline).
 func Tools(ctx context.Context, client *http.Client, endpoint, version string, lim Limits) ([]manifest.Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
+	defer cancel()
 	type result struct {
 		tools []manifest.Tool
 		err   error
 	}
 	done := make(chan result, 1)
 	go func() {
-		defer cancel()
 		tools, err := list(ctx, client, endpoint, version, lim)
 		done <- result{tools, err}
 	}()
@@ -68,6 +68,12 @@ func Tools(ctx context.Context, client *http.Client, endpoint, version string, l
 	case r := <-done:
 		return r.tools, r.err
 	case <-ctx.Done():
+		// A result that arrived as the deadline passed wins over it.
+		select {
+		case r := <-done:
+			return r.tools, r.err
+		default:
+		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, ErrTimeout
 		}

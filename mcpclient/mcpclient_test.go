@@ -63,3 +63,21 @@ func TestToolsRefused(t *testing.T) {
 		})
 	}
 }
+
+// A dial the caller's transport refuses is reported as that error, every
+// time: the discovery's own end must not race its result (the gateway
+// tells a forbidden target from a failed discovery by it).
+func TestToolsKeepsTheTransportError(t *testing.T) {
+	refused := errors.New("refused by the guard")
+	client := &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, refused })}
+	for i := range 2000 {
+		_, err := Tools(context.Background(), client, "http://mcp.example/mcp", "test", DefaultLimits)
+		if !errors.Is(err, refused) || !errors.Is(err, ErrProtocol) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
