@@ -369,20 +369,18 @@ func ApprovalEvent(a persistence.Approval, kind, reason string) messages.AseEven
 // part 3, background leadership); deleted counts them. isLeader nil runs
 // it on every node.
 func NewApprovalCleaner(store persistence.ApprovalStore, every, retention time.Duration, isLeader func() bool, deleted *atomic.Uint64,
-	log hclog.Logger) actor.Producer {
-	return newLeaderJob("approval cleanup", every, isLeader, func() error {
-		ctx, cancel := ioContext(time.Minute)
-		defer cancel()
-		n, err := store.DeleteStaleApprovals(ctx, time.Now().UTC().Add(-retention))
-		if err != nil {
-			return err
-		}
-		if deleted != nil {
-			deleted.Add(uint64(max(n, 0)))
-		}
-		if n > 0 {
-			log.Info("stale approvals deleted", "deleted", n)
-		}
-		return nil
-	})
+	jobs *JobStats, log hclog.Logger) actor.Producer {
+	return newLeaderJob(jobSpec{name: JobApprovalCleanup, every: every, isLeader: isLeader, stats: jobs, log: log,
+		run: func() (string, error) {
+			ctx, cancel := ioContext(time.Minute)
+			defer cancel()
+			n, err := store.DeleteStaleApprovals(ctx, time.Now().UTC().Add(-retention))
+			if err != nil {
+				return "", err
+			}
+			if deleted != nil {
+				deleted.Add(uint64(max(n, 0)))
+			}
+			return fmt.Sprintf("%d stale approvals deleted", n), nil
+		}})
 }

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,9 +42,10 @@ func TestApprovalCleaner(t *testing.T) {
 	}
 	var leader atomic.Bool
 	var deleted atomic.Uint64
+	var jobs actors.JobStats
 	sys := actors.NewSystem(hclog.NewNullLogger())
 	pid := sys.Root.Spawn(actor.PropsFromProducer(actors.NewApprovalCleaner(f.store, 20*time.Millisecond, 30*24*time.Hour,
-		leader.Load, &deleted, hclog.NewNullLogger())))
+		leader.Load, &deleted, &jobs, hclog.NewNullLogger())))
 	t.Cleanup(func() { _ = sys.Root.PoisonFuture(pid).Wait() })
 
 	time.Sleep(200 * time.Millisecond) // about ten ticks as a standby
@@ -68,6 +70,17 @@ func TestApprovalCleaner(t *testing.T) {
 	}
 	if n := deleted.Load(); n != 1 {
 		t.Errorf("deleted %d approvals, want 1", n)
+	}
+	// Every run is recorded for /metrics and the status page (just after
+	// the run's deletions are counted).
+	deadline = time.Now().Add(5 * time.Second)
+	for jobs.Snapshot()[0].Runs == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	runs := jobs.Snapshot()
+	if len(runs) != 1 || runs[0].Name != actors.JobApprovalCleanup || runs[0].Runs == 0 || runs[0].LastOutcome != "ok" ||
+		runs[0].LastStart.IsZero() || runs[0].Every != 20*time.Millisecond || !strings.Contains(runs[0].LastSummary, "deleted") {
+		t.Errorf("job stats: %+v", runs)
 	}
 }
 

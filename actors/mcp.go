@@ -189,36 +189,36 @@ type MCPRediscoveryStats struct {
 // asking. A server that fails is recorded on it and logged; a store that
 // cannot list the servers fails the job, which its supervisor restarts.
 func NewMCPRediscovery(registry *MCPRegistry, store persistence.MCPStore, every time.Duration, isLeader func() bool,
-	stats *MCPRediscoveryStats, log hclog.Logger) actor.Producer {
-	return newLeaderJob("mcp re-discovery", every, isLeader, func() error {
-		ctx, cancel := ioContext(time.Minute)
-		servers, err := store.ListAllMCPServers(ctx, persistence.MCPTransportHTTP)
-		cancel()
-		if err != nil {
-			return err
-		}
-		var ok, failed uint64
-		for _, s := range servers {
+	stats *MCPRediscoveryStats, jobs *JobStats, log hclog.Logger) actor.Producer {
+	return newLeaderJob(jobSpec{name: JobMCPRediscovery, every: every, isLeader: isLeader, stats: jobs, log: log,
+		run: func() (string, error) {
 			ctx, cancel := ioContext(time.Minute)
-			_, err := registry.Discover(ctx, s.TenantID, s.Key, nil, func(d Discovery) persistence.AuditEvent {
-				return rediscoveryAudit(s.TenantID, s.Key, d)
-			})
+			servers, err := store.ListAllMCPServers(ctx, persistence.MCPTransportHTTP)
 			cancel()
 			if err != nil {
-				failed++
-				log.Warn("mcp re-discovery of a server failed", "tenant_id", s.TenantID, "server_key", s.Key, "error", err)
-				continue
+				return "", err
 			}
-			ok++
-		}
-		if stats != nil {
-			stats.Passes.Add(1)
-			stats.Discovered.Add(ok)
-			stats.Failed.Add(failed)
-		}
-		log.Info("mcp servers re-discovered", "discovered", ok, "failed", failed)
-		return nil
-	})
+			var ok, failed uint64
+			for _, s := range servers {
+				ctx, cancel := ioContext(time.Minute)
+				_, err := registry.Discover(ctx, s.TenantID, s.Key, nil, func(d Discovery) persistence.AuditEvent {
+					return rediscoveryAudit(s.TenantID, s.Key, d)
+				})
+				cancel()
+				if err != nil {
+					failed++
+					log.Warn("mcp re-discovery of a server failed", "tenant_id", s.TenantID, "server_key", s.Key, "error", err)
+					continue
+				}
+				ok++
+			}
+			if stats != nil {
+				stats.Passes.Add(1)
+				stats.Discovered.Add(ok)
+				stats.Failed.Add(failed)
+			}
+			return fmt.Sprintf("%d mcp servers re-discovered, %d failed", ok, failed), nil
+		}})
 }
 
 // rediscoveryAudit is the audit event of a scheduled discovery.

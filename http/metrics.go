@@ -44,7 +44,7 @@ func newMetrics(s *Server) *metrics {
 		m.reg.MustRegister(w.duration, w.size, w.failed)
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.shed, m.refused, m.authLocked)
-	for _, cs := range [][]prometheus.Collector{httpCollectors(s), nodeCollectors(s), authorizeCollectors(s), outboundCollectors(s), socCollectors(s), streamCollectors(s)} {
+	for _, cs := range [][]prometheus.Collector{httpCollectors(s), nodeCollectors(s), authorizeCollectors(s), outboundCollectors(s), socCollectors(s), streamCollectors(s), maintenanceCollectors(s)} {
 		m.reg.MustRegister(cs...)
 	}
 	return m
@@ -320,5 +320,62 @@ func (w *WriterMetrics) Observe(decisions int, took time.Duration, failed bool) 
 	w.size.Observe(float64(decisions))
 	if failed {
 		w.failed.Inc()
+	}
+}
+
+// maintenanceCollectors are the metrics of the leader's maintenance jobs
+// (runs on this node) and of the receipt integrity job's findings.
+func maintenanceCollectors(s *Server) []prometheus.Collector {
+	return []prometheus.Collector{
+		jobsCollector{s.Jobs},
+		gauge("svc_receipt_chains_broken", "Tenants whose receipt chain the last integrity pass on this node found broken (0 before a pass).",
+			func() float64 {
+				if s.Maintenance == nil {
+					return 0
+				}
+				n, _ := s.Maintenance.BrokenChains()
+				return float64(n)
+			}),
+		counter("svc_receipt_integrity_verified_total", "Receipts verified by the integrity job on this node (new links and re-verified older ones).",
+			func() float64 {
+				if s.Maintenance == nil {
+					return 0
+				}
+				return float64(s.Maintenance.VerifiedReceipts())
+			}),
+	}
+}
+
+var (
+	jobRunsDesc = prometheus.NewDesc("svc_maintenance_job_runs_total", "Runs of a leader job on this node by outcome (ok, failed).",
+		[]string{"job", "outcome"}, nil)
+	jobLastRunDesc = prometheus.NewDesc("svc_maintenance_job_last_run_timestamp_seconds",
+		"Start of a leader job's last run on this node (Unix seconds; 0 before the first).", []string{"job"}, nil)
+	jobLastDurationDesc = prometheus.NewDesc("svc_maintenance_job_last_duration_seconds",
+		"Duration of a leader job's last run on this node.", []string{"job"}, nil)
+	jobLastOKDesc = prometheus.NewDesc("svc_maintenance_job_last_success",
+		"1 when a leader job's last run on this node succeeded, 0 when it failed or has not run here.", []string{"job"}, nil)
+)
+
+// jobsCollector reports every leader job's runs from its JobStats.
+type jobsCollector struct{ jobs *actors.JobStats }
+
+func (c jobsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{jobRunsDesc, jobLastRunDesc, jobLastDurationDesc, jobLastOKDesc} {
+		ch <- d
+	}
+}
+
+func (c jobsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, j := range c.jobs.Snapshot() {
+		var last float64
+		if !j.LastStart.IsZero() {
+			last = float64(j.LastStart.UnixNano()) / 1e9
+		}
+		ch <- prometheus.MustNewConstMetric(jobRunsDesc, prometheus.CounterValue, float64(j.Runs-j.Failures), j.Name, "ok")
+		ch <- prometheus.MustNewConstMetric(jobRunsDesc, prometheus.CounterValue, float64(j.Failures), j.Name, "failed")
+		ch <- prometheus.MustNewConstMetric(jobLastRunDesc, prometheus.GaugeValue, last, j.Name)
+		ch <- prometheus.MustNewConstMetric(jobLastDurationDesc, prometheus.GaugeValue, j.LastDuration.Seconds(), j.Name)
+		ch <- prometheus.MustNewConstMetric(jobLastOKDesc, prometheus.GaugeValue, boolean(j.LastOutcome == "ok"), j.Name)
 	}
 }

@@ -53,6 +53,10 @@ type Deps struct {
 	// Gate counts the Security Gate's decisions, drops and code-host
 	// failures.
 	Gate *actors.GateStats
+	// Jobs records the leader jobs' runs on this node; Maintenance runs
+	// the maintenance passes (its chain-integrity figures are metrics).
+	Jobs        *actors.JobStats
+	Maintenance *actors.Maintenance
 	// Exporter is the webhook exporter's counters and subscription cache
 	// (invalidated after every subscription change); nil without one.
 	Exporter *actors.ExporterHandle
@@ -116,6 +120,7 @@ func New(d Deps) *Server {
 	s.registerTenants()
 	s.registerAgents()
 	s.registerAudit()
+	s.registerStatus()
 	s.registerAuthorize()
 	s.registerPolicies()
 	s.registerSkills()

@@ -18,6 +18,9 @@ const (
 	KindAgentTokenLeakDetected = "agent_token_leak_detected"
 	KindExternalCodehost       = "external_event:codehost_webhook"
 	KindExternalModelVendor    = "external_event:modelvendor_trace"
+	// KindReceiptChainBroken is beside SPEC 6.1's kinds: the receipt
+	// integrity job found a tenant's chain broken (issue 28).
+	KindReceiptChainBroken = "receipt_chain_broken"
 )
 
 // UnknownAgent is the agent_id of events that have no agent (ingested ones).

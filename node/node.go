@@ -8,6 +8,7 @@ package node
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"io"
 	"net"
@@ -62,6 +63,8 @@ type Node struct {
 	signer           *receipt.Signer
 	registry         *actors.Registry
 	leader           *actors.Leadership
+	jobs             *actors.JobStats
+	maintenance      *actors.Maintenance
 	invalidations    *actors.Invalidations
 	pool             *actors.PoolSample
 	bus              *actors.EventBus
@@ -150,7 +153,7 @@ func (n *Node) build(ctx context.Context, stdout io.Writer) error {
 		Pool: n.pool, Events: n.bus, Supervisor: n.sup, Authorizer: n.authorizer, Approvals: n.approvals,
 		SOC: actors.NewSOC(n.socStats, n.invalidations), Invalidations: n.invalidations, SOCStats: n.socStats, Feed: n.feed,
 		Notifier: n.notifyStats, Exporter: n.exports, ApprovalsDeleted: &n.approvalsDeleted, Policy: n.engine, Resealed: &n.resealed,
-		WriterMetrics: n.writerMetrics, ReceiptSigner: n.signer, MCP: n.mcp, MCPRediscovery: &n.mcpRediscovery, Gate: &n.gateStats, Log: n.log, Version: n.version, NodeID: n.cfg.NodeID, Heartbeat: n.heartbeat})
+		WriterMetrics: n.writerMetrics, ReceiptSigner: n.signer, MCP: n.mcp, MCPRediscovery: &n.mcpRediscovery, Gate: &n.gateStats, Jobs: n.jobs, Maintenance: n.maintenance, Log: n.log, Version: n.version, NodeID: n.cfg.NodeID, Heartbeat: n.heartbeat})
 	return nil
 }
 
@@ -212,6 +215,14 @@ func (n *Node) newActors() {
 			n.gateHost = host
 		}
 	}
+	n.jobs = &actors.JobStats{Store: n.store, NodeID: cfg.NodeID, Log: log.Named("maintenance")}
+	var pub ed25519.PublicKey
+	if n.signer != nil {
+		pub = n.signer.PublicKey()
+	}
+	n.maintenance = actors.NewMaintenance(n.store, actors.MaintenanceOptions{PublicKey: pub,
+		Retention: time.Duration(cfg.AuditRetentionDays) * 24 * time.Hour, IsLeader: n.leader.IsLeader, Events: n.bus},
+		log.Named("maintenance"))
 	n.mcp = actors.NewMCPRegistry(n.store, n.bus, n.invalidations, mcpFetch(cfg.AllowPrivateTargets, n.version), log.Named("mcp"))
 }
 
@@ -291,9 +302,18 @@ func (n *Node) children() []actors.ChildSpec {
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "soc_pipeline", Producer: actors.NewSOCPipeline(store, n.socStats, socOptions, log.Named("soc")),
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
-		{Name: "approval_cleanup", Producer: actors.NewApprovalCleaner(store, cfg.ApprovalCleanupInterval,
-			time.Duration(cfg.ApprovalRetentionDays)*24*time.Hour, n.leader.IsLeader, &n.approvalsDeleted, log.Named("approvals")),
+		{Name: actors.JobApprovalCleanup, Producer: actors.NewApprovalCleaner(store, cfg.ApprovalCleanupInterval,
+			time.Duration(cfg.ApprovalRetentionDays)*24*time.Hour, n.leader.IsLeader, &n.approvalsDeleted, n.jobs, log.Named("approvals")),
 			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
+		// The maintenance jobs (issue 28): a failed pass restarts its job
+		// with a backoff; five failures within an hour leave it dead on
+		// /readyz.
+		{Name: actors.JobReceiptIntegrity, Producer: actors.NewReceiptIntegrityJob(n.maintenance, cfg.ReceiptIntegrityInterval, n.jobs,
+			log.Named("maintenance")), MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
+		{Name: actors.JobAuditArchival, Producer: actors.NewAuditArchivalJob(n.maintenance, cfg.AuditArchivalInterval, n.jobs,
+			log.Named("maintenance")), MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
+		{Name: actors.JobVacuum, Producer: actors.NewVacuumJob(n.maintenance, cfg.VacuumInterval, n.jobs,
+			log.Named("maintenance")), MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
 	}
 	if n.gateHost != nil {
 		children = append(children, actors.ChildSpec{Name: "security_gate", Producer: actors.NewSecurityGate(n.gateHost, n.shared,
@@ -302,7 +322,7 @@ func (n *Node) children() []actors.ChildSpec {
 	}
 	if cfg.MCPDiscoveryInterval > 0 {
 		children = append(children, actors.ChildSpec{Name: "mcp_rediscovery", Producer: actors.NewMCPRediscovery(n.mcp, store,
-			cfg.MCPDiscoveryInterval, n.leader.IsLeader, &n.mcpRediscovery, log.Named("mcp")),
+			cfg.MCPDiscoveryInterval, n.leader.IsLeader, &n.mcpRediscovery, n.jobs, log.Named("mcp")),
 			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute})
 	}
 	if !cfg.SOCPipeline {

@@ -90,6 +90,8 @@ type AuditEvent struct {
 	// Details is a JSON object; it never carries secrets or tokens.
 	Details   map[string]any
 	CreatedAt time.Time
+	// Archived: read from the archive (the audit archival job moved it).
+	Archived bool
 }
 
 // Heartbeat is one buffered last-seen time of an agent.
@@ -206,6 +208,7 @@ type Store interface {
 	WebhookStore
 	EvidenceStore
 	MCPStore
+	MaintenanceStore
 
 	// Backend names the implementation: "sqlite" or "postgres".
 	Backend() string

@@ -546,6 +546,31 @@ func NewChainCheck(pub ed25519.PublicKey, tenantID string) *ChainCheck {
 	return &ChainCheck{v: chainVerifier{pub: pub, tenant: tenantID, expectHead: true}}
 }
 
+// ResumeChainCheck continues checking tenantID's chain after the link at
+// seq whose receipt_hash is hash, already verified (seq 0: from the
+// start, as NewChainCheck): the first receipt added must be seq+1 and name
+// hash as its prev_receipt_hash. The receipt integrity job checks only
+// what was appended since its last run this way.
+func ResumeChainCheck(pub ed25519.PublicKey, tenantID string, seq int64, hash string) *ChainCheck {
+	c := NewChainCheck(pub, tenantID)
+	if seq > 0 {
+		c.v.started, c.v.havePrev = true, true
+		c.v.prev = Receipt{TenantID: tenantID, Seq: seq, ReceiptHash: hash}
+	}
+	return c
+}
+
+// Last returns the last receipt added and whether there was one.
+func (c *ChainCheck) Last() (Receipt, bool) { return c.v.prev, c.n > 0 }
+
+// Errors settles the pending signatures and returns how many receipts were
+// checked and the failures by index (the order of Add, from 0), without
+// comparing the end with a head: a check of a chain still growing.
+func (c *ChainCheck) Errors() (checked int, errs []ChainError) {
+	c.v.finish()
+	return c.v.checked, c.v.errs
+}
+
 // Add checks the next receipt.
 func (c *ChainCheck) Add(r Receipt) {
 	c.v.add(c.n, r)

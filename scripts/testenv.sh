@@ -14,6 +14,10 @@
 #                          `pg_ctl -D "$SVC_TEST_PG_DATA" -w start` restarts it as-is)
 #   SVC_TEST_PG_USER       "postgres" when the server runs as that user (we are
 #                          root and Postgres refuses root); empty otherwise
+#   SVC_TEST_PG_REPLICA_PORT  the port of a streaming standby of that server (made
+#                          with pg_basebackup; every database created on the
+#                          primary appears there under the same name; tests
+#                          create lag with pg_wal_replay_pause())
 #   SVC_TEST_VALKEY_URL    redis://127.0.0.1:<port>/0
 #   SVC_TEST_CHROMIUM      the headless browser the console tests drive
 #                          (Debian's chromium; it is started by each test on
@@ -138,6 +142,7 @@ PG_BIN=""
 PG_DATA=""
 PG_USER=""
 PG_STARTED=0
+PG_STANDBY=""
 REDIS_PID=""
 CLEANED=0
 
@@ -168,6 +173,9 @@ cleanup() {
 				kill -KILL "$pid" 2>/dev/null
 			fi
 		fi
+	fi
+	if [[ -n $PG_STANDBY && -f $PG_STANDBY/postmaster.pid ]]; then
+		as_pg "$PG_BIN/pg_ctl" -D "$PG_STANDBY" -m immediate -w -t 30 stop >/dev/null 2>&1
 	fi
 	if [[ -n $REDIS_PID ]]; then
 		kill -TERM "$REDIS_PID" 2>/dev/null
@@ -299,6 +307,35 @@ start_postgres() {
 	local ver
 	ver=$("$PG_BIN/postgres" --version 2>/dev/null | awk '{print $3}')
 	log "postgres $ver provisioned: $SVC_TEST_POSTGRES_URL (data $PG_DATA, bin $PG_BIN, user ${PG_USER:-$(id -un)})"
+	start_standby "$port" || true
+}
+
+# start_standby makes a streaming standby of the primary on port $1.
+start_standby() { # primary port
+	local data=$TMP/pgstandby port
+	if ! as_pg "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$1" -U svc -D "$data" -R -X stream --no-sync \
+		>"$TMP/basebackup.log" 2>&1; then
+		tail -n 20 "$TMP/basebackup.log" >&2
+		loud "pg_basebackup failed" "replica tests run WITHOUT a standby: SVC_TEST_PG_REPLICA_PORT is NOT set"
+		return 1
+	fi
+	chmod 700 "$data"
+	port=$(free_port) || return 1
+	cat >>"$data/postgresql.conf" <<-EOF
+
+		# written by scripts/testenv.sh for the standby
+		port = $port
+		hot_standby = on
+	EOF
+	if ! as_pg "$PG_BIN/pg_ctl" -D "$data" -l "$TMP/standby.log" -w -t 60 -o "-p $port" start >/dev/null 2>&1; then
+		tail -n 20 "$TMP/standby.log" >&2 || true
+		[[ -f $data/postmaster.pid ]] && PG_STANDBY=$data
+		loud "the Postgres standby did not start" "replica tests run WITHOUT a standby: SVC_TEST_PG_REPLICA_PORT is NOT set"
+		return 1
+	fi
+	PG_STANDBY=$data
+	export SVC_TEST_PG_REPLICA_PORT=$port
+	log "postgres standby streaming from port $1 on port $port"
 }
 
 # ---------------------------------------------------------------- Valkey / Redis
@@ -376,7 +413,7 @@ find_chromium() {
 
 # Variables from the caller's environment must not leak into a run whose
 # service failed to come up.
-unset SVC_TEST_POSTGRES_URL SVC_TEST_PG_BIN SVC_TEST_PG_DATA SVC_TEST_PG_USER SVC_TEST_VALKEY_URL SVC_TEST_CHROMIUM
+unset SVC_TEST_POSTGRES_URL SVC_TEST_PG_REPLICA_PORT SVC_TEST_PG_BIN SVC_TEST_PG_DATA SVC_TEST_PG_USER SVC_TEST_VALKEY_URL SVC_TEST_CHROMIUM
 
 start_postgres || true
 start_redis || true

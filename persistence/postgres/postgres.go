@@ -212,9 +212,13 @@ func (s *Store) close() {
 
 type dbAdapter Store
 
-// Reader reads from the replica when there is one, falling back to the
-// primary when the replica fails to answer.
-func (d *dbAdapter) Reader() sqlstore.Querier {
+// Reader reads from the primary: what it answers decides (a credential, a
+// policy version, a chain head), and a replica may not have caught up.
+func (d *dbAdapter) Reader() sqlstore.Querier { return poolQuerier{d.pool, d.acquire} }
+
+// Replica reads from the replica when there is one, falling back to the
+// primary when the replica fails to answer; only lists and searches use it.
+func (d *dbAdapter) Replica() sqlstore.Querier {
 	primary := poolQuerier{d.pool, d.acquire}
 	if d.replica == nil {
 		return primary

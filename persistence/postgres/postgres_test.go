@@ -78,3 +78,7 @@ func TestWebhooksContract(t *testing.T) {
 func TestMCPContract(t *testing.T) {
 	storetest.RunMCP(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
 }
+
+func TestMaintenanceContract(t *testing.T) {
+	storetest.RunMaintenance(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
+}

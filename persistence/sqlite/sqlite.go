@@ -96,6 +96,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	s.Store = sqlstore.Store{DB: (*dbAdapter)(s), Dialect: sqlstore.Dialect{Name: "sqlite", AuditSearch: auditSearch, DecisionSearch: decisionSearch,
 		AuthorizeSearch: authorizeSearch, AllocSeq: allocSeq, IndexSearch: indexSearch, SearchBacklog: searchBacklog,
 		AgentDecisions: "decision_agents", RunDecisions: "decision_runs"}}
+	if err := s.makeIncremental(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -368,6 +372,9 @@ func (s *Store) Close() error {
 type dbAdapter Store
 
 func (d *dbAdapter) Reader() sqlstore.Querier { return querier{d.reader} }
+
+// Replica is Reader: one file has no replica.
+func (d *dbAdapter) Replica() sqlstore.Querier { return querier{d.reader} }
 
 func (d *dbAdapter) Tx(ctx context.Context, fn func(sqlstore.Querier) error) error {
 	if d.w != nil {

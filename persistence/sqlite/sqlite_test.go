@@ -206,3 +206,7 @@ func TestSearchIndexIntegrity(t *testing.T) {
 	}
 	check("after deleting every indexed row")
 }
+
+func TestMaintenanceContract(t *testing.T) {
+	storetest.RunMaintenance(t, func(t *testing.T) persistence.Store { return open(t, filepath.Join(t.TempDir(), "svc.db")) })
+}

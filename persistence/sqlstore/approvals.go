@@ -74,7 +74,7 @@ func (s *Store) ListApprovals(ctx context.Context, tenantID, agentID string, p p
 		args = append(args, agentID)
 	}
 	tail, extra := pageClause(p, len(args)+1)
-	rows, err := s.DB.Reader().Query(ctx, q+tail, append(args, extra...)...)
+	rows, err := s.DB.Replica().Query(ctx, q+tail, append(args, extra...)...)
 	if err != nil {
 		return nil, err
 	}

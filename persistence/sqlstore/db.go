@@ -63,8 +63,14 @@ type Querier interface {
 
 // DB is what a backend provides.
 type DB interface {
-	// Reader runs reads (a read pool or replica).
+	// Reader runs reads that must see every committed write: credentials,
+	// policies, chain heads and anything the authorize path decides on
+	// (Postgres: the primary; SQLite: the read pool of the one file).
 	Reader() Querier
+	// Replica runs the reads of list and search endpoints, which may lag
+	// behind the last write (Postgres: the read replica when one is set,
+	// falling over to the primary when it fails; otherwise Reader).
+	Replica() Querier
 	// Tx runs fn in one write transaction, committing when it returns nil.
 	Tx(ctx context.Context, fn func(q Querier) error) error
 }

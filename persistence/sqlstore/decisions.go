@@ -320,7 +320,7 @@ func (s *Store) ListDecisions(ctx context.Context, tenantID, query string, p per
 		q += ` AND ` + cond
 	}
 	tail, extra := pageClauseOn("d.seq", p, len(args)+1)
-	rows, err := s.DB.Reader().Query(ctx, q+tail, append(args, extra...)...)
+	rows, err := s.DB.Replica().Query(ctx, q+tail, append(args, extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +342,7 @@ func scanReceipt(row Row) (persistence.Receipt, error) {
 // ListReceipts implements persistence.DecisionStore.
 func (s *Store) ListReceipts(ctx context.Context, tenantID string, p persistence.Page) ([]persistence.Receipt, error) {
 	tail, extra := pageClause(p, 2)
-	rows, err := s.DB.Reader().Query(ctx, `SELECT `+receiptCols+` FROM receipts WHERE tenant_id = $1`+tail,
+	rows, err := s.DB.Replica().Query(ctx, `SELECT `+receiptCols+` FROM receipts WHERE tenant_id = $1`+tail,
 		append([]any{tenantID}, extra...)...)
 	if err != nil {
 		return nil, err
@@ -409,7 +409,7 @@ func (s *Store) ChainHead(ctx context.Context, tenantID string) (persistence.Cha
 // TenantStats implements persistence.DecisionStore.
 func (s *Store) TenantStats(ctx context.Context, tenantID string) (persistence.TenantStats, error) {
 	st := persistence.TenantStats{ByDecision: map[string]int64{}, TrustLevelBreakdown: map[string]int64{}}
-	r := s.DB.Reader()
+	r := s.DB.Replica()
 	group := func(col string, into map[string]int64) error {
 		rows, err := r.Query(ctx, `SELECT `+col+`, COUNT(*) FROM decisions WHERE tenant_id = $1 GROUP BY `+col, tenantID)
 		if err != nil {

@@ -56,7 +56,7 @@ func (s *Store) GetMCPServer(ctx context.Context, tenantID, key string) (persist
 
 // ListMCPServers implements persistence.MCPStore.
 func (s *Store) ListMCPServers(ctx context.Context, tenantID string) ([]persistence.MCPServer, error) {
-	rows, err := s.DB.Reader().Query(ctx, `SELECT `+mcpServerCols+` FROM mcp_servers WHERE tenant_id = $1 ORDER BY server_key`, tenantID)
+	rows, err := s.DB.Replica().Query(ctx, `SELECT `+mcpServerCols+` FROM mcp_servers WHERE tenant_id = $1 ORDER BY server_key`, tenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +331,7 @@ func scanMCPEntry(r Row) (persistence.MCPManifestEntry, error) {
 // ListMCPHistory implements persistence.MCPStore.
 func (s *Store) ListMCPHistory(ctx context.Context, tenantID, serverKey string, p persistence.Page) ([]persistence.MCPManifestEntry, error) {
 	tail, extra := pageClause(p, 3)
-	rows, err := s.DB.Reader().Query(ctx, `SELECT `+mcpHistoryCols+` FROM mcp_manifest_history WHERE tenant_id = $1 AND server_key = $2`+tail,
+	rows, err := s.DB.Replica().Query(ctx, `SELECT `+mcpHistoryCols+` FROM mcp_manifest_history WHERE tenant_id = $1 AND server_key = $2`+tail,
 		append([]any{tenantID, serverKey}, extra...)...)
 	if err != nil {
 		return nil, err

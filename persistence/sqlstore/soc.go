@@ -121,7 +121,7 @@ func (s *Store) ListAlerts(ctx context.Context, tenantID string, f persistence.A
 		q += fmt.Sprintf(` AND rule_key <> $%d`, len(args))
 	}
 	tail, extra := sinceOrPage(f.SinceSeq, p, len(args)+1)
-	rows, err := s.DB.Reader().Query(ctx, q+tail, append(args, extra...)...)
+	rows, err := s.DB.Replica().Query(ctx, q+tail, append(args, extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func (s *Store) ListIncidents(ctx context.Context, tenantID string, f persistenc
 		}
 	}
 	tail, extra := sinceOrPage(f.SinceSeq, p, len(args)+1)
-	rows, err := s.DB.Reader().Query(ctx, q+tail, append(args, extra...)...)
+	rows, err := s.DB.Replica().Query(ctx, q+tail, append(args, extra...)...)
 	if err != nil {
 		return nil, err
 	}

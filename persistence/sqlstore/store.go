@@ -310,7 +310,7 @@ func (s *Store) ListAgents(ctx context.Context, tenantID string, f persistence.A
 		q += ` AND status <> 'deleted'`
 	}
 	tail, extra := pageClause(p, len(args)+1)
-	rows, err := s.DB.Reader().Query(ctx, q+tail, append(args, extra...)...)
+	rows, err := s.DB.Replica().Query(ctx, q+tail, append(args, extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -536,29 +536,42 @@ func (s *Store) ListAudit(ctx context.Context, tenantID string, f persistence.Au
 		}
 		sides = append(sides, side+` ORDER BY d.seq DESC LIMIT `+limit)
 	}
-	side := `SELECT 0, seq, id, tenant_id, event_type, action, actor, agent_id, decision_id, details, created_at,
-		'', '', '', '[]', '', '', '' FROM audit_events WHERE tenant_id = $1`
-	if after != "" {
-		side += ` AND seq < ` + after
-	}
+	var eventType string
 	if f.EventType != "" {
-		side += ` AND event_type = ` + arg(f.EventType)
+		eventType = arg(f.EventType)
 	}
-	if len(terms) > 0 {
-		cond, v := s.Dialect.AuditSearch(terms, len(args)+1)
-		args = append(args, v)
-		side += ` AND ` + cond
+	// Administrative events: the hot table, and the archive (kind 2) that
+	// the archival job moves old ones to, which has no full-text index: a
+	// keyword search does not reach it (README, "Maintenance jobs").
+	for kind, table := range []string{"audit_events", "audit_archive"} {
+		if kind == 1 && len(terms) > 0 {
+			break
+		}
+		side := fmt.Sprintf(`SELECT %d, seq, id, tenant_id, event_type, action, actor, agent_id, decision_id, details, created_at,
+		'', '', '', '[]', '', '', '' FROM %s WHERE tenant_id = $1`, kind*2, table)
+		if after != "" {
+			side += ` AND seq < ` + after
+		}
+		if eventType != "" {
+			side += ` AND event_type = ` + eventType
+		}
+		if len(terms) > 0 {
+			cond, v := s.Dialect.AuditSearch(terms, len(args)+1)
+			args = append(args, v)
+			side += ` AND ` + cond
+		}
+		sides = append(sides, side+` ORDER BY seq DESC LIMIT `+limit)
 	}
-	sides = append(sides, side+` ORDER BY seq DESC LIMIT `+limit)
-	q := `SELECT * FROM (` + sides[0] + `) a`
-	if len(sides) == 2 {
-		q = `SELECT * FROM (SELECT * FROM (` + sides[0] + `) a UNION ALL SELECT * FROM (` + sides[1] + `) b) u`
+	parts := make([]string, len(sides))
+	for i, side := range sides {
+		parts[i] = fmt.Sprintf(`SELECT * FROM (%s) s%d`, side, i)
 	}
+	q := `SELECT * FROM (` + strings.Join(parts, ` UNION ALL `) + `) u`
 	q += ` ORDER BY seq DESC LIMIT ` + arg(p.Limit+1)
 	if p.After <= 0 {
 		q += ` OFFSET ` + arg(p.Offset)
 	}
-	rows, err := s.DB.Reader().Query(ctx, q, args...)
+	rows, err := s.DB.Replica().Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -583,8 +596,8 @@ func scanAuditRow(r Row) (persistence.AuditEvent, error) {
 			return e, fmt.Errorf("sqlstore: audit details: %w", err)
 		}
 	}
-	if kind == 0 {
-		e.Details = parsed
+	if kind != 1 { // an administrative event, 2 from the archive
+		e.Details, e.Archived = parsed, kind == 2
 		return e, nil
 	}
 	if err := json.Unmarshal([]byte(policies), &d.MatchedPolicyIDs); err != nil {

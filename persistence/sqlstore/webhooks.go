@@ -57,7 +57,7 @@ func (s *Store) GetWebhook(ctx context.Context, tenantID, id string) (persistenc
 // ListWebhooks implements persistence.WebhookStore.
 func (s *Store) ListWebhooks(ctx context.Context, tenantID string, p persistence.Page) ([]persistence.WebhookSubscription, error) {
 	tail, extra := pageClause(p, 2)
-	rows, err := s.DB.Reader().Query(ctx, `SELECT `+webhookCols+` FROM webhook_subscriptions WHERE tenant_id = $1`+tail,
+	rows, err := s.DB.Replica().Query(ctx, `SELECT `+webhookCols+` FROM webhook_subscriptions WHERE tenant_id = $1`+tail,
 		append([]any{tenantID}, extra...)...)
 	if err != nil {
 		return nil, err

@@ -87,3 +87,64 @@ func PostgresURL(t testing.TB) string {
 	u.Path = "/" + name
 	return u.String()
 }
+
+// Replica is a streaming standby of the provisioned Postgres server
+// (scripts/testenv.sh).
+type Replica struct {
+	// URL reaches, on the standby, the database that primaryURL names.
+	URL string
+}
+
+// ReplicaOf returns the standby's URL for the primary's database
+// primaryURL (made by PostgresURL), once the standby has replayed its
+// creation, or fails/skips. The test must not leave replay paused: Resume
+// is registered as a cleanup.
+func ReplicaOf(t testing.TB, primaryURL string) *Replica {
+	t.Helper()
+	port := require(t, "SVC_TEST_PG_REPLICA_PORT", "Postgres streaming standby")
+	u, err := url.Parse(primaryURL)
+	if err != nil {
+		t.Fatalf("storetest: parse %s: %v", primaryURL, err)
+	}
+	u.Host = "127.0.0.1:" + port
+	r := &Replica{URL: u.String()}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := pgx.Connect(ctx, r.URL)
+		if err == nil {
+			_ = c.Close(ctx)
+			cancel()
+			break
+		}
+		cancel()
+		if time.Now().After(deadline) {
+			t.Fatalf("storetest: the standby did not show %s within 30 s: %v", u.Path, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Cleanup(func() { r.Resume(t) })
+	return r
+}
+
+// exec runs one statement on the standby's database.
+func (r *Replica) exec(t testing.TB, sql string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, r.URL)
+	if err != nil {
+		t.Fatalf("storetest: connect to the standby: %v", err)
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	if _, err := c.Exec(ctx, sql); err != nil {
+		t.Fatalf("storetest: %s on the standby: %v", sql, err)
+	}
+}
+
+// Pause stops the standby replaying WAL: from now on it lags behind every
+// write to the primary until Resume.
+func (r *Replica) Pause(t testing.TB) { t.Helper(); r.exec(t, "SELECT pg_wal_replay_pause()") }
+
+// Resume lets the standby replay again.
+func (r *Replica) Resume(t testing.TB) { t.Helper(); r.exec(t, "SELECT pg_wal_replay_resume()") }

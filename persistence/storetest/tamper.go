@@ -17,6 +17,14 @@ import (
 func TamperReceipt(t testing.TB, dbURL, tenantID string, seq int64) {
 	t.Helper()
 	const forged = "0000000000000000000000000000000000000000000000000000000000000000"
+	ExecSQL(t, dbURL, `UPDATE decisions SET receipt_hash = $1 WHERE tenant_id = $2 AND receipt_seq = $3`, forged, tenantID, seq)
+}
+
+// ExecSQL runs one statement on a gateway's database behind its back
+// (dbURL is a DATABASE_URL: sqlite://PATH or postgres://...), with
+// Postgres-style $N placeholders on both.
+func ExecSQL(t testing.TB, dbURL, query string, args ...any) {
+	t.Helper()
 	ctx := context.Background()
 	if path, ok := strings.CutPrefix(dbURL, "sqlite://"); ok {
 		db, err := sql.Open("sqlite", "file:"+path)
@@ -24,8 +32,8 @@ func TamperReceipt(t testing.TB, dbURL, tenantID string, seq int64) {
 			t.Fatal(err)
 		}
 		defer func() { _ = db.Close() }()
-		if _, err := db.ExecContext(ctx, `UPDATE decisions SET receipt_hash = ? WHERE tenant_id = ? AND receipt_seq = ?`, forged, tenantID, seq); err != nil {
-			t.Fatalf("storetest: tamper: %v", err)
+		if _, err := db.ExecContext(ctx, strings.ReplaceAll(query, "$", "?"), args...); err != nil {
+			t.Fatalf("storetest: %s: %v", query, err)
 		}
 		return
 	}
@@ -34,7 +42,7 @@ func TamperReceipt(t testing.TB, dbURL, tenantID string, seq int64) {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close(ctx) }()
-	if _, err := conn.Exec(ctx, `UPDATE decisions SET receipt_hash = $1 WHERE tenant_id = $2 AND receipt_seq = $3`, forged, tenantID, seq); err != nil {
-		t.Fatalf("storetest: tamper: %v", err)
+	if _, err := conn.Exec(ctx, query, args...); err != nil {
+		t.Fatalf("storetest: %s: %v", query, err)
 	}
 }

@@ -12,6 +12,10 @@ const (
 	KeyMCPManifestDriftHigh    = "mcp_manifest_drift_high"
 	KeyMCPManifestDriftMedium  = "mcp_manifest_drift_medium"
 	KeyMCPManifestDriftLow     = "mcp_manifest_drift_low"
+	// KeyReceiptChainBroken is beside SPEC 6.2's eight (issue 28): the
+	// receipt integrity job's finding, HIGH, so that it reaches the chat
+	// notifier and the webhook export like every HIGH alert.
+	KeyReceiptChainBroken = "receipt_chain_broken"
 )
 
 // Default alert names where they differ from the rule key (SPEC 6.2).
@@ -72,11 +76,14 @@ func buildDefaults() []Rule {
 		rule(KeyMCPManifestDriftLow, AlertMCPManifestDrift, SeverityLow,
 			"kind mcp_manifest_drift and risk_score <= 39",
 			drift(map[string]any{OpLte: 39})),
+		rule(KeyReceiptChainBroken, KeyReceiptChainBroken, SeverityHigh,
+			"kind receipt_chain_broken (the receipt integrity job found a hash, link, signature or seq that does not verify)",
+			map[string]any{FieldKind: KindReceiptChainBroken}),
 	}
 }
 
 // Defaults returns the eight default rules of SPEC 6.2, enabled, in the
-// order of that table. Every rule is expressed in the condition language
+// order of that table, then receipt_chain_broken (issue 28). Every rule is expressed in the condition language
 // except the upper bound of mcp_manifest_drift_medium (risk_score <= 74),
 // which is its Match function, since a field takes one operator. The
 // slice is the caller's.

@@ -28,6 +28,7 @@ func TestDefaultsTable(t *testing.T) {
 			`{"kind":{"eq":"mcp_manifest_drift"},"risk_score":{"gte":40}}`, true},
 		{KeyMCPManifestDriftLow, "mcp_manifest_drift", SeverityLow,
 			`{"kind":{"eq":"mcp_manifest_drift"},"risk_score":{"lte":39}}`, false},
+		{KeyReceiptChainBroken, "receipt_chain_broken", SeverityHigh, `{"kind":{"eq":"receipt_chain_broken"}}`, false},
 	}
 	got := Defaults()
 	if len(got) != len(want) {
@@ -70,11 +71,12 @@ func TestDefaultsReturnsACopy(t *testing.T) {
 	custom := []Rule{{Key: "c1", Enabled: true}}
 	w1 := WithDefaults(custom)
 	w2 := WithDefaults(nil)
-	if len(w1) != 9 || w1[8].Key != "c1" || len(w2) != 8 {
+	n := len(Defaults())
+	if len(w1) != n+1 || w1[n].Key != "c1" || len(w2) != n {
 		t.Fatalf("WithDefaults lengths %d, %d", len(w1), len(w2))
 	}
 	w2 = append(w2, Rule{Key: "c2"})
-	if w1[8].Key != "c1" || w2[8].Key != "c2" {
+	if w1[n].Key != "c1" || w2[n].Key != "c2" {
 		t.Fatal("WithDefaults results share storage")
 	}
 }

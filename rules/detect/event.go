@@ -8,6 +8,9 @@ const (
 	KindAuthorizeDecision = "authorize_decision"
 	KindReplayAttempt     = "replay_attempt"
 	KindMCPManifestDrift  = "mcp_manifest_drift"
+	// KindReceiptChainBroken: the receipt integrity job found a tenant's
+	// chain broken (issue 28; beside SPEC 6.1's kinds).
+	KindReceiptChainBroken = "receipt_chain_broken"
 )
 
 // Event is the input of detection: one security event, reduced to the
