@@ -71,6 +71,8 @@ func nodeCollectors(s *Server) []prometheus.Collector {
 		gauge("db_pool_connections_idle", "Idle database connections.", func() float64 { return float64(s.Store.PoolStats().Idle) }),
 		gauge("db_pool_connections_max", "Configured maximum database connections.", func() float64 { return float64(s.Store.PoolStats().Max) }),
 		gauge("db_pool_connections_size", "Open database connections.", func() float64 { return float64(s.Store.PoolStats().Size) }),
+		counter("db_pool_liveness_checks_total", "Checks SVC_DB_TEST_BEFORE_ACQUIRE ran on database connections before handing them out (SQLite: a trivial statement per read; Postgres: a ping per acquire).",
+			func() float64 { return float64(s.Store.PoolStats().LivenessChecks) }),
 		gauge("db_pool_acquire_wait_seconds", "Rolling mean wait of the periodic synthetic acquire.", s.Pool.MeanWaitSeconds),
 		gauge("svc_leader", "1 when this node holds the maintenance lease.", func() float64 { return boolean(s.Leader.IsLeader()) }),
 		gauge("svc_background_tasks_dead", "Supervised background tasks whose restart budget is spent.",

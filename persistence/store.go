@@ -130,6 +130,9 @@ type PoolStats struct {
 	Idle   int // open and idle
 	Max    int // configured maximum
 	Size   int // open connections in total
+	// LivenessChecks counts the checks SVC_DB_TEST_BEFORE_ACQUIRE ran on
+	// connections before handing them out (0 with it off).
+	LivenessChecks uint64
 }
 
 // TenantStore keeps tenants.

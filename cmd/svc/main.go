@@ -149,7 +149,7 @@ func openStore(ctx context.Context, cfg *config.Config) (persistence.Store, erro
 			TestBeforeAcquire: cfg.DBTestBeforeAcquire})
 	}
 	return sqlite.Open(ctx, sqlite.Options{Path: cfg.SQLitePath, PoolSize: cfg.DBPoolSize, IdleTimeout: cfg.DBIdleTimeout,
-		MaxLifetime: cfg.DBMaxLifetime, AcquireTimeout: cfg.DBAcquireTimeout})
+		MaxLifetime: cfg.DBMaxLifetime, AcquireTimeout: cfg.DBAcquireTimeout, TestBeforeAcquire: cfg.DBTestBeforeAcquire})
 }
 
 // serve runs a node until SIGTERM or SIGINT, or until a listener fails,

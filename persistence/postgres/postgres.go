@@ -13,6 +13,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,11 +50,14 @@ type Store struct {
 	pool    *pgxpool.Pool
 	replica *pgxpool.Pool
 	acquire time.Duration
+	// checks counts the pings SVC_DB_TEST_BEFORE_ACQUIRE ran on acquired
+	// connections (primary and replica).
+	checks atomic.Uint64
 }
 
 var _ persistence.Store = (*Store)(nil)
 
-func poolConfig(url string, o Options) (*pgxpool.Config, error) {
+func poolConfig(url string, o Options, checks *atomic.Uint64) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("persistence: postgres config: %w", err)
@@ -68,13 +72,19 @@ func poolConfig(url string, o Options) (*pgxpool.Config, error) {
 		cfg.MaxConnLifetime = o.MaxLifetime
 	}
 	test := o.TestBeforeAcquire
-	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return test }
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool {
+		if test && checks != nil {
+			checks.Add(1)
+		}
+		return test
+	}
 	return cfg, nil
 }
 
 // Open connects, checks the connection and applies migrations.
 func Open(ctx context.Context, o Options) (*Store, error) {
-	cfg, err := poolConfig(o.URL, o)
+	s := &Store{acquire: o.AcquireTimeout}
+	cfg, err := poolConfig(o.URL, o, &s.checks)
 	if err != nil {
 		return nil, err
 	}
@@ -82,12 +92,12 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistence: postgres connect: %w", err)
 	}
-	s := &Store{pool: pool, acquire: o.AcquireTimeout}
+	s.pool = pool
 	if s.acquire <= 0 {
 		s.acquire = 5 * time.Second
 	}
 	if o.ReplicaURL != "" {
-		rcfg, err := poolConfig(o.ReplicaURL, o)
+		rcfg, err := poolConfig(o.ReplicaURL, o, &s.checks)
 		if err != nil {
 			pool.Close()
 			return nil, err
@@ -174,6 +184,8 @@ func (s *Store) PoolStats() persistence.PoolStats {
 		Idle:   int(st.IdleConns()),
 		Max:    int(st.MaxConns()),
 		Size:   int(st.TotalConns()),
+
+		LivenessChecks: s.checks.Load(),
 	}
 }
 

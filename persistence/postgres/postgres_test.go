@@ -82,3 +82,27 @@ func TestMCPContract(t *testing.T) {
 func TestMaintenanceContract(t *testing.T) {
 	storetest.RunMaintenance(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
 }
+
+// SVC_DB_TEST_BEFORE_ACQUIRE on Postgres: with it, every acquired
+// connection is pinged first (and counted); without it, none is.
+func TestTestBeforeAcquire(t *testing.T) {
+	ctx := context.Background()
+	url := storetest.PostgresURL(t)
+	for _, on := range []bool{false, true} {
+		s, err := postgres.Open(ctx, postgres.Options{URL: url, PoolSize: 2, TestBeforeAcquire: on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := s.PoolStats().LivenessChecks
+		for range 10 {
+			if _, err := s.ListTenants(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := s.PoolStats().LivenessChecks - before
+		if (on && got < 10) || (!on && got != 0) {
+			t.Errorf("TestBeforeAcquire %v: %d liveness checks for 10 reads", on, got)
+		}
+		_ = s.Close()
+	}
+}

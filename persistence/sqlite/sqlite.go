@@ -36,6 +36,10 @@ type Options struct {
 	IdleTimeout    time.Duration
 	MaxLifetime    time.Duration
 	AcquireTimeout time.Duration
+	// TestBeforeAcquire checks every read connection with a trivial
+	// statement before its read (SVC_DB_TEST_BEFORE_ACQUIRE; see
+	// checkedQuerier).
+	TestBeforeAcquire bool
 	// upTo stops the migrations after this version (0: all); tests use it
 	// to write a database as an older version did.
 	upTo int
@@ -51,6 +55,10 @@ type Store struct {
 	w       *writeConn // nil for an in-memory database
 	ckpt    *checkpointer
 	upTo    int
+	// testBefore and checks: SVC_DB_TEST_BEFORE_ACQUIRE and the liveness
+	// checks it ran.
+	testBefore bool
+	checks     atomic.Uint64
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -89,7 +97,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		reader.SetConnMaxIdleTime(o.IdleTimeout)
 		reader.SetConnMaxLifetime(o.MaxLifetime)
 	}
-	s := &Store{writer: writer, reader: reader, maxConn: o.PoolSize, acquire: o.AcquireTimeout, upTo: o.upTo}
+	s := &Store{writer: writer, reader: reader, maxConn: o.PoolSize, acquire: o.AcquireTimeout, upTo: o.upTo,
+		testBefore: o.TestBeforeAcquire && !memory}
 	if s.acquire <= 0 {
 		s.acquire = 5 * time.Second
 	}
@@ -315,7 +324,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // PoolStats implements persistence.Store: the read pool plus the writer.
 func (s *Store) PoolStats() persistence.PoolStats {
 	st := s.reader.Stats()
-	out := persistence.PoolStats{Active: st.InUse, Idle: st.Idle, Max: s.maxConn, Size: st.OpenConnections}
+	out := persistence.PoolStats{Active: st.InUse, Idle: st.Idle, Max: s.maxConn, Size: st.OpenConnections, LivenessChecks: s.checks.Load()}
 	if s.reader != s.writer {
 		w := s.writer.Stats()
 		active, idle := w.InUse, w.Idle
@@ -371,10 +380,15 @@ func (s *Store) Close() error {
 
 type dbAdapter Store
 
-func (d *dbAdapter) Reader() sqlstore.Querier { return querier{d.reader} }
+func (d *dbAdapter) Reader() sqlstore.Querier {
+	if d.testBefore {
+		return checkedQuerier{db: d.reader, tries: d.maxConn, checks: &d.checks}
+	}
+	return querier{d.reader}
+}
 
 // Replica is Reader: one file has no replica.
-func (d *dbAdapter) Replica() sqlstore.Querier { return querier{d.reader} }
+func (d *dbAdapter) Replica() sqlstore.Querier { return d.Reader() }
 
 func (d *dbAdapter) Tx(ctx context.Context, fn func(sqlstore.Querier) error) error {
 	if d.w != nil {

@@ -210,3 +210,32 @@ func TestSearchIndexIntegrity(t *testing.T) {
 func TestMaintenanceContract(t *testing.T) {
 	storetest.RunMaintenance(t, func(t *testing.T) persistence.Store { return open(t, filepath.Join(t.TempDir(), "svc.db")) })
 }
+
+// SVC_DB_TEST_BEFORE_ACQUIRE on SQLite: with it, every read checks its
+// connection first (and the checks are counted); without it, none does.
+func TestTestBeforeAcquire(t *testing.T) {
+	ctx := context.Background()
+	for _, on := range []bool{false, true} {
+		s, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "svc.db"), TestBeforeAcquire: on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := s.PoolStats().LivenessChecks
+		for range 5 {
+			if _, err := s.ListTenants(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.GetTenant(ctx, "none"); !errors.Is(err, persistence.ErrNotFound) {
+				t.Fatalf("GetTenant: %v", err)
+			}
+		}
+		got := s.PoolStats().LivenessChecks - before
+		if (on && got != 10) || (!on && got != 0) {
+			t.Errorf("TestBeforeAcquire %v: %d liveness checks for 10 reads", on, got)
+		}
+		if st := s.PoolStats(); st.Active != 0 {
+			t.Errorf("TestBeforeAcquire %v: %d connections still held after the reads", on, st.Active)
+		}
+		_ = s.Close()
+	}
+}
