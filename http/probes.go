@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/pprof"
-	"runtime"
 	rtmetrics "runtime/metrics"
 	"time"
 
@@ -158,8 +158,25 @@ func (b *bufferWriter) Header() http.Header         { return b.header }
 func (b *bufferWriter) Write(p []byte) (int, error) { b.buf = append(b.buf, p...); return len(p), nil }
 func (b *bufferWriter) WriteHeader(code int)        { b.status = code }
 
-// runtimeBody is /debug/runtime (SPEC 4.10), in Go's terms: tasks are
-// goroutines, workers are Ps, polls are scheduler dispatches.
+// runtimeBody is /debug/runtime (SPEC 4.10). SPEC names its fields after
+// an async runtime's; here each means its nearest Go equivalent, read from
+// the Go runtime's own metrics (runtime/metrics) at the time of the call:
+//
+//   - active_tasks_count: live goroutines (/sched/goroutines:goroutines).
+//   - workers_count: the Ps that run goroutines, GOMAXPROCS
+//     (/sched/gomaxprocs:threads).
+//   - total_poll_count: how many times a goroutine has been scheduled onto
+//     a P since the start (the samples of /sched/latencies:seconds).
+//   - global_queue_depth: goroutines ready to run and waiting for a P
+//     (/sched/goroutines/runnable:goroutines), the scheduler's backlog.
+//   - scheduler_utilization: the share of the Ps' CPU time since the start
+//     that was not idle (1 - /cpu/classes/idle / /cpu/classes/total).
+//   - uptime_secs: seconds since the server started.
+//
+// Beside them: the goroutines running and waiting, the runtime's threads,
+// the scheduling latency's 99th percentile since the start, the actors
+// alive (agent actors, supervised background tasks up) and the depth of
+// the queues between them (the SOC event bus).
 type runtimeBody struct {
 	ActiveTasksCount     int     `json:"active_tasks_count"`
 	WorkersCount         int     `json:"workers_count"`
@@ -167,6 +184,88 @@ type runtimeBody struct {
 	GlobalQueueDepth     int     `json:"global_queue_depth"`
 	SchedulerUtilization float64 `json:"scheduler_utilization"`
 	UptimeSecs           int64   `json:"uptime_secs"`
+
+	GoroutinesRunning        int     `json:"goroutines_running"`
+	GoroutinesWaiting        int     `json:"goroutines_waiting"`
+	Threads                  int     `json:"threads"`
+	SchedulingLatencyP99Secs float64 `json:"scheduling_latency_p99_secs"`
+	AgentActors              int     `json:"agent_actors"`
+	BackgroundTasksUp        int     `json:"background_tasks_up"`
+	EventBusQueueDepth       int     `json:"event_bus_queue_depth"`
+	BackgroundTasksDead      int     `json:"background_tasks_dead"`
+	GoroutinesCreated        uint64  `json:"goroutines_created"`
+}
+
+// readRuntime fills runtimeBody from runtime/metrics.
+func (s *Server) readRuntime() runtimeBody {
+	names := []string{"/sched/goroutines:goroutines", "/sched/gomaxprocs:threads", "/sched/latencies:seconds",
+		"/sched/goroutines/runnable:goroutines", "/cpu/classes/total:cpu-seconds", "/cpu/classes/idle:cpu-seconds",
+		"/sched/goroutines/running:goroutines", "/sched/goroutines/waiting:goroutines", "/sched/threads/total:threads",
+		"/sched/goroutines-created:goroutines"}
+	samples := make([]rtmetrics.Sample, len(names))
+	for i, n := range names {
+		samples[i].Name = n
+	}
+	rtmetrics.Read(samples)
+	u := func(i int) uint64 {
+		if samples[i].Value.Kind() == rtmetrics.KindUint64 {
+			return samples[i].Value.Uint64()
+		}
+		return 0
+	}
+	f := func(i int) float64 {
+		if samples[i].Value.Kind() == rtmetrics.KindFloat64 {
+			return samples[i].Value.Float64()
+		}
+		return 0
+	}
+	b := runtimeBody{ActiveTasksCount: int(u(0)), WorkersCount: int(u(1)), GlobalQueueDepth: int(u(3)), //nolint:gosec // small counts
+		GoroutinesRunning: int(u(6)), GoroutinesWaiting: int(u(7)), Threads: int(u(8)), GoroutinesCreated: u(9), //nolint:gosec // small counts
+		UptimeSecs:         int64(time.Since(s.started).Seconds()),
+		EventBusQueueDepth: s.Events.Depth(), BackgroundTasksDead: len(s.Registry.DeadTasks())}
+	if samples[2].Value.Kind() == rtmetrics.KindFloat64Histogram {
+		h := samples[2].Value.Float64Histogram()
+		for _, c := range h.Counts {
+			b.TotalPollCount += c
+		}
+		b.SchedulingLatencyP99Secs = histogramQuantile(h, 0.99)
+	}
+	if total := f(4); total > 0 {
+		b.SchedulerUtilization = 1 - f(5)/total
+	}
+	if s.Authorizer != nil {
+		b.AgentActors = s.Authorizer.LiveAgents()
+	}
+	for _, c := range s.Registry.Snapshot() {
+		if c.Task && c.State != actors.StateDead {
+			b.BackgroundTasksUp++
+		}
+	}
+	return b
+}
+
+// histogramQuantile is the upper bound of the bucket holding quantile q of
+// h (0 when empty; the largest finite bound for the last bucket).
+func histogramQuantile(h *rtmetrics.Float64Histogram, q float64) float64 {
+	var total uint64
+	for _, c := range h.Counts {
+		total += c
+	}
+	if total == 0 {
+		return 0
+	}
+	want, seen := uint64(math.Ceil(q*float64(total))), uint64(0)
+	for i, c := range h.Counts {
+		seen += c
+		if seen >= want {
+			hi := h.Buckets[i+1]
+			if math.IsInf(hi, 1) {
+				return h.Buckets[i]
+			}
+			return hi
+		}
+	}
+	return h.Buckets[len(h.Buckets)-1]
 }
 
 // DebugHandler serves /debug/runtime, pprof and the chaos hook on the
@@ -174,24 +273,7 @@ type runtimeBody struct {
 func (s *Server) DebugHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /debug/runtime", func(w http.ResponseWriter, _ *http.Request) {
-		samples := []rtmetrics.Sample{{Name: "/sched/latencies:seconds"}, {Name: "/cpu/classes/total:cpu-seconds"},
-			{Name: "/cpu/classes/idle:cpu-seconds"}}
-		rtmetrics.Read(samples)
-		var polls uint64
-		if samples[0].Value.Kind() == rtmetrics.KindFloat64Histogram {
-			for _, c := range samples[0].Value.Float64Histogram().Counts {
-				polls += c
-			}
-		}
-		util := 0.0
-		if samples[1].Value.Kind() == rtmetrics.KindFloat64 && samples[2].Value.Kind() == rtmetrics.KindFloat64 {
-			if total := samples[1].Value.Float64(); total > 0 {
-				util = 1 - samples[2].Value.Float64()/total
-			}
-		}
-		writeJSON(w, http.StatusOK, runtimeBody{ActiveTasksCount: runtime.NumGoroutine(), WorkersCount: runtime.GOMAXPROCS(0),
-			TotalPollCount: polls, GlobalQueueDepth: s.Events.Depth(), SchedulerUtilization: util,
-			UptimeSecs: int64(time.Since(s.started).Seconds())})
+		writeJSON(w, http.StatusOK, s.readRuntime())
 	})
 	// POST /debug/tasks/{name}/fail injects one failure into a supervised
 	// background task (chaos drills; loopback only).

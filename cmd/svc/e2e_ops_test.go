@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -77,13 +78,21 @@ func TestE2EProbes(t *testing.T) {
 		t.Run("debug runtime", func(t *testing.T) {
 			m := obj(t, s.want(t, 200, "GET", s.debug+"/debug/runtime", "", nil))
 			for _, f := range []string{"active_tasks_count", "workers_count", "total_poll_count", "global_queue_depth",
-				"scheduler_utilization", "uptime_secs"} {
+				"scheduler_utilization", "uptime_secs", "goroutines_running", "goroutines_waiting", "threads",
+				"scheduling_latency_p99_secs", "agent_actors", "background_tasks_up", "event_bus_queue_depth", "goroutines_created"} {
 				if _, ok := m[f].(float64); !ok {
 					t.Errorf("/debug/runtime %s = %v, want a number", f, m[f])
 				}
 			}
-			if w, _ := m["workers_count"].(float64); w < 1 {
-				t.Errorf("workers_count %v", m["workers_count"])
+			// The figures mean what README says: Ps, goroutines (more than
+			// those running), the supervised tasks up, a utilization share.
+			num := func(f string) float64 { v, _ := m[f].(float64); return v }
+			if num("workers_count") != float64(runtime.GOMAXPROCS(0)) && s.node != nil {
+				t.Errorf("workers_count %v, GOMAXPROCS %d", m["workers_count"], runtime.GOMAXPROCS(0))
+			}
+			if num("active_tasks_count") < 10 || num("active_tasks_count") < num("goroutines_running") || num("background_tasks_up") < 10 ||
+				num("scheduler_utilization") < 0 || num("scheduler_utilization") > 1 || num("total_poll_count") < num("active_tasks_count") {
+				t.Errorf("/debug/runtime figures: %v", m)
 			}
 		})
 		t.Run("debug endpoints are not on the API listener", func(t *testing.T) {
