@@ -299,7 +299,8 @@ func testConsole(t *testing.T, backend string) {
 	_, seed := azSeed(t)
 	host := newFakeCodeHost(t)
 	env := map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_RECEIPT_SIGNING_KEY": seed, "SVC_ALLOW_PRIVATE_TARGETS": "true",
-		"SVC_CODEHOST_APP_TOKEN": "ghs_console", "SVC_CODEHOST_API_URL": host.srv.URL}
+		"SVC_CODEHOST_APP_TOKEN": "ghs_console", "SVC_CODEHOST_API_URL": host.srv.URL,
+		"SVC_RECEIPT_INTEGRITY_INTERVAL_SECS": "1", "SVC_LEADER_ELECTION_INTERVAL_SECS": "1"}
 	s := startServer(t, backend, env)
 	tenantID, admin := s.tenant(t, "console-"+uniq())
 	_, viewer := s.opToken(t, admin, "console-viewer", "viewer")
@@ -477,6 +478,25 @@ func testConsole(t *testing.T, backend string) {
 	b.waitCount(`#chain-errors tr[data-index="1"]`, 1)
 	b.shot("receipts-tampered")
 	b.accessible("receipts")
+
+	// The status page: the leader, the jobs' last runs, and the chain the
+	// integrity job found broken at the tampered link.
+	checkFor(t, 20*time.Second, "the integrity job to find the tampered receipt", func() bool {
+		c, _ := obj(t, s.want(t, 200, "GET", "/v2/status", admin, nil))["receipt_chain"].(map[string]any)
+		return c["status"] == "broken"
+	})
+	b.do(chromedp.Navigate(s.base+"/dashboard/#/status"), chromedp.WaitVisible(chromedp.ID("status-body")))
+	b.waitText("#status-chain", "broken")
+	b.waitText("#status-chain-break", "seq 2")
+	b.waitText(`#status-jobs tr[data-job="receipt_integrity"]`, "ok")
+	b.waitText("#status-leader", "")
+	b.waitText("#status-dead", "No background task is dead")
+	b.waitText("#status-writer", "ok")
+	if n := b.count(`#status-jobs tbody tr`); n < 5 {
+		t.Errorf("the status page lists %d jobs, want the five leader jobs", n)
+	}
+	b.shot("status")
+	b.accessible("status")
 
 	// The scoreboard lists the agents.
 	b.do(chromedp.Navigate(s.base+"/dashboard/#/scoreboard"), chromedp.WaitVisible(chromedp.ID("scoreboard-body")))

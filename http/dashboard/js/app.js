@@ -16,9 +16,10 @@ import * as rules from './pages/rules.js';
 import * as policies from './pages/policies.js';
 import * as mcp from './pages/mcp.js';
 import * as pulls from './pages/pulls.js';
+import * as status from './pages/status.js';
 
 // pages: one per resource family; a later family adds one line here.
-const pages = [approvals, feed, alerts, incidents, agents, graph, receipts, scoreboard, rules, policies, mcp, pulls];
+const pages = [approvals, feed, alerts, incidents, agents, graph, receipts, scoreboard, rules, policies, mcp, pulls, status];
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
