@@ -154,3 +154,24 @@ func TestEventBusNeverBlocks(t *testing.T) {
 	bus.Run(stop)
 	checkFor(t, 2*time.Second, "delivery", func() bool { return got.Load() == 4 })
 }
+
+// SVC_POOL_HEALTH_SAMPLE_INTERVAL_SECS: the sampler acquires a connection
+// once per interval, so 20 ms gives many samples in half a second and an
+// hour none.
+func TestPoolSamplerInterval(t *testing.T) {
+	store, _ := storeWithTenant(t)
+	for _, c := range []struct {
+		every time.Duration
+		least uint64
+		most  uint64
+	}{{20 * time.Millisecond, 5, 40}, {time.Hour, 0, 0}} {
+		sys := NewSystem(hclog.NewNullLogger())
+		var sample PoolSample
+		pid := sys.Root.Spawn(actor.PropsFromProducer(NewPoolSampler(store, c.every, &sample, hclog.NewNullLogger())))
+		time.Sleep(500 * time.Millisecond)
+		_ = sys.Root.PoisonFuture(pid).Wait()
+		if n := sample.Samples(); n < c.least || n > c.most {
+			t.Errorf("every %v: %d samples in 500 ms, want %d to %d", c.every, n, c.least, c.most)
+		}
+	}
+}

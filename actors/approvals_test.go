@@ -34,9 +34,11 @@ func TestApprovalCleaner(t *testing.T) {
 	f := newBenchFixture(t, 1)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	old := approvalWrite(f, 1, now.Add(-40*24*time.Hour))
+	// A retention of 2 days (SVC_APPROVAL_RETENTION_DAYS=2): the default 30
+	// would keep the approval expired 3 days ago.
+	old := approvalWrite(f, 1, now.Add(-3*24*time.Hour))
 	fresh := approvalWrite(f, 2, now.Add(time.Hour))
-	recent := approvalWrite(f, 3, now.Add(-24*time.Hour)) // expired, but within the 30-day retention
+	recent := approvalWrite(f, 3, now.Add(-24*time.Hour)) // expired, but within the retention
 	if err := f.store.CommitDecisions(ctx, []persistence.DecisionWrite{old, fresh, recent}, actors.NewSealer(nil, nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +46,7 @@ func TestApprovalCleaner(t *testing.T) {
 	var deleted atomic.Uint64
 	var jobs actors.JobStats
 	sys := actors.NewSystem(hclog.NewNullLogger())
-	pid := sys.Root.Spawn(actor.PropsFromProducer(actors.NewApprovalCleaner(f.store, 20*time.Millisecond, 30*24*time.Hour,
+	pid := sys.Root.Spawn(actor.PropsFromProducer(actors.NewApprovalCleaner(f.store, 20*time.Millisecond, 2*24*time.Hour,
 		leader.Load, &deleted, &jobs, hclog.NewNullLogger())))
 	t.Cleanup(func() { _ = sys.Root.PoisonFuture(pid).Wait() })
 

@@ -245,8 +245,10 @@ func TestAuditArchival(t *testing.T) {
 		ctx := context.Background()
 		start := time.Now().UTC().Truncate(time.Millisecond)
 		clock := &fakeClock{now: start}
-		m := actors.NewMaintenance(st.store, actors.MaintenanceOptions{Retention: 90 * 24 * time.Hour, Now: clock.Now}, hclog.NewNullLogger())
+		// A retention of 10 days (SVC_AUDIT_RETENTION_DAYS=10, not the
+		// default 90).
 		day := 24 * time.Hour
+		m := actors.NewMaintenance(st.store, actors.MaintenanceOptions{Retention: 10 * day, Now: clock.Now}, hclog.NewNullLogger())
 		var evs []persistence.AuditEvent
 		add := func(n int, age time.Duration, action string) {
 			for range n {
@@ -255,7 +257,7 @@ func TestAuditArchival(t *testing.T) {
 			}
 		}
 		add(2100, 200*day, "ancient") // more than two transactions' worth
-		add(3, 50*day, "older")
+		add(3, 8*day, "older")
 		if err := st.store.AppendAudit(ctx, evs); err != nil {
 			t.Fatal(err)
 		}
@@ -284,11 +286,11 @@ func TestAuditArchival(t *testing.T) {
 			advance time.Duration
 			moved   int
 		}{
-			{0, 2100},              // cutoff start-90d: the ancient ones only
+			{0, 2100},              // cutoff start-10d: the ancient ones only
 			{0, 0},                 // nothing more at the same time
-			{45 * day, 3},          // cutoff start-45d: the 50-day-old ones
-			{44 * day, 0},          // start-1d: nothing yet
-			{2 * day, hot0 - 2103}, // start+1d: the creation events too
+			{3 * day, 3},           // cutoff start-7d: the 8-day-old ones
+			{5 * day, 0},           // start-2d: nothing yet
+			{3 * day, hot0 - 2103}, // start+1d: the creation events too
 		} {
 			clock.Advance(step.advance)
 			n, err := m.ArchiveAudit(ctx)

@@ -21,6 +21,10 @@ type PoolSample struct {
 // MeanWaitSeconds is the rolling mean of the sampled acquire waits.
 func (p *PoolSample) MeanWaitSeconds() float64 { return math.Float64frombits(p.bits.Load()) }
 
+// Samples counts the acquires sampled (one per
+// SVC_POOL_HEALTH_SAMPLE_INTERVAL_SECS).
+func (p *PoolSample) Samples() uint64 { return p.n.Load() }
+
 func (p *PoolSample) add(d time.Duration) {
 	n := p.n.Add(1)
 	w := float64(min(n, 10)) // rolling: the last ~10 samples dominate

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -52,5 +53,61 @@ func TestSkillCacheFillRacingADrop(t *testing.T) {
 	}
 	if e := f.skill(ctx, tenant.ID, "deploy"); e.skill.Actions["run"].Risk != "critical" {
 		t.Errorf("a fill that raced a drop was cached: %+v", e.skill.Actions)
+	}
+}
+
+// countingReads counts the skill and risk-settings reads that reach the
+// store.
+type countingReads struct {
+	persistence.Store
+	skills, risk int
+}
+
+func (c *countingReads) GetSkill(ctx context.Context, tenantID, key string) (persistence.Skill, error) {
+	c.skills++
+	return c.Store.GetSkill(ctx, tenantID, key)
+}
+
+func (c *countingReads) GetRiskSettings(ctx context.Context, tenantID string) (persistence.RiskSettings, error) {
+	c.risk++
+	return c.Store.GetRiskSettings(ctx, tenantID)
+}
+
+// SVC_SKILL_CACHE_CAPACITY and SVC_RISK_WEIGHTS_CACHE_TTL_SECS decide how
+// often five calls read the store: once with the cache (capacity 8, TTL a
+// minute), every time without (capacity 0, TTL 0).
+func TestSkillAndRiskCacheSettings(t *testing.T) {
+	ctx := context.Background()
+	store, tenant := storeWithTenant(t)
+	if _, err := store.PutSkill(ctx, persistence.Skill{TenantID: tenant.ID, Key: "deploy",
+		Actions: map[string]persistence.SkillAction{"run": {Risk: "low"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name             string
+		capacity         int
+		ttl              time.Duration
+		wantSkill, wantR int
+	}{
+		{"caches on", 8, time.Minute, 1, 1},
+		{"caches off", 0, 0, 5, 5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			counting := &countingReads{Store: store}
+			f, err := newFactSource(counting, nil, nil, nil, AuthorizerOptions{SkillCacheCapacity: c.capacity, RiskWeightsTTL: c.ttl},
+				hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 5 {
+				if e := f.skill(ctx, tenant.ID, "deploy"); e.skill.Actions["run"].Risk != "low" {
+					t.Fatalf("skill %+v", e)
+				}
+				f.riskSettings(ctx, tenant.ID)
+			}
+			if counting.skills != c.wantSkill || counting.risk != c.wantR {
+				t.Errorf("store reads: %d skills, %d risk settings; want %d, %d", counting.skills, counting.risk, c.wantSkill, c.wantR)
+			}
+		})
 	}
 }

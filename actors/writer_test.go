@@ -394,3 +394,17 @@ func TestGroupWriterResyncsTheChainAfterAFailedWrite(t *testing.T) {
 		t.Fatalf("resealed %d receipts, want 2 (w2 and w3, sealed on the failed w1)", n)
 	}
 }
+
+// SVC_AUDIT_BATCH_FLUSH_MS decides when a buffered event short of a batch
+// is written: with an hour, it is still buffered 300 ms later (the timer
+// flush above writes it within 20 ms).
+func TestGroupWriterFlushTimerHolds(t *testing.T) {
+	sys, pid, store, tenant := writerFixture(t, WriterOptions{AuditBatchSize: 1000, AuditBatchFlush: time.Hour})
+	sys.Root.Send(pid, &BufferAudit{Events: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: tenant,
+		EventType: "authorize_refused", Action: "held", CreatedAt: time.Now().UTC()}}})
+	time.Sleep(300 * time.Millisecond)
+	ev, err := store.ListAudit(context.Background(), tenant, persistence.AuditFilter{EventType: "authorize_refused"}, persistence.Page{Limit: 10})
+	if err != nil || len(ev) != 0 {
+		t.Errorf("with an hour's flush timer the event was written within 300 ms: %v, %v", ev, err)
+	}
+}

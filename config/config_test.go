@@ -703,8 +703,11 @@ func TestSettingsListsEveryVariableLoadReads(t *testing.T) {
 }
 
 // TestEverySettingTakesEffect proves each documented variable is used: a
-// valid non-default value changes the loaded Config.
+// valid non-default value changes the loaded Config, and (observedBy,
+// checkObserved) a named test sees that value change what the gateway
+// does, or README says why it changes nothing.
 func TestEverySettingTakesEffect(t *testing.T) {
+	t.Run("observed in behaviour", checkObserved)
 	pg := map[string]string{"DATABASE_URL": "postgres://db/svc"}
 	tls := map[string]string{"SVC_TLS_CERT": "/c.pem", "SVC_TLS_KEY": "/k.pem"}
 	samples := map[string]struct {

@@ -74,6 +74,8 @@ func nodeCollectors(s *Server) []prometheus.Collector {
 		counter("db_pool_liveness_checks_total", "Checks SVC_DB_TEST_BEFORE_ACQUIRE ran on database connections before handing them out (SQLite: a trivial statement per read; Postgres: a ping per acquire).",
 			func() float64 { return float64(s.Store.PoolStats().LivenessChecks) }),
 		gauge("db_pool_acquire_wait_seconds", "Rolling mean wait of the periodic synthetic acquire.", s.Pool.MeanWaitSeconds),
+		counter("db_pool_acquire_samples_total", "Synthetic acquires sampled (one per SVC_POOL_HEALTH_SAMPLE_INTERVAL_SECS).",
+			func() float64 { return float64(s.Pool.Samples()) }),
 		gauge("svc_leader", "1 when this node holds the maintenance lease.", func() float64 { return boolean(s.Leader.IsLeader()) }),
 		gauge("svc_background_tasks_dead", "Supervised background tasks whose restart budget is spent.",
 			func() float64 { return float64(len(s.Registry.DeadTasks())) }),

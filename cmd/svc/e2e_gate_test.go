@@ -261,3 +261,26 @@ func merge(m, extra map[string]any) map[string]any {
 	}
 	return m
 }
+
+// SVC_CODEHOST_TOOL_KEY names the tool the gate watches: with GitHub
+// (normalized as a tool key is), a call of tool github creates the check
+// run, and one of the default's codehost touches nothing.
+func TestE2ESecurityGateToolKey(t *testing.T) {
+	t.Parallel()
+	host := newFakeCodeHost(t)
+	s := startServer(t, "sqlite", map[string]string{"SVC_CODEHOST_APP_TOKEN": "ghs_test_token", "SVC_CODEHOST_API_URL": host.srv.URL,
+		"SVC_ALLOW_PRIVATE_TARGETS": "true", "SVC_CODEHOST_TOOL_KEY": "GitHub"})
+	_, admin := s.tenant(t, "gate-key-"+uniq())
+	_, tok := s.agent(t, admin, "gate-key-agent", nil)
+	azDecide(t, s, tok, gateCall("read", "acme/widgets#7", false, azSigned), "allow", "")
+	other := gateCall("read", "acme/widgets#8", false, azSigned)
+	other["tool_call"].(map[string]any)["tool"] = "github"
+	azDecide(t, s, tok, other, "allow", "")
+	checkFor(t, 20*time.Second, "the check run of the github call", func() bool { _, creates, _ := host.latest(); return creates >= 1 })
+	time.Sleep(300 * time.Millisecond) // a run for the codehost call would be created by now too
+	host.mu.Lock()
+	defer host.mu.Unlock()
+	if len(host.creates) != 1 {
+		t.Errorf("%d check runs created, want only the github call's: %+v", len(host.creates), host.creates)
+	}
+}

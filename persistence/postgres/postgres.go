@@ -67,6 +67,10 @@ func poolConfig(url string, o Options, checks *atomic.Uint64) (*pgxpool.Config, 
 	}
 	if o.IdleTimeout > 0 {
 		cfg.MaxConnIdleTime = o.IdleTimeout
+		// pgxpool closes idle connections in its health check, once a
+		// minute by default: check at least twice per idle timeout, so the
+		// timeout is kept to within half of itself.
+		cfg.HealthCheckPeriod = min(cfg.HealthCheckPeriod, max(o.IdleTimeout/2, 100*time.Millisecond))
 	}
 	if o.MaxLifetime > 0 {
 		cfg.MaxConnLifetime = o.MaxLifetime
