@@ -309,52 +309,51 @@ func (m *Maintenance) Vacuum(ctx context.Context) (persistence.VacuumResult, err
 	return m.store.Vacuum(ctx)
 }
 
-// passContext bounds one pass: its interval, at least a minute.
-func passContext(every time.Duration) (context.Context, context.CancelFunc) {
-	return ioContext(max(every, time.Minute))
+// job returns the producer of a maintenance job's actor: pass, every
+// interval on the leader, within a context of its interval (at least a
+// minute).
+func (m *Maintenance) job(name string, every time.Duration, jobs *JobStats, log hclog.Logger,
+	pass func(ctx context.Context) (string, error)) actor.Producer {
+	return newLeaderJob(jobSpec{name: name, every: every, isLeader: m.opt.IsLeader, stats: jobs, log: log,
+		run: func() (string, error) {
+			ctx, cancel := ioContext(max(every, time.Minute))
+			defer cancel()
+			return pass(ctx)
+		}})
 }
 
 // NewReceiptIntegrityJob returns the producer of the receipt integrity job
 // (SVC_RECEIPT_INTEGRITY_INTERVAL_SECS).
 func NewReceiptIntegrityJob(m *Maintenance, every time.Duration, jobs *JobStats, log hclog.Logger) actor.Producer {
-	return newLeaderJob(jobSpec{name: JobReceiptIntegrity, every: every, isLeader: m.opt.IsLeader, stats: jobs, log: log,
-		run: func() (string, error) {
-			ctx, cancel := passContext(every)
-			defer cancel()
-			p, err := m.CheckReceipts(ctx)
-			return fmt.Sprintf("%d chains, %d new receipts verified, %d older ones re-verified, %d broken",
-				p.Tenants, p.Verified, p.Swept, len(p.Broken)), err
-		}})
+	return m.job(JobReceiptIntegrity, every, jobs, log, func(ctx context.Context) (string, error) {
+		p, err := m.CheckReceipts(ctx)
+		return fmt.Sprintf("%d chains, %d new receipts verified, %d older ones re-verified, %d broken",
+			p.Tenants, p.Verified, p.Swept, len(p.Broken)), err
+	})
 }
 
 // NewAuditArchivalJob returns the producer of the audit archival job
 // (SVC_AUDIT_ARCHIVAL_INTERVAL_SECS, SVC_AUDIT_RETENTION_DAYS).
 func NewAuditArchivalJob(m *Maintenance, every time.Duration, jobs *JobStats, log hclog.Logger) actor.Producer {
-	return newLeaderJob(jobSpec{name: JobAuditArchival, every: every, isLeader: m.opt.IsLeader, stats: jobs, log: log,
-		run: func() (string, error) {
-			ctx, cancel := passContext(every)
-			defer cancel()
-			n, err := m.ArchiveAudit(ctx)
-			return fmt.Sprintf("%d audit events archived", n), err
-		}})
+	return m.job(JobAuditArchival, every, jobs, log, func(ctx context.Context) (string, error) {
+		n, err := m.ArchiveAudit(ctx)
+		return fmt.Sprintf("%d audit events archived", n), err
+	})
 }
 
 // NewVacuumJob returns the producer of the vacuum job
 // (SVC_VACUUM_INTERVAL_SECS).
 func NewVacuumJob(m *Maintenance, every time.Duration, jobs *JobStats, log hclog.Logger) actor.Producer {
-	return newLeaderJob(jobSpec{name: JobVacuum, every: every, isLeader: m.opt.IsLeader, stats: jobs, log: log,
-		run: func() (string, error) {
-			ctx, cancel := passContext(every)
-			defer cancel()
-			r, err := m.Vacuum(ctx)
-			switch {
-			case err != nil:
-				return "", err
-			case r.Note != "":
-				return r.Note, nil
-			case len(r.Tables) > 0:
-				return "vacuumed and analyzed " + strings.Join(r.Tables, ", "), nil
-			}
-			return fmt.Sprintf("%d free pages returned to the file system; longest writer hold %s", r.FreedPages, r.LongestStall), nil
-		}})
+	return m.job(JobVacuum, every, jobs, log, func(ctx context.Context) (string, error) {
+		r, err := m.Vacuum(ctx)
+		switch {
+		case err != nil:
+			return "", err
+		case r.Note != "":
+			return r.Note, nil
+		case len(r.Tables) > 0:
+			return "vacuumed and analyzed " + strings.Join(r.Tables, ", "), nil
+		}
+		return fmt.Sprintf("%d free pages returned to the file system; longest writer hold %s", r.FreedPages, r.LongestStall), nil
+	})
 }

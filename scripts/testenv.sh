@@ -313,7 +313,7 @@ start_postgres() {
 # start_standby makes a streaming standby of the primary on port $1.
 start_standby() { # primary port
 	local data=$TMP/pgstandby port
-	if ! as_pg "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$1" -U svc -D "$data" -R -X stream --no-sync \
+	if ! (cd "$TMP" && as_pg "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$1" -U svc -D "$data" -R -X stream -c fast --no-sync) \
 		>"$TMP/basebackup.log" 2>&1; then
 		tail -n 20 "$TMP/basebackup.log" >&2
 		loud "pg_basebackup failed" "replica tests run WITHOUT a standby: SVC_TEST_PG_REPLICA_PORT is NOT set"

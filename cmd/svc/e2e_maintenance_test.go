@@ -107,7 +107,10 @@ func TestE2EMaintenanceJobs(t *testing.T) {
 			t.Errorf("the compliance pack of the event's day lacks the archived event: %s", p.files["audit_events.jsonl"])
 		}
 
-		// A receipt altered behind the gateway's back.
+		// A receipt altered behind the gateway's back; the tenant exports
+		// its HIGH alerts to a webhook.
+		recv := newWhReceiver(t)
+		whCreate(t, s, admin, map[string]any{"url": recv.url("/export"), "min_severity": "high"})
 		storetest.TamperReceipt(t, s.dbURL, tenantID, 2)
 		checkFor(t, 30*time.Second, "the chain shown broken at seq 2", func() bool {
 			st = obj(t, s.want(t, 200, "GET", "/v2/status", viewer, nil))
@@ -124,6 +127,9 @@ func TestE2EMaintenanceJobs(t *testing.T) {
 			chat.mu.Lock()
 			defer chat.mu.Unlock()
 			return strings.Contains(strings.Join(chat.raws, "\n"), "receipt_chain_broken")
+		})
+		checkFor(t, 15*time.Second, "the alert at the export webhook", func() bool {
+			return slices.ContainsFunc(recv.at("/export"), func(d whDelivery) bool { return strings.Contains(string(d.body), "receipt_chain_broken") })
 		})
 		if backend != clusterBackend {
 			if v := metricValue(t, s, "svc_receipt_chains_broken"); v != 1 {
