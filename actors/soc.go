@@ -132,7 +132,7 @@ func (p *SOCPipeline) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		p.rules, p.loading, p.ruleGen = map[string][]detect.Rule{}, map[string][]*messages.AseEvent{}, map[string]uint64{}
-		p.defaults = detect.Defaults()
+		p.defaults = detect.Evaluated()
 		p.baselines, _ = lru.New[string, *detect.Baseline](p.opt.MaxBaselines)
 		p.corr = map[string]*corrEntry{}
 		p.lost = map[string]*lostRecords{}

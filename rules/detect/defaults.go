@@ -76,22 +76,37 @@ func buildDefaults() []Rule {
 		rule(KeyMCPManifestDriftLow, AlertMCPManifestDrift, SeverityLow,
 			"kind mcp_manifest_drift and risk_score <= 39",
 			drift(map[string]any{OpLte: 39})),
-		rule(KeyReceiptChainBroken, KeyReceiptChainBroken, SeverityHigh,
-			"kind receipt_chain_broken (the receipt integrity job found a hash, link, signature or seq that does not verify)",
-			map[string]any{FieldKind: KindReceiptChainBroken}),
 	}
 }
 
+// systemRules are default rules beside SPEC 6.2's eight, on events only
+// the gateway itself emits: evaluated on every event like the others, and
+// their keys reserved, but not in GET /soc/rules's list (SPEC 6.2's table)
+// nor backtested, since no decision matches them.
+var systemRules = []Rule{func() Rule {
+	c, err := ParseCondition(map[string]any{FieldKind: KindReceiptChainBroken})
+	if err != nil {
+		panic("detect: system rule " + KeyReceiptChainBroken + ": " + err.Error())
+	}
+	return Rule{Key: KeyReceiptChainBroken, AlertName: KeyReceiptChainBroken, Severity: SeverityHigh, Source: SourceDefault, Enabled: true,
+		Condition: c, Description: "kind receipt_chain_broken (the receipt integrity job found a hash, link, signature or seq that does not verify)"}
+}()}
+
 // Defaults returns the eight default rules of SPEC 6.2, enabled, in the
-// order of that table, then receipt_chain_broken (issue 28). Every rule is expressed in the condition language
+// order of that table. Every rule is expressed in the condition language
 // except the upper bound of mcp_manifest_drift_medium (risk_score <= 74),
 // which is its Match function, since a field takes one operator. The
 // slice is the caller's.
 func Defaults() []Rule { return slices.Clone(defaultRules) }
 
-// IsDefaultKey reports whether key is a default rule's key.
+// Evaluated returns the default rules an event is evaluated against:
+// SPEC 6.2's eight, then the system rules (receipt_chain_broken).
+func Evaluated() []Rule { return append(Defaults(), systemRules...) }
+
+// IsDefaultKey reports whether key is a default rule's key (a system
+// rule's included: no custom rule may take it).
 func IsDefaultKey(key string) bool {
-	for _, r := range defaultRules {
+	for _, r := range Evaluated() {
 		if r.Key == key {
 			return true
 		}
@@ -100,7 +115,7 @@ func IsDefaultKey(key string) bool {
 }
 
 // WithDefaults returns the rules an event is evaluated against: the
-// defaults, then custom in the order given.
+// defaults and system rules, then custom in the order given.
 func WithDefaults(custom []Rule) []Rule {
-	return append(Defaults(), custom...)
+	return append(Evaluated(), custom...)
 }

@@ -28,7 +28,6 @@ func TestDefaultsTable(t *testing.T) {
 			`{"kind":{"eq":"mcp_manifest_drift"},"risk_score":{"gte":40}}`, true},
 		{KeyMCPManifestDriftLow, "mcp_manifest_drift", SeverityLow,
 			`{"kind":{"eq":"mcp_manifest_drift"},"risk_score":{"lte":39}}`, false},
-		{KeyReceiptChainBroken, "receipt_chain_broken", SeverityHigh, `{"kind":{"eq":"receipt_chain_broken"}}`, false},
 	}
 	got := Defaults()
 	if len(got) != len(want) {
@@ -71,7 +70,7 @@ func TestDefaultsReturnsACopy(t *testing.T) {
 	custom := []Rule{{Key: "c1", Enabled: true}}
 	w1 := WithDefaults(custom)
 	w2 := WithDefaults(nil)
-	n := len(Defaults())
+	n := len(Evaluated())
 	if len(w1) != n+1 || w1[n].Key != "c1" || len(w2) != n {
 		t.Fatalf("WithDefaults lengths %d, %d", len(w1), len(w2))
 	}
@@ -250,5 +249,26 @@ func TestEvaluateReturnsRuleValues(t *testing.T) {
 	if got[0].Key != want.Key || got[0].Severity != SeverityInfo || got[0].Source != SourceDefault ||
 		!reflect.DeepEqual(got[0].Condition.Raw(), want.Condition.Raw()) {
 		t.Fatalf("rule = %+v", got[0])
+	}
+}
+
+// receipt_chain_broken is evaluated and reserved, not listed with SPEC
+// 6.2's eight.
+func TestSystemRules(t *testing.T) {
+	if len(Defaults()) != 8 || slices.ContainsFunc(Defaults(), func(r Rule) bool { return r.Key == KeyReceiptChainBroken }) {
+		t.Errorf("Defaults lists %d rules", len(Defaults()))
+	}
+	if !IsDefaultKey(KeyReceiptChainBroken) {
+		t.Error("receipt_chain_broken is not reserved")
+	}
+	e := Event{Kind: KindReceiptChainBroken, AgentID: "unknown", Decision: "deny", Tool: "receipts", Action: "verify_chain", RiskScore: 90}
+	var keys []string
+	for _, r := range WithDefaults(nil) {
+		if r.Matches(e) {
+			keys = append(keys, r.Key)
+		}
+	}
+	if !slices.Equal(keys, []string{KeyReceiptChainBroken}) {
+		t.Errorf("a receipt_chain_broken event matches %v", keys)
 	}
 }
