@@ -22,12 +22,13 @@ func TamperReceipt(t testing.TB, dbURL, tenantID string, seq int64) {
 
 // ExecSQL runs one statement on a gateway's database behind its back
 // (dbURL is a DATABASE_URL: sqlite://PATH or postgres://...), with
-// Postgres-style $N placeholders on both.
+// Postgres-style $N placeholders on both. On SQLite it waits up to 10 s
+// for the running gateway's writer to let go of the file.
 func ExecSQL(t testing.TB, dbURL, query string, args ...any) {
 	t.Helper()
 	ctx := context.Background()
 	if path, ok := strings.CutPrefix(dbURL, "sqlite://"); ok {
-		db, err := sql.Open("sqlite", "file:"+path)
+		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 		if err != nil {
 			t.Fatal(err)
 		}
