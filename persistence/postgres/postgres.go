@@ -230,7 +230,19 @@ type dbAdapter Store
 
 // Reader reads from the primary: what it answers decides (a credential, a
 // policy version, a chain head), and a replica may not have caught up.
-func (d *dbAdapter) Reader() sqlstore.Querier { return poolQuerier{d.pool, d.acquire} }
+// Only when the primary cannot be reached does it read the replica: then
+// nothing can be written, every protected call is denied (fail closed) and
+// low-risk reads are answered on a best-effort record, which is what the
+// replica keeps serving; a credential changed in the moments before the
+// outage and not yet replayed there could then be honoured for those
+// reads until the replica catches up (README, Read replica).
+func (d *dbAdapter) Reader() sqlstore.Querier {
+	primary := poolQuerier{d.pool, d.acquire}
+	if d.replica == nil {
+		return primary
+	}
+	return fallbackQuerier{first: primary, second: poolQuerier{d.replica, d.acquire}, primary: primary}
+}
 
 // Replica reads from the replica when there is one, falling back to the
 // primary when the replica fails to answer; only lists and searches use it.
@@ -239,7 +251,7 @@ func (d *dbAdapter) Replica() sqlstore.Querier {
 	if d.replica == nil {
 		return primary
 	}
-	return fallbackQuerier{poolQuerier{d.replica, d.acquire}, primary}
+	return fallbackQuerier{first: poolQuerier{d.replica, d.acquire}, second: primary, primary: primary}
 }
 
 func (d *dbAdapter) Tx(ctx context.Context, fn func(sqlstore.Querier) error) error {
@@ -314,9 +326,10 @@ func (q poolQuerier) QueryRow(ctx context.Context, query string, args ...any) sq
 	return pgRow{c.QueryRow(ctx, query, args...), c}
 }
 
-// fallbackQuerier reads from the replica and retries on the primary when the
-// replica is unavailable.
-type fallbackQuerier struct{ replica, primary poolQuerier }
+// fallbackQuerier reads from first and retries on second when first is
+// unavailable (a connection that fails, not a query that does); writes go
+// to the primary, whichever of the two it is.
+type fallbackQuerier struct{ first, second, primary poolQuerier }
 
 func (q fallbackQuerier) Batch(ctx context.Context, stmts []sqlstore.Stmt) error {
 	return q.primary.Batch(ctx, stmts)
@@ -327,9 +340,9 @@ func (q fallbackQuerier) Exec(ctx context.Context, query string, args ...any) (i
 }
 
 func (q fallbackQuerier) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	rows, err := q.replica.Query(ctx, query, args...)
+	rows, err := q.first.Query(ctx, query, args...)
 	if errors.Is(err, persistence.ErrUnavailable) {
-		return q.primary.Query(ctx, query, args...)
+		return q.second.Query(ctx, query, args...)
 	}
 	return rows, err
 }
@@ -346,9 +359,9 @@ type fallbackRow struct {
 }
 
 func (r fallbackRow) Scan(dest ...any) error {
-	err := r.q.replica.QueryRow(r.ctx, r.query, r.args...).Scan(dest...)
+	err := r.q.first.QueryRow(r.ctx, r.query, r.args...).Scan(dest...)
 	if errors.Is(err, persistence.ErrUnavailable) {
-		return r.q.primary.QueryRow(r.ctx, r.query, r.args...).Scan(dest...)
+		return r.q.second.QueryRow(r.ctx, r.query, r.args...).Scan(dest...)
 	}
 	return err
 }
