@@ -146,6 +146,7 @@ func TestE2EMaintenanceJobs(t *testing.T) {
 			t.Errorf("another tenant's status: %v", other)
 		}
 		s.want(t, http.StatusUnauthorized, "GET", "/v2/status", "", nil)
+		envelope(t, s.want(t, http.StatusForbidden, "GET", "/v2/status", tok, nil), 403, "v2", "Forbidden") // an agent's token
 	})
 }
 
