@@ -304,11 +304,6 @@ func (m *Maintenance) ArchiveAudit(ctx context.Context) (int, error) {
 	}
 }
 
-// Vacuum runs one vacuum pass.
-func (m *Maintenance) Vacuum(ctx context.Context) (persistence.VacuumResult, error) {
-	return m.store.Vacuum(ctx)
-}
-
 // job returns the producer of a maintenance job's actor: pass, every
 // interval on the leader, within a context of its interval (at least a
 // minute).
@@ -345,7 +340,7 @@ func NewAuditArchivalJob(m *Maintenance, every time.Duration, jobs *JobStats, lo
 // (SVC_VACUUM_INTERVAL_SECS).
 func NewVacuumJob(m *Maintenance, every time.Duration, jobs *JobStats, log hclog.Logger) actor.Producer {
 	return m.job(JobVacuum, every, jobs, log, func(ctx context.Context) (string, error) {
-		r, err := m.Vacuum(ctx)
+		r, err := m.store.Vacuum(ctx)
 		switch {
 		case err != nil:
 			return "", err

@@ -222,7 +222,7 @@ func (s *Server) readRuntime() runtimeBody {
 	b := runtimeBody{ActiveTasksCount: int(u(0)), WorkersCount: int(u(1)), GlobalQueueDepth: int(u(3)), //nolint:gosec // small counts
 		GoroutinesRunning: int(u(6)), GoroutinesWaiting: int(u(7)), Threads: int(u(8)), GoroutinesCreated: u(9), //nolint:gosec // small counts
 		UptimeSecs:         int64(time.Since(s.started).Seconds()),
-		EventBusQueueDepth: s.Events.Depth(), BackgroundTasksDead: len(s.Registry.DeadTasks())}
+		EventBusQueueDepth: s.Events.Depth()}
 	if samples[2].Value.Kind() == rtmetrics.KindFloat64Histogram {
 		h := samples[2].Value.Float64Histogram()
 		for _, c := range h.Counts {
@@ -237,7 +237,11 @@ func (s *Server) readRuntime() runtimeBody {
 		b.AgentActors = s.Authorizer.LiveAgents()
 	}
 	for _, c := range s.Registry.Snapshot() {
-		if c.Task && c.State != actors.StateDead {
+		switch {
+		case !c.Task:
+		case c.State == actors.StateDead:
+			b.BackgroundTasksDead++
+		default:
 			b.BackgroundTasksUp++
 		}
 	}
