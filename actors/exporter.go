@@ -69,6 +69,12 @@ type ExporterOptions struct {
 	CacheTTL time.Duration
 	// Version is the device version of CEF lines (the build version).
 	Version string
+	// Died, when set, is called (off the mailbox) each time a recorded
+	// delivery result leaves a subscription dead. The node broadcasts it
+	// as a webhooks invalidation, so that other nodes, whose cached copy
+	// still counts fewer failures, stop delivering to it at once instead
+	// of after their CacheTTL.
+	Died func(tenantID, subscriptionID string)
 	// Now is the exporter's clock (default time.Now).
 	Now func() time.Time
 	// Sleep waits out a backoff, or returns ctx's error (tests record the
@@ -346,6 +352,9 @@ func (x *Exporter) start(ctx actor.Context, tenantID string, sub persistence.Web
 		switch {
 		case rerr == nil:
 			res.failures, res.recorded = n, true
+			if n >= persistence.WebhookDeadAfter && opts.Died != nil {
+				opts.Died(tenantID, sub.ID)
+			}
 		case errors.Is(rerr, persistence.ErrNotFound):
 			// Updated or deleted while the delivery ran: its result no
 			// longer counts.

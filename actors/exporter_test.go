@@ -528,7 +528,18 @@ func TestExporterRetriesWithBackoff(t *testing.T) {
 }
 
 func TestExporterStatusTransitions(t *testing.T) {
-	f := newExFixture(t, actors.ExporterOptions{Attempts: 1})
+	var diedMu sync.Mutex
+	var died []string
+	diedList := func() []string {
+		diedMu.Lock()
+		defer diedMu.Unlock()
+		return append([]string(nil), died...)
+	}
+	f := newExFixture(t, actors.ExporterOptions{Attempts: 1, Died: func(tenantID, subID string) {
+		diedMu.Lock()
+		defer diedMu.Unlock()
+		died = append(died, tenantID+" "+subID)
+	}})
 	bad := f.sub("https://bad.example/hook", "info", "json", true)
 	marker := f.sub("https://marker.example/hook", "info", "json", true)
 	f.fake.script(bad.URL, 502)
@@ -560,6 +571,12 @@ func TestExporterStatusTransitions(t *testing.T) {
 		}
 		if got.ConsecutiveFailures != i || got.DeliveryStatus != want {
 			t.Fatalf("after %d failures: %d %s, want %d %s", i, got.ConsecutiveFailures, got.DeliveryStatus, i, want)
+		}
+		// Died is reported (for the other nodes' caches) when, and only
+		// when, a recorded result leaves the subscription dead.
+		if d := diedList(); (i < persistence.WebhookDeadAfter && len(d) != 0) ||
+			(i == persistence.WebhookDeadAfter && (len(d) != 1 || d[0] != f.tenant+" "+bad.ID)) {
+			t.Fatalf("after %d failures Died was called for %q", i, d)
 		}
 	}
 	before := len(f.fake.to(bad.URL))

@@ -226,6 +226,15 @@ func (n *Node) newActors() {
 	n.mcp = actors.NewMCPRegistry(n.store, n.bus, n.invalidations, mcpFetch(cfg.AllowPrivateTargets, n.version), log.Named("mcp"))
 }
 
+// webhookDied tells the other nodes that a subscription died here: their
+// exporters read the tenant's subscriptions afresh before the next export
+// (this node's exporter has its cached copy updated already).
+func (n *Node) webhookDied(tenantID, _ string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n.invalidations.Broadcast(ctx, messages.Invalidation{Kind: messages.CacheWebhooks, TenantID: tenantID, Key: "-"})
+}
+
 // writerHealth reports the group writer's state on /readyz.
 func (n *Node) writerHealth(err error) {
 	if err != nil {
@@ -298,7 +307,7 @@ func (n *Node) children() []actors.ChildSpec {
 			FailureThreshold: cfg.WebhookFailureThreshold, Cooldown: cfg.WebhookCooldown}, n.notifyStats, log.Named("notify")),
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "webhook_exporter", Producer: actors.NewExporter(store, n.exports, actors.ExporterOptions{
-			Post: httpapi.WebhookExportPoster(cfg.AllowPrivateTargets), Version: n.version}, log.Named("export")),
+			Post: httpapi.WebhookExportPoster(cfg.AllowPrivateTargets), Version: n.version, Died: n.webhookDied}, log.Named("export")),
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "soc_pipeline", Producer: actors.NewSOCPipeline(store, n.socStats, socOptions, log.Named("soc")),
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
