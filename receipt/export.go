@@ -228,7 +228,7 @@ func VerifyExport(r io.Reader) (Report, error) {
 		lines++
 		var rec Receipt
 		if err := decodeLine(line, &rec); err != nil {
-			v.errs = append(v.errs, ChainError{Index: i, Error: "malformed receipt: " + err.Error()})
+			v.failRanked(i, "", "malformed receipt: "+err.Error(), 0)
 			v.skip()
 			rep.HeadHash = ""
 			continue
