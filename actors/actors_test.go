@@ -175,3 +175,46 @@ func TestPoolSamplerInterval(t *testing.T) {
 		}
 	}
 }
+
+// stoppingActor counts its Stopping messages (where children flush).
+type stoppingActor struct{ starts, stops *atomic.Int32 }
+
+func (c *stoppingActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		c.starts.Add(1)
+	case *actor.Stopping:
+		c.stops.Add(1)
+	}
+}
+
+// A child waiting out a long restart backoff does not hold up Stop: it is
+// stopped at once (and still sees Stopping), and it is not restarted.
+func TestSupervisorStopDoesNotWaitForABackoff(t *testing.T) {
+	sys := NewSystem(hclog.NewNullLogger())
+	reg := NewRegistry()
+	var starts, stops atomic.Int32
+	sup, err := StartSupervisor(sys, reg, hclog.NewNullLogger(), []ChildSpec{
+		{Name: "flaky", Producer: func() actor.Actor { return &stoppingActor{&starts, &stops} },
+			MaxRestarts: 3, Within: time.Minute, Backoff: time.Minute, MaxBackoff: time.Minute},
+		{Name: "steady", Producer: func() actor.Actor { return &stoppingActor{new(atomic.Int32), new(atomic.Int32)} },
+			MaxRestarts: 1, Within: time.Minute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 2*time.Second, "first start", func() bool { return starts.Load() == 1 })
+	if err := sup.InjectFault("flaky", "test"); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 2*time.Second, "the restart backoff", func() bool { c, _ := reg.Get("flaky"); return c.State == StateDegraded })
+	if err := sup.Stop(5 * time.Second); err != nil {
+		t.Fatalf("Stop with a child in its backoff: %v", err)
+	}
+	if n := stops.Load(); n != 1 {
+		t.Fatalf("the child in its backoff saw Stopping %d times, want 1", n)
+	}
+	if n := starts.Load(); n != 1 {
+		t.Fatalf("the child started %d times, want 1 (no restart once stopping)", n)
+	}
+}

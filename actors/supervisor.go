@@ -54,6 +54,8 @@ type Supervisor struct {
 	registry *Registry
 	log      hclog.Logger
 
+	strategy *budgetStrategy
+
 	mu       sync.Mutex
 	children map[string]*actor.PID
 }
@@ -73,7 +75,8 @@ func StartSupervisor(system *actor.ActorSystem, registry *Registry, log hclog.Lo
 		bySuffix[sp.Name] = sp
 		registry.Register(sp.Name, true)
 	}
-	strategy := &budgetStrategy{specs: bySuffix, registry: registry, log: log}
+	strategy := &budgetStrategy{specs: bySuffix, registry: registry, log: log, pending: map[string]*pendingRestart{}}
+	s.strategy = strategy
 	started := make(chan error, 1)
 	props := actor.PropsFromFunc(func(ctx actor.Context) {
 		if _, ok := ctx.Message().(*actor.Started); !ok {
@@ -139,9 +142,12 @@ func (s *Supervisor) InjectFault(name, reason string) error {
 
 // Stop poisons every child (a poison pill is a user message, so each child
 // first handles everything already in its mailbox, then flushes what it
-// buffers on Stopping), waiting at most grace for them, then stops the root,
-// which also stops a child suspended while it waits out a restart backoff.
+// buffers on Stopping), waiting at most grace for them, then stops the root.
+// A child waiting out a restart backoff is stopped at once instead (its
+// mailbox is suspended until the restart, so a poison pill would wait for
+// the backoff, up to MaxBackoff), and no child is restarted from here on.
 func (s *Supervisor) Stop(grace time.Duration) error {
+	s.strategy.shutDown()
 	s.mu.Lock()
 	type child struct {
 		name string
@@ -186,6 +192,62 @@ type budgetStrategy struct {
 	specs    map[string]ChildSpec
 	registry *Registry
 	log      hclog.Logger
+
+	mu       sync.Mutex
+	stopping bool
+	pending  map[string]*pendingRestart // children waiting out a backoff, by name
+}
+
+// pendingRestart is a restart scheduled after a backoff.
+type pendingRestart struct {
+	timer *time.Timer
+	sup   actor.Supervisor
+	child *actor.PID
+}
+
+// shutDown turns every later failure into a stop and stops the children
+// waiting out a backoff now.
+func (b *budgetStrategy) shutDown() {
+	b.mu.Lock()
+	b.stopping = true
+	pending := b.pending
+	b.pending = map[string]*pendingRestart{}
+	b.mu.Unlock()
+	for _, p := range pending {
+		if p.timer.Stop() {
+			p.sup.StopChildren(p.child)
+		} // else the timer fired: it finds stopping set and stops the child
+	}
+}
+
+// restartAfter restarts child after delay unless the supervisor stops
+// first.
+func (b *budgetStrategy) restartAfter(name string, delay time.Duration, sup actor.Supervisor, child *actor.PID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.stopping:
+		sup.StopChildren(child) // a system message: it does not wait
+		return
+	case delay == 0:
+		sup.RestartChildren(child)
+		return
+	}
+	p := &pendingRestart{sup: sup, child: child}
+	p.timer = time.AfterFunc(delay, func() {
+		b.mu.Lock()
+		stopping := b.stopping
+		if b.pending[name] == p {
+			delete(b.pending, name)
+		}
+		b.mu.Unlock()
+		if stopping {
+			sup.StopChildren(child)
+			return
+		}
+		sup.RestartChildren(child)
+	})
+	b.pending[name] = p
 }
 
 func (b *budgetStrategy) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, _ any) {
@@ -219,9 +281,5 @@ func (b *budgetStrategy) HandleFailure(_ *actor.ActorSystem, sup actor.Superviso
 		delay = min(delay, limit)
 	}
 	b.log.Warn("background task failed; restarting", "task", name, "failures", failures, "delay", delay, "reason", fmt.Sprint(reason))
-	if delay == 0 {
-		sup.RestartChildren(child)
-		return
-	}
-	time.AfterFunc(delay, func() { sup.RestartChildren(child) })
+	b.restartAfter(name, delay, sup, child)
 }
