@@ -28,19 +28,21 @@ const (
 // immutable, so sharing them is safe.
 var defaultRules = buildDefaults()
 
-func buildDefaults() []Rule {
-	rule := func(key, alert, sev, desc string, cond map[string]any) Rule {
-		c, err := ParseCondition(cond)
-		if err != nil {
-			panic("detect: default rule " + key + ": " + err.Error())
-		}
-		return Rule{Key: key, AlertName: alert, Severity: sev, Source: SourceDefault,
-			Enabled: true, Condition: c, Description: desc}
+// builtIn is an enabled default rule over a condition that must parse.
+func builtIn(key, alert, sev, desc string, cond map[string]any) Rule {
+	c, err := ParseCondition(cond)
+	if err != nil {
+		panic("detect: default rule " + key + ": " + err.Error())
 	}
+	return Rule{Key: key, AlertName: alert, Severity: sev, Source: SourceDefault,
+		Enabled: true, Condition: c, Description: desc}
+}
+
+func buildDefaults() []Rule {
 	drift := func(risk map[string]any) map[string]any {
 		return map[string]any{FieldKind: KindMCPManifestDrift, FieldRiskScore: risk}
 	}
-	medium := rule(KeyMCPManifestDriftMedium, AlertMCPManifestDrift, SeverityMedium,
+	medium := builtIn(KeyMCPManifestDriftMedium, AlertMCPManifestDrift, SeverityMedium,
 		"kind mcp_manifest_drift and 40 <= risk_score <= 74",
 		drift(map[string]any{OpGte: 40}))
 	// One operator per field: the upper bound is code.
@@ -50,30 +52,30 @@ func buildDefaults() []Rule {
 		// A quarantine is a deny that also quarantines the agent (CONTRACT
 		// §13), and the base policies quarantine every mutating call at
 		// malicious_suspected: with "deny" alone that half never matched.
-		rule(KeyConfusedDeputyBlock, KeyConfusedDeputyBlock, SeverityHigh,
+		builtIn(KeyConfusedDeputyBlock, KeyConfusedDeputyBlock, SeverityHigh,
 			"decision deny (a quarantine included), mutates_state true, source_trust untrusted_external or malicious_suspected",
 			map[string]any{
 				FieldDecision:     map[string]any{OpIn: []string{"deny", "quarantine"}},
 				FieldMutatesState: true,
 				FieldSourceTrust:  map[string]any{OpIn: []string{"untrusted_external", "malicious_suspected"}},
 			}),
-		rule(KeyApprovalRequiredSurface, KeyApprovalRequiredSurface, SeverityInfo,
+		builtIn(KeyApprovalRequiredSurface, KeyApprovalRequiredSurface, SeverityInfo,
 			"decision require_approval",
 			map[string]any{FieldDecision: "require_approval"}),
-		rule(KeyCriticalDenyRiskScore, AlertCriticalDeny, SeverityHigh,
+		builtIn(KeyCriticalDenyRiskScore, AlertCriticalDeny, SeverityHigh,
 			"risk_score >= 100",
 			map[string]any{FieldRiskScore: map[string]any{OpGte: 100}}),
-		rule(KeyCriticalDenyPolicy, AlertCriticalDeny, SeverityHigh,
+		builtIn(KeyCriticalDenyPolicy, AlertCriticalDeny, SeverityHigh,
 			"matched_policies contains mcp_unknown_tool or critical",
 			map[string]any{FieldMatchedPolicies: map[string]any{OpIn: []string{"mcp_unknown_tool", "critical"}}}),
-		rule(KeyReplayAttempt, KeyReplayAttempt, SeverityHigh,
+		builtIn(KeyReplayAttempt, KeyReplayAttempt, SeverityHigh,
 			"kind replay_attempt",
 			map[string]any{FieldKind: KindReplayAttempt}),
-		rule(KeyMCPManifestDriftHigh, AlertMCPManifestDrift, SeverityHigh,
+		builtIn(KeyMCPManifestDriftHigh, AlertMCPManifestDrift, SeverityHigh,
 			"kind mcp_manifest_drift and risk_score >= 75",
 			drift(map[string]any{OpGte: 75})),
 		medium,
-		rule(KeyMCPManifestDriftLow, AlertMCPManifestDrift, SeverityLow,
+		builtIn(KeyMCPManifestDriftLow, AlertMCPManifestDrift, SeverityLow,
 			"kind mcp_manifest_drift and risk_score <= 39",
 			drift(map[string]any{OpLte: 39})),
 	}
@@ -83,14 +85,9 @@ func buildDefaults() []Rule {
 // the gateway itself emits: evaluated on every event like the others, and
 // their keys reserved, but not in GET /soc/rules's list (SPEC 6.2's table)
 // nor backtested, since no decision matches them.
-var systemRules = []Rule{func() Rule {
-	c, err := ParseCondition(map[string]any{FieldKind: KindReceiptChainBroken})
-	if err != nil {
-		panic("detect: system rule " + KeyReceiptChainBroken + ": " + err.Error())
-	}
-	return Rule{Key: KeyReceiptChainBroken, AlertName: KeyReceiptChainBroken, Severity: SeverityHigh, Source: SourceDefault, Enabled: true,
-		Condition: c, Description: "kind receipt_chain_broken (the receipt integrity job found a hash, link, signature or seq that does not verify)"}
-}()}
+var systemRules = []Rule{builtIn(KeyReceiptChainBroken, KeyReceiptChainBroken, SeverityHigh,
+	"kind receipt_chain_broken (the receipt integrity job found a hash, link, signature or seq that does not verify)",
+	map[string]any{FieldKind: KindReceiptChainBroken})}
 
 // Defaults returns the eight default rules of SPEC 6.2, enabled, in the
 // order of that table. Every rule is expressed in the condition language
@@ -106,8 +103,8 @@ func Evaluated() []Rule { return append(Defaults(), systemRules...) }
 // IsDefaultKey reports whether key is a default rule's key (a system
 // rule's included: no custom rule may take it).
 func IsDefaultKey(key string) bool {
-	for _, r := range Evaluated() {
-		if r.Key == key {
+	for _, rules := range [][]Rule{defaultRules, systemRules} {
+		if slices.ContainsFunc(rules, func(r Rule) bool { return r.Key == key }) {
 			return true
 		}
 	}
