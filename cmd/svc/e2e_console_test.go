@@ -37,6 +37,10 @@ type browser struct {
 	shots    string
 	mu       sync.Mutex
 	problems []string
+	// apiFailures are the browser's log lines for API answers that were
+	// not 2xx: expected in steps that check the page's message, and shown
+	// when a wait fails, to tell a request that failed from one never made.
+	apiFailures []string
 }
 
 func newBrowser(t *testing.T) *browser {
@@ -90,6 +94,9 @@ func newBrowser(t *testing.T) *browser {
 			// check those. Anything else (a missing asset, a CSP
 			// violation, a script error) is a problem.
 			if e.Entry.Source == cdplog.EntrySourceNetwork && (strings.Contains(e.Entry.URL, "/v2/") || strings.Contains(e.Entry.Text, "/v2/")) {
+				b.mu.Lock()
+				b.apiFailures = append(b.apiFailures, e.Entry.Text+" "+e.Entry.URL)
+				b.mu.Unlock()
 				return
 			}
 			if e.Entry.Level == cdplog.EntryLevelError || e.Entry.Level == cdplog.EntryLevelWarning || strings.Contains(e.Entry.Text, "Content Security Policy") {
@@ -145,7 +152,11 @@ func (b *browser) waitText(sel, want string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	b.shot("failure")
-	b.t.Fatalf("%s: text %q, want it to contain %q", sel, got, want)
+	toasts, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(document.getElementById("toast") || {}).textContent || ""`))
+	b.mu.Lock()
+	failed := slices.Clone(b.apiFailures)
+	b.mu.Unlock()
+	b.t.Fatalf("%s: text %q, want it to contain %q (messages shown: %q; API answers not 2xx so far: %q)", sel, got, want, toasts, failed)
 }
 
 // eval evaluates a JavaScript expression.
