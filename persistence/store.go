@@ -212,6 +212,7 @@ type Store interface {
 	EvidenceStore
 	MCPStore
 	MaintenanceStore
+	CodehostStore
 
 	// Backend names the implementation: "sqlite" or "postgres".
 	Backend() string
