@@ -17,12 +17,14 @@ import (
 // SVC_MAX_CONCURRENT_REQUESTS and, clustered, an unreachable Valkey
 // (CONTRACT §11). A database failure is InternalError (500), as SPEC 7 says.
 // RequestTimeout (408) is svc's too: a request body that does not arrive
-// within SVC_BODY_READ_TIMEOUT_SECS.
+// within SVC_BODY_READ_TIMEOUT_SECS. So is MethodNotAllowed (405): a path
+// that exists, asked with a method it does not take (with Allow).
 var reasonStatus = map[string]int{
 	"BadRequest":           http.StatusBadRequest,
 	"Unauthorized":         http.StatusUnauthorized,
 	"Forbidden":            http.StatusForbidden,
 	"NotFound":             http.StatusNotFound,
+	"MethodNotAllowed":     http.StatusMethodNotAllowed,
 	"Conflict":             http.StatusConflict,
 	"AlreadyExists":        http.StatusConflict,
 	"Invalid":              http.StatusUnprocessableEntity,

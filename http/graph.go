@@ -65,8 +65,10 @@ func (s *Server) runGraph(c *Call) (any, error) {
 // agentGraph serves GET /graph/agent/:agent_id.
 func (s *Server) agentGraph(c *Call) (any, error) {
 	depth := evidence.DepthPolicies
-	if v := c.R.URL.Query().Get("depth"); v != "" {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+	// A depth that is present but empty (depth=) is not an integer
+	// either: 400, as limit= and offset= are (CONTRACT §10).
+	if q := c.R.URL.Query(); q.Has("depth") {
+		n, err := strconv.Atoi(strings.TrimSpace(q.Get("depth")))
 		if err != nil {
 			return nil, invalidField("depth", "an integer (1 to 5)")
 		}

@@ -73,6 +73,10 @@ func nodeCollectors(s *Server) []prometheus.Collector {
 		gauge("db_pool_connections_size", "Open database connections.", func() float64 { return float64(s.Store.PoolStats().Size) }),
 		counter("db_pool_liveness_checks_total", "Checks SVC_DB_TEST_BEFORE_ACQUIRE ran on database connections before handing them out (SQLite: a trivial statement per read; Postgres: a ping per acquire).",
 			func() float64 { return float64(s.Store.PoolStats().LivenessChecks) }),
+		labeledCounter("db_replica_fallbacks_total", "Reads meant for the read replica (SVC_DB_READ_REPLICA_URL) that the primary answered: reason unavailable when the replica could not be reached, schema when it lacked a table, column or function the read needs (a migration not yet replayed there).",
+			"reason", "unavailable", func() float64 { return float64(s.Store.PoolStats().ReplicaFallbacksUnavailable) }),
+		labeledCounter("db_replica_fallbacks_total", "Reads meant for the read replica (SVC_DB_READ_REPLICA_URL) that the primary answered: reason unavailable when the replica could not be reached, schema when it lacked a table, column or function the read needs (a migration not yet replayed there).",
+			"reason", "schema", func() float64 { return float64(s.Store.PoolStats().ReplicaFallbacksSchema) }),
 		gauge("db_pool_acquire_wait_seconds", "Rolling mean wait of the periodic synthetic acquire.", s.Pool.MeanWaitSeconds),
 		counter("db_pool_acquire_samples_total", "Synthetic acquires sampled (one per SVC_POOL_HEALTH_SAMPLE_INTERVAL_SECS).",
 			func() float64 { return float64(s.Pool.Samples()) }),
@@ -245,6 +249,12 @@ func gauge(name, help string, f func() float64) prometheus.Collector {
 
 func counter(name, help string, f func() float64) prometheus.Collector {
 	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+}
+
+// labeledCounter is one series of a counter whose series differ by one
+// constant label.
+func labeledCounter(name, help, label, value string, f func() float64) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{label: value}}, f)
 }
 
 func boolean(b bool) float64 {

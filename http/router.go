@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -154,8 +155,13 @@ func (s *Server) buildMux() {
 		}
 		s.router.Handle(method, path, h)
 	}
+	s.methods = nil
+	defer func() { slices.SortFunc(s.methods, byMethodOrder) }()
 	for i := range s.routes {
 		r := s.routes[i]
+		if !slices.Contains(s.methods, r.Method) {
+			s.methods = append(s.methods, r.Method)
+		}
 		if r.Unversioned {
 			mount(r.Method, r.Path, s.handle(r, ""))
 			continue
@@ -186,7 +192,52 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	setVersionHeaders(w, v)
+	// A path that exists under other methods answers 405 with Allow
+	// (RFC 9110 15.5.6), an unknown path 404.
+	allow := s.allowed(r.URL.Path)
+	if allow == "" && versionOf(r.URL.Path) == "" && !exempt(r.URL.Path) {
+		allow = s.allowed("/" + v + r.URL.Path)
+	}
+	if allow != "" {
+		w.Header().Set("Allow", allow)
+		e := apiErr("MethodNotAllowed", "method_not_allowed", "%s is not a method of %s; it takes %s", r.Method, r.URL.Path, allow)
+		e.Details["allow"] = strings.Split(allow, ", ")
+		writeEnvelope(w, v, e)
+		return
+	}
 	writeEnvelope(w, v, notFound("path "+r.URL.Path))
+}
+
+// methodOrder is the order Allow lists methods in: reads first, as RFC
+// 9110 lists them.
+var methodOrder = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+func byMethodOrder(a, b string) int {
+	ia, ib := slices.Index(methodOrder, a), slices.Index(methodOrder, b)
+	if ia < 0 {
+		ia = len(methodOrder)
+	}
+	if ib < 0 {
+		ib = len(methodOrder)
+	}
+	if ia != ib {
+		return ia - ib
+	}
+	return strings.Compare(a, b)
+}
+
+// allowed lists the methods path is served under, comma separated in
+// the order of s.methods, or "" for a path no route matches.
+func (s *Server) allowed(path string) string {
+	var out []string
+	for _, m := range s.methods {
+		if _, ok := s.static[m+" "+path]; ok {
+			out = append(out, m)
+		} else if h, _, _ := s.router.Lookup(m, path); h != nil {
+			out = append(out, m)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // handle wraps a route's handler with the conventions every endpoint gets:

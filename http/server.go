@@ -83,7 +83,9 @@ type Server struct {
 	routes []Route
 	static map[string]http.Handler
 	router *httprouter.Router
-	adm    *admission
+	// methods are the HTTP methods of the routes, for 405's Allow.
+	methods []string
+	adm     *admission
 	// streamShare counts each tenant's open streams (its tenant map only:
 	// the node's total is streams.open).
 	streamShare *admission

@@ -133,6 +133,12 @@ type PoolStats struct {
 	// LivenessChecks counts the checks SVC_DB_TEST_BEFORE_ACQUIRE ran on
 	// connections before handing them out (0 with it off).
 	LivenessChecks uint64
+	// ReplicaFallbacksUnavailable and ReplicaFallbacksSchema count the
+	// reads meant for the read replica that the primary answered, because
+	// the replica could not be reached or lacked a table or column the
+	// read needs (a migration it has not replayed yet); 0 without one.
+	ReplicaFallbacksUnavailable uint64
+	ReplicaFallbacksSchema      uint64
 }
 
 // TenantStore keeps tenants.

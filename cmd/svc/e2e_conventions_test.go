@@ -103,19 +103,20 @@ func TestE2EConventions(t *testing.T) {
 				{"v1 not found agent", "GET", "/v1/agents/" + randomUUID(), admin, 404, "v1", "NotFound"},
 				{"v2 unknown path", "GET", "/v2/definitely/not/here", admin, 404, "v2", "NotFound"},
 				{"v1 unknown path", "GET", "/v1/definitely/not/here", "", 404, "v1", "NotFound"},
-				{"v2 wrong method", "PUT", "/v2/agents", admin, 404, "v2", ""},
+				{"v2 wrong method", "PUT", "/v2/agents", admin, 405, "v2", "MethodNotAllowed"},
+				{"v1 wrong method, parameterized path", "POST", "/v1/agents/" + randomUUID(), admin, 405, "v1", "MethodNotAllowed"},
+				{"unversioned wrong method", "DELETE", "/agents", admin, 405, "v1", "MethodNotAllowed"},
+				{"probe wrong method", "POST", "/readyz", "", 405, "v1", "MethodNotAllowed"},
 				{"v2 forbidden", "GET", "/v2/tenants", admin, 403, "v2", "Forbidden"},
 			}
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
 					resp, raw := s.do(t, tc.method, tc.path, tc.token, nil)
-					if tc.name == "v2 wrong method" {
-						// 404 or 405 are both acceptable; the body is the envelope either way.
-						if resp.StatusCode != 404 && resp.StatusCode != 405 {
-							t.Fatalf("status %d: %s", resp.StatusCode, raw)
+					if tc.status == 405 {
+						// RFC 9110 15.5.6: 405 names the methods the path takes.
+						if allow := resp.Header.Get("Allow"); !strings.Contains(allow, "GET") || strings.Contains(allow, tc.method) {
+							t.Errorf("Allow %q for %s %s", allow, tc.method, tc.path)
 						}
-						envelope(t, raw, resp.StatusCode, tc.version, "")
-						return
 					}
 					if resp.StatusCode != tc.status {
 						t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, raw)

@@ -241,9 +241,12 @@ func TestE2EEvidenceGraph(t *testing.T) {
 				g.has(t, "agent:"+agentID, "tool_call:"+alone, "triggered_by")
 				g.has(t, "agent:"+agentID, "run:"+run, "triggered_by")
 			}
-			e := envelope(t, s.want(t, 400, "GET", "/v2/graph/agent/"+agentID+"?depth=deep", admin, nil), 400, "v2", "BadRequest")
-			if detail(e, "field") != "depth" {
-				t.Errorf("depth=deep: %v", e)
+			// Not an integer, and present but empty: 400 naming the field.
+			for _, q := range []string{"depth=deep", "depth=", "depth", "depth=%20"} {
+				e := envelope(t, s.want(t, 400, "GET", "/v2/graph/agent/"+agentID+"?"+q, admin, nil), 400, "v2", "BadRequest")
+				if detail(e, "field") != "depth" {
+					t.Errorf("%s: %v", q, e)
+				}
 			}
 			// 55 calls: the graph holds the 50 most recent.
 			busyID, busyTok := s.agent(t, admin, "graph-busy-"+uniq(), nil)

@@ -151,17 +151,25 @@ func checkDocumented(t testing.TB, s *server, req *http.Request, resp *http.Resp
 			return
 		}
 		// No documented operation: the server's answer is the 404
-		// envelope (paths the document leaves out, the console and the
-		// debug handlers, are not checked).
+		// envelope, or 405 with Allow for a documented path asked with
+		// another method (paths the document leaves out, the console and
+		// the debug handlers, are not checked).
 		if exemptPath(req.URL.Path) && resp.StatusCode != http.StatusNotFound {
 			return
 		}
-		if resp.StatusCode != http.StatusNotFound {
-			fail("no documented operation, so the answer must be 404")
+		want := http.StatusNotFound
+		if errors.Is(err, routers.ErrMethodNotAllowed) {
+			want = http.StatusMethodNotAllowed
+			if resp.Header.Get("Allow") == "" {
+				fail("a 405 without Allow")
+			}
+		}
+		if resp.StatusCode != want {
+			fail("no documented operation, so the answer must be %d", want)
 			return
 		}
 		if err := doc.Components.Schemas["Status"].Value.VisitJSON(jsonValue(raw), validationOptions.SchemaValidationOptions...); err != nil {
-			fail("a 404 for an undocumented path is not the status envelope: %v", err)
+			fail("a %d for an undocumented operation is not the status envelope: %v", want, err)
 		}
 		return
 	}

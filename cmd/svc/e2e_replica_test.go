@@ -16,12 +16,29 @@ import (
 // on the very next call, while a list, which may read the replica, shows
 // its lag (which also shows that the replica is in use) until replay
 // resumes.
+//
+// It starts behind on schema: replay is paused before the gateway applies
+// its migrations, so the standby has the new database but none of its
+// tables, as in a rolling upgrade that adds a migration. A list must then
+// be read from the primary (and counted in db_replica_fallbacks_total),
+// never answer 500.
 func TestE2EReplicaLag(t *testing.T) {
 	t.Parallel()
 	db := storetest.PostgresURL(t)
 	replica := storetest.ReplicaOf(t, db)
+	replica.Pause(t)
 	s := startServerOn(t, db, map[string]string{"SVC_DB_READ_REPLICA_URL": replica.URL})
 	_, admin := s.tenant(t, "replica-"+uniq())
+	const schemaFallbacks = `db_replica_fallbacks_total{reason="schema"}`
+	before := metricValue(t, s, schemaFallbacks)
+	s.agent(t, admin, "behind-on-schema", nil)
+	if got := arr(t, s.want(t, 200, "GET", "/v2/agents", admin, nil)); len(got) != 1 || got[0]["name"] != "behind-on-schema" {
+		t.Errorf("the agent list while the standby lacks the tables: %v", got)
+	}
+	if after := metricValue(t, s, schemaFallbacks); after <= before {
+		t.Errorf("%s went from %v to %v: the list did not fall back to the primary for the missing table", schemaFallbacks, before, after)
+	}
+	replica.Resume(t)
 	agentID, tok := s.agent(t, admin, "before-the-lag", nil)
 	viewerID, viewer := s.opToken(t, admin, "viewer", "viewer")
 	read := map[string]any{"tool_call": map[string]any{"tool": "pay", "action": "charge", "parameters": map[string]any{"card": "x"}},
@@ -29,10 +46,22 @@ func TestE2EReplicaLag(t *testing.T) {
 	if m := obj(t, s.want(t, 200, "POST", "/v2/authorize", tok, read)); m["decision"] != "allow" {
 		t.Fatalf("before the lag: %v", m)
 	}
+	// listed reports whether the agent list names the agent; while the
+	// standby converges an answer that is not 200 counts as not yet.
 	listed := func(name string) bool {
-		return slices.ContainsFunc(arr(t, s.want(t, 200, "GET", "/v2/agents", admin, nil)), func(a map[string]any) bool { return a["name"] == name })
+		resp, raw := s.do(t, "GET", "/v2/agents", admin, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Logf("GET /v2/agents: %d %s", resp.StatusCode, raw)
+			return false
+		}
+		return slices.ContainsFunc(arr(t, raw), func(a map[string]any) bool { return a["name"] == name })
 	}
-	checkFor(t, 30*time.Second, "the standby to list the first agent", func() bool { return listed("before-the-lag") })
+	// The standby has replayed the migrations and the first agent once a
+	// list names it without falling back to the primary.
+	checkFor(t, 60*time.Second, "the standby to list the first agent", func() bool {
+		n := metricValue(t, s, schemaFallbacks)
+		return listed("before-the-lag") && metricValue(t, s, schemaFallbacks) == n
+	})
 
 	replica.Pause(t)
 	lateID, _ := s.agent(t, admin, "after-the-lag", nil)
@@ -55,9 +84,9 @@ func TestE2EReplicaLag(t *testing.T) {
 	if got := s.getAgent(t, admin, lateID); got["name"] != "after-the-lag" {
 		t.Errorf("the new agent by id: %v", got)
 	}
-	if listed("after-the-lag") {
+	if slices.ContainsFunc(arr(t, s.want(t, 200, "GET", "/v2/agents", admin, nil)), func(a map[string]any) bool { return a["name"] == "after-the-lag" }) {
 		t.Error("the agent list shows an agent the paused standby cannot have: the list does not read the replica")
 	}
 	replica.Resume(t)
-	checkFor(t, 30*time.Second, "the standby to catch up", func() bool { return listed("after-the-lag") })
+	checkFor(t, 60*time.Second, "the standby to catch up", func() bool { return listed("after-the-lag") })
 }

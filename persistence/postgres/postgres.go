@@ -53,6 +53,17 @@ type Store struct {
 	// checks counts the pings SVC_DB_TEST_BEFORE_ACQUIRE ran on acquired
 	// connections (primary and replica).
 	checks atomic.Uint64
+	// fallbacks counts the replica reads answered by the primary instead.
+	fallbacks replicaFallbacks
+}
+
+// replicaFallbacks counts the reads meant for the replica that the primary
+// answered: because the replica could not be reached, or because it lacks
+// a table, column or function the statement needs (a standby that has not
+// yet replayed a migration the primary has applied, as in every rolling
+// upgrade that adds one).
+type replicaFallbacks struct {
+	unavailable, schema atomic.Uint64
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -190,6 +201,9 @@ func (s *Store) PoolStats() persistence.PoolStats {
 		Size:   int(st.TotalConns()),
 
 		LivenessChecks: s.checks.Load(),
+
+		ReplicaFallbacksUnavailable: s.fallbacks.unavailable.Load(),
+		ReplicaFallbacksSchema:      s.fallbacks.schema.Load(),
 	}
 }
 
@@ -245,13 +259,16 @@ func (d *dbAdapter) Reader() sqlstore.Querier {
 }
 
 // Replica reads from the replica when there is one, falling back to the
-// primary when the replica fails to answer; only lists and searches use it.
+// primary when the replica cannot be reached or is behind on schema (it
+// lacks a table, column or function the statement names: a migration not
+// yet replayed there); only lists and searches use it. Each fallback is
+// counted (db_replica_fallbacks_total).
 func (d *dbAdapter) Replica() sqlstore.Querier {
 	primary := poolQuerier{d.pool, d.acquire}
 	if d.replica == nil {
 		return primary
 	}
-	return fallbackQuerier{first: poolQuerier{d.replica, d.acquire}, second: primary, primary: primary}
+	return fallbackQuerier{first: poolQuerier{d.replica, d.acquire}, second: primary, primary: primary, counts: &d.fallbacks}
 }
 
 func (d *dbAdapter) Tx(ctx context.Context, fn func(sqlstore.Querier) error) error {
@@ -328,8 +345,44 @@ func (q poolQuerier) QueryRow(ctx context.Context, query string, args ...any) sq
 
 // fallbackQuerier reads from first and retries on second when first is
 // unavailable (a connection that fails, not a query that does); writes go
-// to the primary, whichever of the two it is.
-type fallbackQuerier struct{ first, second, primary poolQuerier }
+// to the primary, whichever of the two it is. With counts set, first is
+// the replica: a statement it cannot run for want of a migration is
+// retried on the primary too, and every retry is counted.
+type fallbackQuerier struct {
+	first, second, primary poolQuerier
+	counts                 *replicaFallbacks
+}
+
+// retry reports whether a read that failed on first with err goes to
+// second, counting it.
+func (q fallbackQuerier) retry(err error) bool {
+	switch {
+	case errors.Is(err, persistence.ErrUnavailable):
+		if q.counts != nil {
+			q.counts.unavailable.Add(1)
+		}
+		return true
+	case q.counts != nil && behindOnSchema(err):
+		q.counts.schema.Add(1)
+		return true
+	}
+	return false
+}
+
+// behindOnSchema reports whether err is Postgres refusing a statement for
+// an object its schema lacks: undefined table, column, function, object
+// or schema (SQLSTATE 42P01, 42703, 42883, 42704, 3F000).
+func behindOnSchema(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "42P01", "42703", "42883", "42704", "3F000":
+		return true
+	}
+	return false
+}
 
 func (q fallbackQuerier) Batch(ctx context.Context, stmts []sqlstore.Stmt) error {
 	return q.primary.Batch(ctx, stmts)
@@ -341,7 +394,7 @@ func (q fallbackQuerier) Exec(ctx context.Context, query string, args ...any) (i
 
 func (q fallbackQuerier) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
 	rows, err := q.first.Query(ctx, query, args...)
-	if errors.Is(err, persistence.ErrUnavailable) {
+	if err != nil && q.retry(err) {
 		return q.second.Query(ctx, query, args...)
 	}
 	return rows, err
@@ -360,7 +413,7 @@ type fallbackRow struct {
 
 func (r fallbackRow) Scan(dest ...any) error {
 	err := r.q.first.QueryRow(r.ctx, r.query, r.args...).Scan(dest...)
-	if errors.Is(err, persistence.ErrUnavailable) {
+	if err != nil && r.q.retry(err) {
 		return r.q.second.QueryRow(r.ctx, r.query, r.args...).Scan(dest...)
 	}
 	return err
