@@ -6,14 +6,14 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
+	"mime"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"svc/actors"
+	"svc/credential"
 	"svc/messages"
 	"svc/persistence"
 )
@@ -22,14 +22,29 @@ import (
 const (
 	CodehostSignatureHeader = "X-Hub-Signature-256"
 	CodehostEventHeader     = "X-Codehost-Event"
-	// CodehostDeliveryHeader carries the delivery's id, the same on every
-	// retry of one delivery.
+	// CodehostDeliveryHeader carries the delivery's id, unique to each
+	// delivery and the same on every retry of one delivery (as the code
+	// host's own delivery GUID header); required.
 	CodehostDeliveryHeader = "X-Codehost-Delivery"
 )
 
-// deliveryWindow is how long a delivery id is remembered: the code host
-// retries a failed delivery for a few hours at most.
+// deliveryWindow is how long an accepted delivery is remembered: the code
+// host retries a failed delivery for a few hours at most, and a signed
+// body older than this is no longer refused as a replay.
 const deliveryWindow = 72 * time.Hour
+
+// maxDeliveryIDLen bounds a delivery id (the code host's are 36-character
+// GUIDs).
+const maxDeliveryIDLen = 100
+
+// codehostSecretPrefix starts every code-host webhook secret svc generates.
+const codehostSecretPrefix = "svc_chsec_"
+
+// Limits of a tenant's own code-host webhook secret given by its admin.
+const (
+	minCodehostSecretLen = 32
+	maxCodehostSecretLen = 256
+)
 
 type codehostView struct {
 	Status string `json:"status" openapi:"enum=accepted|ignored"`
@@ -40,6 +55,8 @@ type codehostView struct {
 	Event *string `json:"event,omitempty"`
 	// Duplicate: this delivery id was accepted before; nothing new happened.
 	Duplicate bool `json:"duplicate,omitempty"`
+	// DeliveryID is the X-Codehost-Delivery id this answer is about.
+	DeliveryID string `json:"delivery_id"`
 }
 
 // CodehostSignature is the X-Hub-Signature-256 value of body under secret.
@@ -72,68 +89,166 @@ func codehostPair(event string, payload map[string]any) string {
 
 func (s *Server) registerCodehost() {
 	s.register(Route{Method: "POST", Path: "/webhooks/codehost", Access: AccessPublic, OwnBody: true, Tag: "soc", Status: 202,
-		Resp: codehostView{}, Errors: []int{400, 401, 404},
-		Summary: "The code host's webhook receiver (SPEC 4.9). Checked in this order: 401 webhook_not_configured when " +
-			"SVC_CODEHOST_WEBHOOK_SECRET is unset; 401 invalid_signature unless " + CodehostSignatureHeader + " is sha256= and the hex " +
-			"HMAC-SHA256 of the raw body under the secret (compared in constant time); 400 tenant_required without a valid " +
-			TenantHeader + ", 404 for an unknown tenant; 400 invalid_json for a body that is not a JSON object. Then " + CodehostEventHeader +
+		Resp: codehostView{}, Errors: []int{400, 401, 404, 409, 415},
+		Summary: "The code host's webhook receiver (SPEC 4.9). The secret that verifies a delivery is the tenant's own " +
+			"(codehost_webhook_secret, PATCH /tenants/settings) when the tenant named by " + TenantHeader + " has one, and only then; " +
+			"otherwise the installation's SVC_CODEHOST_WEBHOOK_SECRET. Checked in this order: 401 webhook_not_configured when " +
+			"that secret is unset; 401 invalid_signature unless " + CodehostSignatureHeader + " is sha256= and the hex " +
+			"HMAC-SHA256 of the raw body under the secret (compared in constant time), so the installation secret is refused " +
+			"for a tenant with its own; 400 tenant_required without a valid " + TenantHeader + ", 404 for an unknown tenant; " +
+			"400 delivery_id_required without " + CodehostDeliveryHeader + ", 400 invalid_delivery_id unless it is one value of " +
+			"1 to 100 printable ASCII characters without spaces; 415 unsupported_media_type unless Content-Type is " +
+			"application/json; 400 invalid_json for a body that is not one strict JSON object (CONTRACT 10: a duplicate key " +
+			"is details.reason duplicate_key, invalid UTF-8 or a lone surrogate is malformed) and 400 nul_character for U+0000 " +
+			"in it. Then " + CodehostEventHeader +
 			" and the payload's action: pull_request opened, closed (merged or not), issues opened and issue_comment created become " +
 			"an external_event:codehost_webhook event (tool codehost, action the normalized pair, resource <owner>/<repo>#<number>) " +
-			"that detection rules match: 202 accepted with event_id. Anything else: 202 ignored. A delivery id (" + CodehostDeliveryHeader +
-			") seen in the last 72 hours is accepted once: its retries answer 202 with the first event_id and duplicate true.",
+			"that detection rules match: 202 accepted with event_id. Anything else: 202 ignored. An accepted delivery is " +
+			"remembered for 72 hours on every node, by its tenant and delivery id and by its signed body (the signature): " +
+			"the code host's retry (the same id and body into the same tenant) answers 202 with the first event_id and " +
+			"duplicate true, and adds nothing; 409 delivery_replayed when the signed body was accepted under another " +
+			"delivery id or into another tenant; 409 delivery_id_reused when the tenant's delivery id was accepted with " +
+			"another body.",
 		Handle: s.codehostWebhook})
 	s.registerPulls()
 }
 
 // codehostWebhook serves POST /webhooks/codehost.
 func (s *Server) codehostWebhook(c *Call) (any, error) {
-	secret := s.cfg.CodehostWebhookSecret
-	if secret == "" {
-		return nil, apiErr("Unauthorized", "webhook_not_configured", "SVC_CODEHOST_WEBHOOK_SECRET is not set")
-	}
 	raw, e := s.readCapped(c)
 	if e != nil {
 		return nil, e
 	}
-	if !hmac.Equal([]byte(c.R.Header.Get(CodehostSignatureHeader)), []byte(CodehostSignature(secret, raw))) {
+	tenantID := strings.TrimSpace(c.R.Header.Get(TenantHeader))
+	_, perr := uuid.Parse(tenantID)
+	secret, err := s.codehostSecret(c, tenantID, perr == nil)
+	if err != nil {
+		return nil, err
+	}
+	if secret == "" {
+		return nil, apiErr("Unauthorized", "webhook_not_configured", "SVC_CODEHOST_WEBHOOK_SECRET is not set")
+	}
+	want := CodehostSignature(secret, raw)
+	if !hmac.Equal([]byte(c.R.Header.Get(CodehostSignatureHeader)), []byte(want)) {
 		return nil, apiErr("Unauthorized", "invalid_signature", "%s does not match the body", CodehostSignatureHeader)
 	}
-	tenantID := strings.TrimSpace(c.R.Header.Get(TenantHeader))
-	if _, err := uuid.Parse(tenantID); err != nil {
+	if perr != nil {
 		return nil, badRequest("tenant_required", "the %s header must name a tenant", TenantHeader)
 	}
 	if _, err := s.Store.GetTenant(c.Ctx(), tenantID); err != nil {
-		if errors.Is(err, persistence.ErrNotFound) {
-			return nil, notFound("tenant")
-		}
-		return nil, err
+		return nil, orNotFound(err, "tenant")
+	}
+	deliveryID, e := codehostDeliveryID(c)
+	if e != nil {
+		return nil, e
+	}
+	if mt, _, err := mime.ParseMediaType(c.R.Header.Get("Content-Type")); err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return nil, apiErr("UnsupportedMediaType", "unsupported_media_type", "Content-Type must be application/json")
+	}
+	// The same strict decoding as every other body (CONTRACT 10): a
+	// duplicate key would let the code host and svc read two payloads.
+	if e := checkJSON(raw); e != nil {
+		return nil, e
 	}
 	var payload map[string]any
-	if err := json.Unmarshal(raw, &payload); err != nil || payload == nil {
+	if e := decodeStrict(raw, &payload); e != nil || payload == nil {
 		return nil, badRequest("invalid_json", "the body must be a JSON object")
 	}
 	pair := codehostPair(c.R.Header.Get(CodehostEventHeader), payload)
 	if pair == "" {
-		return codehostView{Status: "ignored"}, nil
+		return codehostView{Status: "ignored", DeliveryID: deliveryID}, nil
 	}
 	ev := messages.AseEvent{EventID: uuid.NewString(), OccurredAt: nowUTC(), TenantID: tenantID, Kind: "external_event:codehost_webhook",
 		AgentID: messages.UnknownAgent, Decision: "allow", Tool: ingestSources["codehost_webhook"], Action: pair, Resource: ingestResource(payload),
 		RiskScore: 0, Reason: "codehost_webhook", MatchedPolicies: []string{}, RedactedFields: []string{}, SchemaVersion: messages.SchemaVersion}
-	if id := strings.TrimSpace(c.R.Header.Get(CodehostDeliveryHeader)); id != "" && len(id) <= 128 {
-		fresh, err := s.Shared.SetNX(c.Ctx(), "codehost:delivery:"+tenantID+":"+id, ev.EventID, deliveryWindow)
-		if err != nil {
-			return nil, err
-		}
-		if !fresh {
-			first, _, err := s.Shared.Get(c.Ctx(), "codehost:delivery:"+tenantID+":"+id)
-			if err != nil {
-				return nil, err
-			}
-			return codehostView{Status: "accepted", EventID: &first, Event: &pair, Duplicate: true}, nil
-		}
+	// The signature stands for the body and the secret that signed it: the
+	// same signed body is one delivery, whichever id or tenant it is sent
+	// with.
+	digest := sha256.Sum256([]byte(want))
+	d := persistence.CodehostDelivery{TenantID: tenantID, DeliveryID: deliveryID, Digest: hex.EncodeToString(digest[:]),
+		EventID: ev.EventID, Event: pair, ReceivedAt: ev.OccurredAt}
+	first, fresh, err := s.Store.ClaimCodehostDelivery(c.Ctx(), d, ev.OccurredAt.Add(-deliveryWindow))
+	if err != nil {
+		return nil, err
+	}
+	if !fresh {
+		return codehostRepeat(d, first)
 	}
 	s.Events.Publish(ev)
-	return codehostView{Status: "accepted", EventID: &ev.EventID, Event: &pair}, nil
+	return codehostView{Status: "accepted", EventID: &ev.EventID, Event: &pair, DeliveryID: deliveryID}, nil
+}
+
+// codehostSecret is the secret that verifies a delivery for tenantID: the
+// tenant's own when it has one, else the installation's ("" when unset).
+// A header that is not a tenant id has no secret of its own.
+func (s *Server) codehostSecret(c *Call, tenantID string, valid bool) (string, error) {
+	if valid {
+		own, err := s.Store.CodehostWebhookSecret(c.Ctx(), tenantID)
+		if err != nil || own != "" {
+			return own, err
+		}
+	}
+	return s.cfg.CodehostWebhookSecret, nil
+}
+
+// codehostDeliveryID returns the delivery's X-Codehost-Delivery id: one
+// value of 1 to maxDeliveryIDLen printable ASCII characters without spaces.
+func codehostDeliveryID(c *Call) (string, *Error) {
+	vs := c.R.Header.Values(CodehostDeliveryHeader)
+	if len(vs) == 0 || (len(vs) == 1 && vs[0] == "") {
+		return "", badRequest("delivery_id_required", "the %s header must carry the delivery's id", CodehostDeliveryHeader)
+	}
+	bad := len(vs) > 1 || len(vs[0]) > maxDeliveryIDLen
+	for i := 0; !bad && i < len(vs[0]); i++ {
+		bad = vs[0][i] <= ' ' || vs[0][i] > '~'
+	}
+	if bad {
+		return "", badRequest("invalid_delivery_id", "the %s header must be one value of 1 to %d printable ASCII characters without spaces",
+			CodehostDeliveryHeader, maxDeliveryIDLen)
+	}
+	return vs[0], nil
+}
+
+// codehostRepeat answers a delivery whose tenant and id, or signed body,
+// were accepted within the window (first): the code host's retry of that
+// very delivery is its first answer again, marked duplicate; anything else
+// is a replay, refused.
+func codehostRepeat(d, first persistence.CodehostDelivery) (any, error) {
+	switch {
+	case first.TenantID == d.TenantID && first.DeliveryID == d.DeliveryID && first.Digest == d.Digest:
+		return codehostView{Status: "accepted", EventID: &first.EventID, Event: &first.Event, Duplicate: true, DeliveryID: d.DeliveryID}, nil
+	case first.TenantID == d.TenantID && first.DeliveryID == d.DeliveryID:
+		e := apiErr("Conflict", "delivery_id_reused", "delivery %s was accepted with another body in the last 72 hours", d.DeliveryID)
+		e.Details["delivery_id"] = d.DeliveryID
+		return nil, e
+	default:
+		e := apiErr("Conflict", "delivery_replayed", "this signed body was accepted as another delivery in the last 72 hours; a replay is not accepted")
+		e.Details["delivery_id"] = d.DeliveryID
+		return nil, e
+	}
+}
+
+// codehostSecretSetting parses codehost_webhook_secret of PATCH
+// /tenants/settings: "generate" mints one (shown once), null removes the
+// tenant's own secret (""), anything else is the secret itself, 32 to 256
+// printable ASCII characters without spaces.
+func codehostSecretSetting(v *string) (secret, shown string, err error) {
+	switch {
+	case v == nil:
+		return "", "", nil
+	case *v == "generate":
+		secret, _ = credential.Mint(codehostSecretPrefix)
+		return secret, secret, nil
+	}
+	ok := len(*v) >= minCodehostSecretLen && len(*v) <= maxCodehostSecretLen
+	for i := 0; ok && i < len(*v); i++ {
+		ok = (*v)[i] > ' ' && (*v)[i] <= '~'
+	}
+	if !ok {
+		return "", "", invalidField("codehost_webhook_secret", `must be "generate", %d to %d printable ASCII characters without spaces, or null`,
+			minCodehostSecretLen, maxCodehostSecretLen)
+	}
+	return *v, "", nil
 }
 
 // pullView is a pull request the tenant's agents touched, as the Security

@@ -32,10 +32,19 @@ type tenantCreated struct {
 type settingsView struct {
 	TenantID                     string `json:"tenant_id" openapi:"format=uuid"`
 	AutoRotateTokenOnLeakEnabled bool   `json:"auto_rotate_token_on_leak_enabled"`
+	// CodehostWebhookSecretSet: the tenant has its own code-host webhook
+	// secret, the only one its deliveries are verified with.
+	CodehostWebhookSecretSet bool `json:"codehost_webhook_secret_set"`
+	// CodehostWebhookSecret is present only when the patch generated it,
+	// shown this once.
+	CodehostWebhookSecret string `json:"codehost_webhook_secret,omitempty"`
 }
 
 type settingsPatch struct {
-	AutoRotateTokenOnLeakEnabled *bool `json:"auto_rotate_token_on_leak_enabled" openapi:"required"`
+	AutoRotateTokenOnLeakEnabled *bool `json:"auto_rotate_token_on_leak_enabled" openapi:"notnull"`
+	// CodehostWebhookSecret is "generate", 32 to 256 printable ASCII
+	// characters without spaces, or null to remove the tenant's own secret.
+	CodehostWebhookSecret *string `json:"codehost_webhook_secret" openapi:"pattern=codehost_webhook_secret"`
 }
 
 type opTokenCreate struct {
@@ -96,11 +105,16 @@ func (s *Server) registerTenants() {
 		Summary: "Delete a tenant and every row it owns; its tokens stop working at once.", Errors: []int{404},
 		Handle: s.deleteTenant})
 	s.register(Route{Method: "GET", Path: "/tenants/settings", Access: AccessViewer, Tag: "tenants", Resp: settingsView{},
-		Summary: "The tenant's settings.",
+		Summary: "The tenant's settings; codehost_webhook_secret_set says whether it has its own code-host webhook secret (never shown).",
 		Handle:  s.getTenantSettings})
 	s.register(Route{Method: "PATCH", Path: "/tenants/settings", Access: AccessAdmin, Tag: "tenants", Resp: settingsView{},
-		Summary: "Change the tenant's settings (config_change audit event).", Body: &settingsPatch{},
-		Handle: s.updateTenantSettings})
+		Summary: "Change the tenant's settings (config_change audit event each), at least one of auto_rotate_token_on_leak_enabled " +
+			"and codehost_webhook_secret (400 invalid_field otherwise). codehost_webhook_secret sets the tenant's own code-host " +
+			"webhook secret, from then on the only one POST /webhooks/codehost verifies the tenant's deliveries with (the " +
+			"installation's SVC_CODEHOST_WEBHOOK_SECRET is refused for it): \"generate\" mints one, returned in this answer " +
+			"only; otherwise 32 to 256 printable ASCII characters without spaces; null removes it, and the installation secret " +
+			"applies again.",
+		Body: &settingsPatch{}, Handle: s.updateTenantSettings})
 	s.register(Route{Method: "POST", Path: "/operator-tokens", Access: AccessAdmin, Tag: "tenants", Status: 201,
 		Summary: "Create an operator token with a role; the secret is returned once.",
 		Body:    &opTokenCreate{}, Resp: opTokenCreated{},
@@ -154,24 +168,59 @@ func (s *Server) getTenantSettings(c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return settingsView{t.ID, t.AutoRotateTokenOnLeak}, nil
+	return s.viewSettings(c, t)
+}
+
+// viewSettings is the tenant's settings view.
+func (s *Server) viewSettings(c *Call, t persistence.Tenant) (settingsView, error) {
+	own, err := s.Store.CodehostWebhookSecret(c.Ctx(), t.ID)
+	if err != nil {
+		return settingsView{}, err
+	}
+	return settingsView{TenantID: t.ID, AutoRotateTokenOnLeakEnabled: t.AutoRotateTokenOnLeak, CodehostWebhookSecretSet: own != ""}, nil
 }
 
 // updateTenantSettings serves PATCH /tenants/settings.
 func (s *Server) updateTenantSettings(c *Call) (any, error) {
 	b := bodyOf[settingsPatch](c)
-	if b.AutoRotateTokenOnLeakEnabled == nil {
-		return nil, invalidField("auto_rotate_token_on_leak_enabled", "is required")
+	rotate, hasSecret := c.HasField("auto_rotate_token_on_leak_enabled"), c.HasField("codehost_webhook_secret")
+	switch {
+	case rotate && b.AutoRotateTokenOnLeakEnabled == nil:
+		return nil, invalidField("auto_rotate_token_on_leak_enabled", "must be true or false")
+	case !rotate && !hasSecret:
+		return nil, invalidField("auto_rotate_token_on_leak_enabled", "is required unless codehost_webhook_secret is given")
+	}
+	secret, shown, err := codehostSecretSetting(b.CodehostWebhookSecret)
+	if err != nil {
+		return nil, err
 	}
 	p := c.Principal
-	t, err := s.Store.UpdateTenantSettings(c.Ctx(), p.TenantID, *b.AutoRotateTokenOnLeakEnabled,
-		auditEvent(p, p.TenantID, "config_change", "tenant_settings_updated", "",
-			map[string]any{"auto_rotate_token_on_leak_enabled": *b.AutoRotateTokenOnLeakEnabled}))
-	if err != nil {
-		return nil, s.audited(err)
+	if hasSecret {
+		change := "set"
+		if secret == "" {
+			change = "removed"
+		}
+		// The audit says what changed, never the secret.
+		if err := s.Store.SetCodehostWebhookSecret(c.Ctx(), p.TenantID, secret, nowUTC(),
+			auditEvent(p, p.TenantID, "config_change", "tenant_settings_updated", "", map[string]any{"codehost_webhook_secret": change})); err != nil {
+			return nil, s.audited(err)
+		}
+	}
+	var t persistence.Tenant
+	if rotate {
+		t, err = s.Store.UpdateTenantSettings(c.Ctx(), p.TenantID, *b.AutoRotateTokenOnLeakEnabled,
+			auditEvent(p, p.TenantID, "config_change", "tenant_settings_updated", "",
+				map[string]any{"auto_rotate_token_on_leak_enabled": *b.AutoRotateTokenOnLeakEnabled}))
+		if err != nil {
+			return nil, s.audited(err)
+		}
+	} else if t, err = s.Store.GetTenant(c.Ctx(), p.TenantID); err != nil {
+		return nil, err
 	}
 	s.auditOK()
-	return settingsView{t.ID, t.AutoRotateTokenOnLeak}, nil
+	v, err := s.viewSettings(c, t)
+	v.CodehostWebhookSecret = shown
+	return v, err
 }
 
 // createOperatorToken serves POST /operator-tokens.
