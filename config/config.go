@@ -203,7 +203,7 @@ func Settings() []Setting {
 		{"SVC_QUOTA_WINDOW_SECS", "86400", "quota window"},
 		{"SVC_REPLAY_WINDOW_SECS", "300", "window in which a reused nonce is denied; a starting node restores the window's nonces from the decisions, which record them"},
 		{"SVC_APPROVAL_TTL_SECS", "1800", "approval time to live"},
-		{"SVC_APPROVAL_CALLBACK_IP_LIMIT", "10", "per-source-IP bucket for approve, reject, edit; refills at limit / 60 tokens per second"},
+		{"SVC_APPROVAL_CALLBACK_IP_LIMIT", "10", "per-source-IP bucket for approve, reject, edit; refills at limit / 60 tokens per second; one bucket per valid credential at each address, one for all calls without a valid credential"},
 		{"SVC_APPROVAL_ATTEMPT_LIMIT", "5", "failed (4xx) attempts per approval id per window"},
 		{"SVC_APPROVAL_ATTEMPT_WINDOW_SECS", "3600", "window of SVC_APPROVAL_ATTEMPT_LIMIT"},
 		{"SVC_AUTH_FAILURE_LIMIT", "5", "failed token attempts on authorize per source IP and tenant before 429"},

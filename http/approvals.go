@@ -108,7 +108,8 @@ func (s *Server) registerApprovals() {
 			})
 		}
 	}
-	limits := " Approve, reject and edit share a per-source-IP token bucket (SVC_APPROVAL_CALLBACK_IP_LIMIT, refilling at limit/60 per second) " +
+	limits := " Approve, reject and edit share a per-source-IP token bucket (SVC_APPROVAL_CALLBACK_IP_LIMIT, refilling at limit/60 per second), " +
+		"one per valid credential at each address and one for all calls without a valid credential, so strangers at an address never use up an approver's, " +
 		"and a cap on failed (4xx) attempts per approval id (SVC_APPROVAL_ATTEMPT_LIMIT in SVC_APPROVAL_ATTEMPT_WINDOW_SECS); both answer 429 with Retry-After."
 	s.register(Route{Method: "POST", Path: "/approvals/:approval_id/approve", Access: AccessApprover, SelfAuth: true, Tag: "approvals",
 		Body: &approvalDecideReq{}, Resp: approvalView{}, Errors: []int{404, 409, 429},
@@ -234,7 +235,7 @@ func stateError(err error, what, code, conflict string) error {
 // than these 429s) counts as a failed attempt. Both limits live in shared
 // state, so they hold across nodes.
 func (s *Server) guardApproval(c *Call, tenantID, id string, run func() (any, error)) (any, error) {
-	if err := s.approvalIPToken(c); err != nil {
+	if err := s.approvalIPToken(c, "chat"); err != nil {
 		return nil, err
 	}
 	failKey := approvalFailKey(tenantID, id)
@@ -247,15 +248,24 @@ func (s *Server) guardApproval(c *Call, tenantID, id string, run func() (any, er
 }
 
 // guardApprovalCall is guardApproval for the REST approve, reject and edit
-// (SelfAuth routes): every call takes its token from the per-IP bucket
-// before its credential is judged, and once the caller's tenant is known,
+// (SelfAuth routes). Every call takes a token from a per-IP bucket once its
+// credential is judged: a valid credential (of any role) from its own
+// bucket for that address, every call without one from the address's
+// shared bucket for strangers. So calls without a valid credential,
+// however many, never use up the bucket of an approver at the same
+// address (a NAT, a proxy), as the authorize lockout never catches a
+// valid agent token (CONTRACT §13). Once the caller's tenant is known,
 // every 4xx counts toward the approval's cap, a wrong role or a bad body
 // included, not only the handler's own refusals.
 func (s *Server) guardApprovalCall(c *Call, run func() (any, error)) (any, error) {
-	if err := s.approvalIPToken(c); err != nil {
-		return nil, err
-	}
 	p, err := s.authenticate(c.R, AccessApprover)
+	who := "anonymous"
+	if p.Kind != "" {
+		who = p.Actor()
+	}
+	if ipErr := s.approvalIPToken(c, who); ipErr != nil {
+		return nil, ipErr
+	}
 	c.Principal = p
 	failKey := ""
 	if p.TenantID != "" {
@@ -282,10 +292,12 @@ func (s *Server) guardApprovalCall(c *Call, run func() (any, error)) (any, error
 
 func approvalFailKey(tenantID, id string) string { return "apfail:" + tenantID + ":" + id }
 
-// approvalIPToken takes one token from the caller's per-IP bucket.
-func (s *Server) approvalIPToken(c *Call) error {
+// approvalIPToken takes one token from the per-IP bucket of who at the
+// caller's address: a credential's actor, "chat" for signed chat
+// callbacks, "anonymous" for every call without a valid credential.
+func (s *Server) approvalIPToken(c *Call, who string) error {
 	limit := float64(s.cfg.ApprovalCallbackIPLimit)
-	ok, retry, err := s.Shared.TakeToken(c.Ctx(), "apip:"+clientIP(c.R), limit, limit/60, 1)
+	ok, retry, err := s.Shared.TakeToken(c.Ctx(), "apip:"+clientIP(c.R)+":"+who, limit, limit/60, 1)
 	if err != nil {
 		return unavailable("shared_state_unavailable", "shared state is unavailable; the call is refused (fail closed)")
 	}

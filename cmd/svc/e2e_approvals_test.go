@@ -426,6 +426,39 @@ func TestE2EApprovalLimits(t *testing.T) {
 			azRetryAfter(t, resp, raw, "approval_attempts_exceeded")
 		})
 
+		t.Run("strangers at an address do not use up an approver's bucket", func(t *testing.T) {
+			// Calls without a valid credential (none, unknown tokens) from
+			// this address empty the strangers' bucket and are refused with
+			// 429; an approver's real approve from the same address is
+			// still served, as a valid agent token is under the authorize
+			// lockout.
+			_, approver := s.opToken(t, admin, "ap-nat-"+uniq(), "approver")
+			_, tok := s.agent(t, admin, "ap-nat-"+uniq(), map[string]any{"risk_tier": "high"})
+			id := str(t, azDecide(t, s, tok, apCall(map[string]any{"x": 3}, nil), "require_approval", ""), "approval_id")
+			limited := false
+			for i := range 20 {
+				token := ""
+				if i%2 == 1 {
+					token = "svc_op_not-a-real-token-" + uniq()
+				}
+				resp, raw := s.do(t, "POST", "/v2/approvals/"+id+"/approve", token, map[string]any{"approver_user_id": "mallory"})
+				switch resp.StatusCode {
+				case 401:
+				case 429:
+					azRetryAfter(t, resp, raw, "approval_ip_limited")
+					limited = true
+				default:
+					t.Fatalf("stranger call %d: %d %s", i, resp.StatusCode, raw)
+				}
+			}
+			if !limited {
+				t.Error("20 approve calls without a valid credential from one address were never limited")
+			}
+			if m := apDecide(t, s, approver, id, "approve", 200, map[string]any{"approver_user_id": "alice"}); m["status"] != "APPROVED" {
+				t.Errorf("the approver's approve: %v", m)
+			}
+		})
+
 		t.Run("per-IP bucket", func(t *testing.T) {
 			// The bucket holds 10 and refills at 10/60 per second; the calls
 			// above took some of it. Unknown ids answer 404 until it is empty.
