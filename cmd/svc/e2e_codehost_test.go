@@ -1,12 +1,15 @@
 package main
 
-// The code host's webhook receiver end to end (SPEC 4.9, 5.5; issue 27):
-// the documented payloads of the five supported pairs and of ignored
-// ones, signature, tenant header and body errors, duplicate deliveries
-// accepted once, and the normalized events on the live feed and matched
-// by a detection rule.
+// The code host's webhook receiver end to end (SPEC 4.9, 5.5; issues 27
+// and 35): the documented payloads of the five supported pairs and of
+// ignored ones, signature, tenant header, delivery id and body errors,
+// duplicate deliveries accepted once, replays refused on every node and
+// in every tenant, a tenant's own webhook secret, and the normalized
+// events on the live feed and matched by a detection rule.
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,8 +21,12 @@ import (
 
 const codehostSecret = "codehost-webhook-secret"
 
+// noDelivery, as codehostPost's delivery, sends no X-Codehost-Delivery.
+const noDelivery = "-"
+
 // codehostPost posts a webhook delivery signed with secret ("" unsigned)
-// and returns the raw answer.
+// and returns the raw answer. delivery is its X-Codehost-Delivery id: ""
+// for a fresh one, noDelivery for none.
 func codehostPost(t testing.TB, s *server, status int, secret, tenantID, event, delivery string, body []byte) []byte {
 	t.Helper()
 	h := []string{"Content-Type", "application/json", httpapi.CodehostEventHeader, event}
@@ -29,10 +36,41 @@ func codehostPost(t testing.TB, s *server, status int, secret, tenantID, event, 
 	if tenantID != "" {
 		h = append(h, "X-Svc-Tenant-ID", tenantID)
 	}
-	if delivery != "" {
+	switch delivery {
+	case "":
+		h = append(h, httpapi.CodehostDeliveryHeader, randomUUID())
+	case noDelivery:
+	default:
 		h = append(h, httpapi.CodehostDeliveryHeader, delivery)
 	}
 	return s.want(t, status, "POST", "/v2/webhooks/codehost", "", string(body), h...)
+}
+
+// fresh returns body with a unique member first: another signed body, so
+// a delivery of its own rather than a replay of one accepted before.
+func fresh(body []byte) []byte {
+	return append([]byte(`{"svc_e2e":"`+uniq()+`",`), bytes.TrimPrefix(bytes.TrimSpace(body), []byte("{"))...)
+}
+
+// wantRefused asserts an envelope of status and reason with details.error
+// code.
+func wantRefused(t testing.TB, what string, raw []byte, status int, reason, code string) {
+	t.Helper()
+	if e := envelope(t, raw, status, "v2", reason); detail(e, "error") != code {
+		t.Errorf("%s: %v, want %s", what, e, code)
+	}
+}
+
+// countAlerts counts the tenant's alerts of one rule.
+func countAlerts(t testing.TB, s *server, tok, rule string) int {
+	t.Helper()
+	n := 0
+	for _, a := range socAlerts(t, s, tok, "") {
+		if a["rule_key"] == rule {
+			n++
+		}
+	}
+	return n
 }
 
 // fixture reads a documented webhook payload from testdata/codehost.
@@ -63,9 +101,12 @@ func TestE2ECodehostWebhook(t *testing.T) {
 	forModes(t, func(t *testing.T, backend string) {
 		s := startServer(t, backend, map[string]string{"SVC_CODEHOST_WEBHOOK_SECRET": codehostSecret})
 		tenantID, admin := s.tenant(t, "codehost-"+uniq())
-		// A custom rule on one normalized pair: merged pull requests.
+		// Custom rules on normalized pairs: merged pull requests, opened
+		// issues.
 		s.want(t, 200, "POST", "/v2/soc/rules", admin, map[string]any{"rule_key": "pr_merged", "severity": "LOW",
 			"condition": map[string]any{"kind": "external_event:codehost_webhook", "action": "pull_request.merged"}})
+		s.want(t, 200, "POST", "/v2/soc/rules", admin, map[string]any{"rule_key": "issue_opened", "severity": "LOW",
+			"condition": map[string]any{"kind": "external_event:codehost_webhook", "action": "issues.opened"}})
 		feed, _, err := wsDial(t, s, admin, "")
 		if err != nil {
 			t.Fatal(err)
@@ -105,18 +146,77 @@ func TestE2ECodehostWebhook(t *testing.T) {
 
 		// A delivery retried with its id is accepted once: the retry
 		// answers the first event id and adds no event (a later delivery
-		// shows the feed has caught up).
+		// shows the feed has caught up). On two nodes the retry and every
+		// replay go to the node that did not accept the delivery.
+		accepting, other := s, s
+		if len(s.peers) == 2 {
+			accepting, other = s.peers[0], s.peers[1]
+		}
 		delivery := "d-" + uniq()
-		first := obj(t, codehostPost(t, s, 202, codehostSecret, tenantID, "issues", delivery, fixture(t, "issues.opened")))
-		again := obj(t, codehostPost(t, s, 202, codehostSecret, tenantID, "issues", delivery, fixture(t, "issues.opened")))
-		if again["duplicate"] != true || again["event_id"] != first["event_id"] || first["duplicate"] != nil {
+		issue := fresh(fixture(t, "issues.opened"))
+		first := obj(t, codehostPost(t, accepting, 202, codehostSecret, tenantID, "issues", delivery, issue))
+		again := obj(t, codehostPost(t, other, 202, codehostSecret, tenantID, "issues", delivery, issue))
+		if again["duplicate"] != true || again["event_id"] != first["event_id"] || again["event"] != "issues.opened" ||
+			first["duplicate"] != nil || first["delivery_id"] != delivery {
 			t.Errorf("a repeated delivery: first %v, again %v", first, again)
 		}
-		later := obj(t, codehostPost(t, s, 202, codehostSecret, tenantID, "issues", "d-"+uniq(), fixture(t, "issues.opened")))
+		// Replays of the signed body (issue 35): under fresh ids (five
+		// times), without an id, with an over-long one, into another
+		// tenant; and the delivery's id with another body. None raises
+		// an event or an alert.
+		for i := range 5 {
+			wantRefused(t, fmt.Sprintf("replay %d under a fresh id", i), codehostPost(t, other, 409, codehostSecret, tenantID, "issues", "", issue),
+				409, "Conflict", "delivery_replayed")
+		}
+		wantRefused(t, "a replay without an id", codehostPost(t, other, 400, codehostSecret, tenantID, "issues", noDelivery, issue),
+			400, "BadRequest", "delivery_id_required")
+		wantRefused(t, "a replay with an over-long id", codehostPost(t, other, 400, codehostSecret, tenantID, "issues", strings.Repeat("d", 129), issue),
+			400, "BadRequest", "invalid_delivery_id")
+		tenantB, adminB := s.tenant(t, "codehost-b-"+uniq())
+		for _, id := range []string{delivery, ""} {
+			wantRefused(t, "a replay into another tenant", codehostPost(t, other, 409, codehostSecret, tenantB, "issues", id, issue),
+				409, "Conflict", "delivery_replayed")
+		}
+		wantRefused(t, "the id with another body", codehostPost(t, other, 409, codehostSecret, tenantID, "issues", delivery,
+			fresh(fixture(t, "issues.opened"))), 409, "Conflict", "delivery_id_reused")
+		later := obj(t, codehostPost(t, other, 202, codehostSecret, tenantID, "issues", "", fresh(fixture(t, "issues.opened"))))
 		checkFor(t, 15*time.Second, "the later delivery on the feed", func() bool { return feedEvents(frames, later["event_id"].(string)) == 1 })
 		if n := feedEvents(frames, first["event_id"].(string)); n != 1 {
 			t.Errorf("the repeated delivery's event is on the feed %d times", n)
 		}
+		// Opened issues: the fixture's, the delivery's and the later one.
+		checkFor(t, 15*time.Second, "three issue_opened alerts", func() bool { return countAlerts(t, s, admin, "issue_opened") >= 3 })
+		if n := countAlerts(t, s, admin, "issue_opened"); n != 3 {
+			t.Errorf("%d issue_opened alerts, want 3: the replays raised alerts", n)
+		}
+		if n := len(socAlerts(t, s, adminB, "")); n != 0 {
+			t.Errorf("the other tenant has %d alerts", n)
+		}
+
+		// A tenant's own webhook secret (PATCH /v2/tenants/settings): from
+		// then on the only one its deliveries verify with, on every node;
+		// other tenants keep the installation's.
+		set := obj(t, s.want(t, 200, "PATCH", "/v2/tenants/settings", adminB, map[string]any{"codehost_webhook_secret": "generate"}))
+		own, _ := set["codehost_webhook_secret"].(string)
+		if own == "" || set["codehost_webhook_secret_set"] != true {
+			t.Fatalf("a generated secret: %v", set)
+		}
+		if m := obj(t, s.want(t, 200, "GET", "/v2/tenants/settings", adminB, nil)); m["codehost_webhook_secret_set"] != true || m["codehost_webhook_secret"] != nil {
+			t.Errorf("the settings after: %v", m)
+		}
+		mine := fresh(fixture(t, "pull_request.opened"))
+		for _, n := range []*server{accepting, other} {
+			wantRefused(t, "the installation secret for a tenant with its own", codehostPost(t, n, 401, codehostSecret, tenantB, "pull_request", "", mine),
+				401, "Unauthorized", "invalid_signature")
+		}
+		if m := obj(t, codehostPost(t, other, 202, own, tenantB, "pull_request", "", mine)); m["status"] != "accepted" {
+			t.Errorf("the tenant's own secret: %v", m)
+		}
+		wantRefused(t, "the tenant's secret for another tenant", codehostPost(t, accepting, 401, own, tenantID, "pull_request", "",
+			fresh(fixture(t, "pull_request.opened"))), 401, "Unauthorized", "invalid_signature")
+		obj(t, codehostPost(t, accepting, 202, codehostSecret, tenantID, "pull_request", "", fresh(fixture(t, "pull_request.opened"))))
+		s.want(t, 200, "PATCH", "/v2/tenants/settings", adminB, map[string]any{"codehost_webhook_secret": nil})
+		obj(t, codehostPost(t, accepting, 202, codehostSecret, tenantB, "pull_request", "", fresh(fixture(t, "pull_request.opened"))))
 	})
 }
 
@@ -141,16 +241,35 @@ func TestE2ECodehostWebhookErrors(t *testing.T) {
 		{"wrong secret", "other", tenantID, "invalid_signature", "Unauthorized", body, 401},
 		{"no tenant", codehostSecret, "", "tenant_required", "BadRequest", body, 400},
 		{"unknown tenant", codehostSecret, randomUUID(), "not_found", "NotFound", body, 404},
+		{"no delivery id", codehostSecret, tenantID, "delivery_id_required", "BadRequest", body, 400},
+		{"a delivery id with a space", codehostSecret, tenantID, "invalid_delivery_id", "BadRequest", body, 400},
 		{"not JSON", codehostSecret, tenantID, "invalid_json", "BadRequest", []byte(`{"action":`), 400},
 		{"not an object", codehostSecret, tenantID, "invalid_json", "BadRequest", []byte(`[1,2]`), 400},
+		{"action twice", codehostSecret, tenantID, "invalid_json", "BadRequest",
+			[]byte(`{"action":"opened","action":"closed","pull_request":{"number":1},"repository":{"full_name":"a/b"}}`), 400},
+		{"U+0000", codehostSecret, tenantID, "nul_character", "BadRequest", []byte(`{"action":"opened","title":"\u0000"}`), 400},
+		{"a lone surrogate", codehostSecret, tenantID, "invalid_json", "BadRequest", []byte(`{"action":"opened","title":"\ud800"}`), 400},
+		{"invalid UTF-8", codehostSecret, tenantID, "invalid_json", "BadRequest", []byte("{\"action\":\"opened\",\"title\":\"\xff\"}"), 400},
 	} {
-		e := envelope(t, codehostPost(t, s, c.status, c.secret, c.tenant, "pull_request", "", c.body), c.status, "v2", c.reason)
+		delivery := ""
+		switch c.name {
+		case "no delivery id":
+			delivery = noDelivery
+		case "a delivery id with a space":
+			delivery = "d 1"
+		}
+		e := envelope(t, codehostPost(t, s, c.status, c.secret, c.tenant, "pull_request", delivery, c.body), c.status, "v2", c.reason)
 		if detail(e, "error") != c.code {
 			t.Errorf("%s: %v", c.name, e)
 		}
 	}
+	// Another content type than JSON.
+	h := []string{"Content-Type", "text/plain", httpapi.CodehostEventHeader, "pull_request", "X-Svc-Tenant-ID", tenantID,
+		httpapi.CodehostSignatureHeader, httpapi.CodehostSignature(codehostSecret, body), httpapi.CodehostDeliveryHeader, randomUUID()}
+	wantRefused(t, "text/plain", s.want(t, 415, "POST", "/v2/webhooks/codehost", "", string(body), h...), 415, "UnsupportedMediaType",
+		"unsupported_media_type")
 	// A body changed after signing fails the signature.
-	h := []string{"Content-Type", "application/json", httpapi.CodehostEventHeader, "pull_request", "X-Svc-Tenant-ID", tenantID,
+	h = []string{"Content-Type", "application/json", httpapi.CodehostEventHeader, "pull_request", "X-Svc-Tenant-ID", tenantID,
 		httpapi.CodehostSignatureHeader, httpapi.CodehostSignature(codehostSecret, body)}
 	tampered := strings.Replace(string(body), "widgets", "gadgets", 1)
 	e = envelope(t, s.want(t, 401, "POST", "/v2/webhooks/codehost", "", tampered, h...), 401, "v2", "Unauthorized")
