@@ -37,8 +37,8 @@ const deliveryWindow = 72 * time.Hour
 // GUIDs).
 const maxDeliveryIDLen = 100
 
-// codehostSecretPrefix starts every code-host webhook secret svc generates.
-const codehostSecretPrefix = "svc_chsec_"
+// codehostKeyPrefix starts every code-host webhook secret svc generates.
+const codehostKeyPrefix = "svc_chsec_"
 
 // Limits of a tenant's own code-host webhook secret given by its admin.
 const (
@@ -237,7 +237,7 @@ func codehostSecretSetting(v *string) (secret, shown string, err error) {
 	case v == nil:
 		return "", "", nil
 	case *v == "generate":
-		secret, _ = credential.Mint(codehostSecretPrefix)
+		secret, _ = credential.Mint(codehostKeyPrefix)
 		return secret, secret, nil
 	}
 	ok := len(*v) >= minCodehostSecretLen && len(*v) <= maxCodehostSecretLen

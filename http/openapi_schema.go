@@ -58,9 +58,9 @@ var namedPatterns = map[string]string{
 	// signing_key: "generate" or standard base64 of at least 32 bytes (44
 	// characters).
 	"signing_key": `^(generate|([A-Za-z0-9+/]{4}){10}([A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4}|([A-Za-z0-9+/]{4})+([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})))$`,
-	// codehost_webhook_secret: "generate", or 32 to 256 printable ASCII
-	// characters without spaces.
-	"codehost_webhook_secret": `^(generate|[!-~]{32,256})$`,
+	// codehost_hook_key: a code-host webhook secret, "generate" or 32 to
+	// 256 printable ASCII characters without spaces.
+	"codehost_hook_key": `^(generate|[!-~]{32,256})$`,
 }
 
 // customizeSchema applies the tag rules to each struct's properties.

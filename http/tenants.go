@@ -44,7 +44,7 @@ type settingsPatch struct {
 	AutoRotateTokenOnLeakEnabled *bool `json:"auto_rotate_token_on_leak_enabled" openapi:"notnull"`
 	// CodehostWebhookSecret is "generate", 32 to 256 printable ASCII
 	// characters without spaces, or null to remove the tenant's own secret.
-	CodehostWebhookSecret *string `json:"codehost_webhook_secret" openapi:"pattern=codehost_webhook_secret"`
+	CodehostWebhookSecret *string `json:"codehost_webhook_secret" openapi:"pattern=codehost_hook_key"`
 }
 
 type opTokenCreate struct {
