@@ -14,21 +14,41 @@ import (
 // Admission: who may hold the node's work, and for how long a client may
 // take to send it. Headers must arrive within SVC_HEADER_READ_TIMEOUT_SECS
 // (http.Server.ReadHeaderTimeout) and a body within
-// SVC_BODY_READ_TIMEOUT_SECS of its headers (408 body_timeout after), so a
-// slow client holds a slot for a bounded time. Of the
-// SVC_MAX_CONCURRENT_REQUESTS slots, one tenant holds at most
-// SVC_MAX_CONCURRENT_PER_TENANT once its credential is known (429
-// tenant_concurrency past it): a tenant flooding the node, with slow bodies
-// or fast calls, from one address or many, leaves the other tenants the
-// rest. Callers without a valid credential are answered before their body
-// is read, so they hold a slot only for the time of that answer.
+// SVC_BODY_READ_TIMEOUT_SECS of its headers (408 body_timeout after).
+//
+// Two counts bound a request. Its share: from the moment its caller is
+// known until it ends, body included, a request counts against its
+// tenant's SVC_MAX_CONCURRENT_PER_TENANT (429 tenant_concurrency past it);
+// every call without a credential (the code host's and the chat platform's
+// signed webhooks) counts against one more share of the same size, the
+// strangers'. And its slot: once its body has arrived, a request takes one
+// of the node's SVC_MAX_CONCURRENT_REQUESTS slots for its work (503
+// overloaded when none is free). A body that drips holds only its sender's
+// share, never a slot, so no set of tenants, each within its share, can
+// shed another tenant by sending slowly: the slots are held only by work.
+// When few slots are free (the last tenth), a tenant holding more than an
+// even split of the slots among the tenants at work and one more is
+// refused, so a tenant arriving at a busy node still finds a slot. An
+// agent token holds at most SVC_RATE_LIMIT_CAPACITY authorize calls in
+// flight on a node (429 agent_concurrency): more could not all be granted
+// a rate token anyway, and they would hold its tenant's share while their
+// bodies arrive.
+
+// publicShare is the share key of the calls without a credential.
+const publicShare = "\x00public"
 
 // admission counts the requests in flight, per node and per tenant.
 type admission struct {
-	slots     chan struct{}
+	total     int
 	perTenant int
 	mu        sync.Mutex
-	tenants   map[string]int
+	// held counts the node slots in use, working those of each tenant
+	// ("" for a super-admin call); tenants counts each tenant's share.
+	held    int
+	working map[string]int
+	tenants map[string]int
+	// agents counts each agent token's authorize calls in flight.
+	agents map[string]int
 	// bodies counts request bodies being read; lastRefusal is when a
 	// request was last refused for load (unix nanoseconds).
 	bodies      atomic.Int64
@@ -36,55 +56,101 @@ type admission struct {
 }
 
 func newAdmission(total, perTenant int) *admission {
-	return &admission{slots: make(chan struct{}, total), perTenant: perTenant, tenants: map[string]int{}}
+	return &admission{total: total, perTenant: perTenant, working: map[string]int{}, tenants: map[string]int{}, agents: map[string]int{}}
 }
 
-// enter takes a node slot; false when all are held.
-func (a *admission) enter() bool {
-	select {
-	case a.slots <- struct{}{}:
-		return true
-	default:
+// reserve is the number of slots kept for tenants below an even split.
+func (a *admission) reserve() int { return a.total / 10 }
+
+// enter takes a node slot for tenant's work; false when none is free, or
+// when only the reserve is free and tenant holds more than an even split
+// of the slots among the tenants at work and one more.
+func (a *admission) enter(tenant string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	free := a.total - a.held
+	if free <= 0 {
 		a.refused()
 		return false
 	}
+	if free <= a.reserve() && tenant != "" {
+		active := len(a.working)
+		if a.working[tenant] == 0 {
+			active++
+		}
+		if a.working[tenant]+1 > a.total/(active+1) {
+			a.refused()
+			return false
+		}
+	}
+	a.held++
+	a.working[tenant]++
+	return true
 }
 
-func (a *admission) leave() { <-a.slots }
+func (a *admission) leave(tenant string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.held--
+	if a.working[tenant]--; a.working[tenant] <= 0 {
+		delete(a.working, tenant)
+	}
+}
 
 // enterTenant counts a request of tenant against its share; false when the
 // tenant holds its share already.
 func (a *admission) enterTenant(tenant string) bool {
+	return a.enterCounted(a.tenants, tenant, a.perTenant)
+}
+
+func (a *admission) leaveTenant(tenant string) { a.leaveCounted(a.tenants, tenant) }
+
+// enterAgent counts an authorize call of an agent token against limit;
+// false when it has limit calls in flight.
+func (a *admission) enterAgent(agentID string, limit int) bool {
+	return a.enterCounted(a.agents, agentID, limit)
+}
+
+func (a *admission) leaveAgent(agentID string) { a.leaveCounted(a.agents, agentID) }
+
+func (a *admission) enterCounted(m map[string]int, key string, limit int) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.tenants[tenant] >= a.perTenant {
+	if m[key] >= limit {
 		a.refused()
 		return false
 	}
-	a.tenants[tenant]++
+	m[key]++
 	return true
 }
 
-func (a *admission) leaveTenant(tenant string) {
+func (a *admission) leaveCounted(m map[string]int, key string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.tenants[tenant]--; a.tenants[tenant] <= 0 {
-		delete(a.tenants, tenant)
+	if m[key]--; m[key] <= 0 {
+		delete(m, key)
 	}
 }
 
 func (a *admission) refused() { a.lastRefusal.Store(time.Now().UnixNano()) }
 
 // inFlight is the number of node slots held.
-func (a *admission) inFlight() int { return len(a.slots) }
+func (a *admission) inFlight() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.held
+}
 
-// busiestTenant is the largest number of slots one tenant holds.
+// busiestTenant is the largest share one tenant holds (its requests in
+// flight, bodies still arriving included).
 func (a *admission) busiestTenant() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	most := 0
-	for _, n := range a.tenants {
-		most = max(most, n)
+	for t, n := range a.tenants {
+		if t != publicShare {
+			most = max(most, n)
+		}
 	}
 	return most
 }
@@ -92,7 +158,7 @@ func (a *admission) busiestTenant() int {
 // saturated reports whether the node is near its limit (nine slots in ten
 // held) or refused a request for load within the last minute.
 func (a *admission) saturated() bool {
-	if a.inFlight()*10 >= cap(a.slots)*9 {
+	if a.inFlight()*10 >= a.total*9 {
 		return true
 	}
 	last := a.lastRefusal.Load()
@@ -100,45 +166,81 @@ func (a *admission) saturated() bool {
 }
 
 // admitTenant counts the call against its tenant's share of the node's
-// requests, then takes one of the node's slots, both until the request
-// ends; a second call for the same request is a no-op. The share comes
-// first: a call past its tenant's share is refused without ever holding a
-// node slot, so however fast one tenant's calls arrive, they hold at most
-// its share of the slots and the rest stay free for the others. A
-// super-admin call (no tenant) takes a node slot only.
+// requests (publicShare for a call without a credential) until the request
+// ends; a second call for the same request is a no-op. A call past its
+// tenant's share is refused before its body is read. The node slot is
+// taken once the body has arrived (takeSlot). A super-admin call (no
+// tenant) counts against no share.
 func (c *Call) admitTenant(tenantID string) *Error {
-	if c.slotHeld || c.srv == nil || c.srv.adm == nil {
+	if c.admitted || c.srv == nil || c.srv.adm == nil {
 		return nil
 	}
 	if tenantID != "" {
-		if e := c.srv.admitShare(c.srv.adm, tenantID, "requests in flight"); e != nil {
+		what := "requests in flight"
+		if tenantID == publicShare {
+			what = "requests without a credential in flight"
+		}
+		if e := c.srv.admitShare(c.srv.adm, tenantID, what); e != nil {
 			return e
 		}
 		c.tenantHeld = tenantID
 	}
-	if e := c.takeSlot(); e != nil {
-		if c.tenantHeld != "" {
-			c.srv.adm.leaveTenant(c.tenantHeld)
-			c.tenantHeld = ""
-		}
-		return e
-	}
+	c.admitted = true
 	return nil
 }
 
-// takeSlot takes one of the node's SVC_MAX_CONCURRENT_REQUESTS slots until
-// the request ends, or answers 503 overloaded.
+// admitAgent counts an authorize call against its agent token's calls in
+// flight on this node, at most SVC_RATE_LIMIT_CAPACITY (the token bucket's
+// burst), or answers 429 agent_concurrency.
+func (c *Call) admitAgent(agentID string) *Error {
+	s := c.srv
+	limit := max(1, int(s.cfg.RateLimitCapacity))
+	if !s.adm.enterAgent(agentID, limit) {
+		s.metrics.refused.WithLabelValues("agent_concurrency").Inc()
+		e := apiErr("TooManyRequests", "agent_concurrency",
+			"this agent token has %d authorize calls in flight on this node, its rate limit's burst (SVC_RATE_LIMIT_CAPACITY); retry later", limit)
+		e.RetryAfter = 1
+		return e
+	}
+	c.agentHeld = agentID
+	return nil
+}
+
+// takeSlot takes one of the node's SVC_MAX_CONCURRENT_REQUESTS slots for an
+// admitted call until the request ends, or answers 503 overloaded; a
+// no-op for a call not admitted (probes, streams) or holding one already.
 func (c *Call) takeSlot() *Error {
 	s := c.srv
-	if !s.adm.enter() {
+	if !c.admitted || c.slotHeld || s == nil || s.adm == nil {
+		return nil
+	}
+	tenant := c.tenantHeld
+	if !s.adm.enter(tenant) {
 		s.metrics.shed.Inc()
 		s.metrics.refused.WithLabelValues("overloaded").Inc()
 		e := apiErr("ServiceUnavailable", "overloaded", "too many concurrent requests; retry later")
 		e.RetryAfter = 1
 		return e
 	}
-	c.slotHeld = true
+	c.slotHeld, c.slotTenant = true, tenant
 	return nil
+}
+
+// release gives back what the request holds, when it ends.
+func (c *Call) release() {
+	s := c.srv
+	if c.slotHeld {
+		s.adm.leave(c.slotTenant)
+	}
+	if c.tenantHeld != "" {
+		s.adm.leaveTenant(c.tenantHeld)
+	}
+	if c.agentHeld != "" {
+		s.adm.leaveAgent(c.agentHeld)
+	}
+	if c.streamHeld != "" {
+		s.streamShare.leaveTenant(c.streamHeld)
+	}
 }
 
 // admitShare takes one of tenant's SVC_MAX_CONCURRENT_PER_TENANT places in
@@ -148,8 +250,12 @@ func (s *Server) admitShare(share *admission, tenant, what string) *Error {
 		return nil
 	}
 	s.metrics.refused.WithLabelValues("tenant_concurrency").Inc()
+	who := "this tenant has"
+	if tenant == publicShare {
+		who = "the node has"
+	}
 	e := apiErr("TooManyRequests", "tenant_concurrency",
-		"this tenant has %d %s, its share of this node (SVC_MAX_CONCURRENT_PER_TENANT); retry later", share.perTenant, what)
+		"%s %d %s, its share of this node (SVC_MAX_CONCURRENT_PER_TENANT); retry later", who, share.perTenant, what)
 	e.RetryAfter = 1
 	return e
 }
@@ -210,10 +316,15 @@ func (b *deadlineBody) expired(err error) bool {
 
 // readCapped reads the request body under SVC_MAX_BODY_LIMIT_BYTES and the
 // body deadline: 400 body_too_large over the cap, 408 body_timeout when the
-// body does not arrive in time.
+// body does not arrive in time. Once it has arrived, an admitted call takes
+// its node slot (503 overloaded when none is free).
 func (s *Server) readCapped(c *Call) ([]byte, *Error) {
 	raw, err := io.ReadAll(http.MaxBytesReader(nil, c.R.Body, s.cfg.MaxBodyBytes))
 	if err == nil {
+		// The body is in: the call's work now takes a node slot.
+		if e := c.takeSlot(); e != nil {
+			return nil, e
+		}
 		return raw, nil
 	}
 	var mbe *http.MaxBytesError

@@ -35,7 +35,8 @@ func (s *Server) registerAuthorize() {
 			"cannot be recorded answers 503 with {\"decision\":\"deny\",\"reason\":\"audit_writer_unavailable\"}. Failed token " +
 			"attempts are counted per source IP and X-Svc-Tenant-ID; past SVC_AUTH_FAILURE_LIMIT in SVC_AUTH_FAILURE_WINDOW_SECS " +
 			"further failed attempts from the pair are answered 429 auth_locked (with Retry-After) instead of 401, while a valid " +
-			"agent token from the same address is still served. An agent with a signing_key must send " +
+			"agent token from the same address is still served. An agent token has at most SVC_RATE_LIMIT_CAPACITY calls in flight on a node, " +
+			"bodies still arriving included: 429 agent_concurrency (with Retry-After) past it, before its body is read. An agent with a signing_key must send " +
 			"X-Svc-Request-Signature: sha256=<hex HMAC-SHA256 of the raw body> (401 when missing or wrong).",
 		Handle: s.authorize})
 }
@@ -95,8 +96,12 @@ func (s *Server) authorize(c *Call) (any, error) {
 	}
 	// The body is read once the caller is known: a bad credential is
 	// answered (and counted, or refused while locked) whatever the body,
-	// and a tenant past its share of the node waits no body.
+	// and a tenant past its share of the node, or an agent token past its
+	// calls in flight, waits no body.
 	if e := c.admitTenant(agent.TenantID); e != nil {
+		return nil, e
+	}
+	if e := c.admitAgent(agent.ID); e != nil {
 		return nil, e
 	}
 	if err := c.ReadBody(); err != nil {

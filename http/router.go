@@ -100,8 +100,16 @@ type Call struct {
 	// readBody, on a SelfAuth route with a body, reads and decodes it once
 	// the handler has authenticated the caller (ReadBody).
 	readBody func() *Error
-	// slotHeld: the request holds one of the node's slots.
-	slotHeld bool
+	// admitted: the request counts against a share (admitTenant) and
+	// takes a node slot for its work (takeSlot).
+	admitted bool
+	// slotHeld: the request holds one of the node's slots, for the work
+	// of slotTenant.
+	slotHeld   bool
+	slotTenant string
+	// agentHeld is the agent token whose authorize calls in flight this
+	// call counts in (admitAgent).
+	agentHeld string
 	// tenantHeld is the tenant whose share of the node this request holds
 	// (admitTenant), released when the request ends.
 	tenantHeld string
@@ -278,22 +286,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 	}
 
 	c := &Call{R: r, Params: ps, Version: version, header: w.Header(), srv: s}
-	defer func() {
-		if c.slotHeld {
-			s.adm.leave()
-		}
-		if c.tenantHeld != "" {
-			s.adm.leaveTenant(c.tenantHeld)
-		}
-		if c.streamHeld != "" {
-			s.streamShare.leaveTenant(c.streamHeld)
-		}
-	}()
+	defer c.release()
 	// A stream is not request work: it never holds a slot. A public call
-	// takes its node slot here; a call with a credential takes it once its
-	// tenant is known and within its share (admitTenant).
+	// counts against the strangers' share here; a call with a credential
+	// against its tenant's once it is known (admitTenant). Either takes a
+	// node slot once its body has arrived (takeSlot).
 	if !rt.Unversioned && !streaming && rt.Access == AccessPublic {
-		if e := c.takeSlot(); e != nil {
+		if e := c.admitTenant(publicShare); e != nil {
 			return fail(e)
 		}
 	}
@@ -337,6 +336,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		}
 	case !rt.OwnBody && r.Method != http.MethodGet && r.Method != http.MethodHead:
 		if e := s.checkUnusedBody(c, rt); e != nil {
+			return fail(e)
+		}
+	}
+	// A call whose handler reads no body of its own works from here: it
+	// takes its node slot now (a no-op when its body took it already).
+	if !rt.SelfAuth && !rt.OwnBody {
+		if e := c.takeSlot(); e != nil {
 			return fail(e)
 		}
 	}
