@@ -91,6 +91,14 @@
 // and head_seq and head_hash against the last receipt, so a receipt removed
 // at the end is caught too; in an unsigned export, only unless the header was
 // rewritten to match. Errors about the header or the file as a whole
-// carry index -1; a receipt line that does not parse is an error entry at
-// its index, never a panic.
+// carry index -1; a receipt line that does not parse, or is longer than
+// 1 MiB, is an error entry at its index, never a panic.
+//
+// # Bounded memory
+//
+// [VerifyExport] reads the export as a stream and holds one line (at most
+// 1 MiB; a longer one is read past, not held), one batch of signatures and
+// the first [MaxReportedErrors] failures of the receipts, counting the
+// rest in Report.ErrorCount: an export of any size, however broken, is
+// verified in a few tens of MB.
 package receipt

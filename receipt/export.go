@@ -6,13 +6,13 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
-
 	"errors"
 	"fmt"
+	"io"
+
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/hdevalence/ed25519consensus"
-	"io"
 )
 
 // ExportFormat is the value of the export header's format member: the
@@ -29,8 +29,16 @@ const ExportFormat = "svc-receipts-export-1"
 const SelectionFormat = "svc-receipts-selection-1"
 
 // maxLineBytes bounds one line of an export; a receipt line is well under
-// 1 KiB.
+// 1 KiB. A longer line is a failure of its own, read past without being
+// held.
 const maxLineBytes = 1 << 20
+
+// MaxReportedErrors bounds the receipts' failures that [VerifyExport]
+// lists in Report.Errors: the first ones in file order are listed, and
+// Report.ErrorCount counts them all. Listing every one would take memory
+// and output in proportion to the file (20 million malformed lines once
+// took 7 GiB and printed 2 GB).
+const MaxReportedErrors = 100
 
 // exportHeader is line 1 of an export.
 type exportHeader struct {
@@ -83,8 +91,14 @@ type Report struct {
 	// Checked is the number of receipts verified.
 	Checked int  `json:"checked"`
 	Valid   bool `json:"valid"`
-	// Errors lists every failure; Index -1 is the header or the whole file.
+	// Errors lists failures in file order: the header's (Index -1), the
+	// first MaxReportedErrors of the receipts' lines (Index is the line's
+	// place among them, from 0), then the file's own (Index -1: count and
+	// head). Text quoted from the file is cut to a few hundred bytes.
 	Errors []ChainError `json:"errors"`
+	// ErrorCount is the number of failures found, those listed in Errors
+	// and those past MaxReportedErrors alike; Valid is ErrorCount == 0.
+	ErrorCount int `json:"error_count"`
 	// HeadHash is the receipt_hash of the last receipt in the file.
 	HeadHash string `json:"head_hash"`
 	// KeyID and PublicKey are the header's signing key (empty and nil for
@@ -170,39 +184,60 @@ func (e *ExportWriter) Flush() error {
 // VerifyExport reads an export and verifies it: the header, every receipt,
 // every link from the chain head, every tenant_id against the header's, the
 // receipt count and the head hash, with signatures checked against the
-// header's public key. Problems with the content are entries of
-// Report.Errors; the error result is only for a reader that fails or a line
-// longer than 1 MiB.
+// header's public key. Problems with the content (a line longer than 1 MiB
+// among them) are failures in the report, of which the first
+// MaxReportedErrors are listed and all are counted; the error result is
+// only for a reader that fails. Memory is bounded whatever the input's
+// size: one line of at most 1 MiB, one batch of signatures, and the
+// failures listed.
 func VerifyExport(r io.Reader) (Report, error) {
 	var rep Report
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), maxLineBytes)
-
+	lr := newLineReader(r, maxLineBytes)
+	// nextLine returns the next line that is not blank, trimmed, or
+	// tooLong; ok is false at the end of the input or on a read error.
+	var readErr error
+	nextLine := func() (line []byte, tooLong, ok bool) {
+		for {
+			l, long, err := lr.next()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					readErr = err
+				}
+				return nil, false, false
+			}
+			if long {
+				return nil, true, true
+			}
+			if l = bytes.TrimSpace(l); len(l) > 0 {
+				return l, false, true
+			}
+		}
+	}
 	fileErr := func(msg string) {
 		rep.Errors = append(rep.Errors, ChainError{Index: -1, Error: msg})
+		rep.ErrorCount++
 	}
 	finish := func() (Report, error) {
-		if err := sc.Err(); err != nil {
-			return Report{}, fmt.Errorf("receipt: read export: %w", err)
+		if readErr != nil {
+			return Report{}, fmt.Errorf("receipt: read export: %w", readErr)
 		}
-		rep.Valid = len(rep.Errors) == 0
+		rep.Valid = rep.ErrorCount == 0
 		return rep, nil
 	}
 
 	// Line 1: the header.
-	var line []byte
-	for sc.Scan() {
-		if line = bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
-			break
-		}
-	}
-	if len(line) == 0 {
+	line, tooLong, ok := nextLine()
+	switch {
+	case !ok:
 		fileErr("missing header")
+		return finish()
+	case tooLong:
+		fileErr(fmt.Sprintf("malformed header: line longer than %d bytes", maxLineBytes))
 		return finish()
 	}
 	h, pub, err := parseHeader(line)
 	if err != nil {
-		fileErr(err.Error())
+		fileErr(clip(err.Error()))
 		return finish()
 	}
 	rep.TenantID = h.TenantID
@@ -216,19 +251,25 @@ func VerifyExport(r io.Reader) (Report, error) {
 	}
 
 	// The receipts, from the chain head.
-	v := chainVerifier{pub: pub, tenant: h.TenantID, expectHead: h.Format == ExportFormat, gaps: h.Format == SelectionFormat}
+	v := chainVerifier{pub: pub, tenant: h.TenantID, expectHead: h.Format == ExportFormat, gaps: h.Format == SelectionFormat,
+		keep: MaxReportedErrors}
 	lines := 0
 	var lastSeq int64
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
+	for {
+		line, tooLong, ok := nextLine()
+		if !ok {
+			break
 		}
 		i := lines
 		lines++
 		var rec Receipt
-		if err := decodeLine(line, &rec); err != nil {
-			v.failRanked(i, "", "malformed receipt: "+err.Error(), 0)
+		if tooLong {
+			err = fmt.Errorf("line longer than %d bytes", maxLineBytes)
+		} else {
+			err = decodeLine(line, &rec)
+		}
+		if err != nil {
+			v.failLazy(i, "", 0, func() string { return "malformed receipt: " + err.Error() })
 			v.skip()
 			rep.HeadHash = ""
 			continue
@@ -239,6 +280,7 @@ func VerifyExport(r io.Reader) (Report, error) {
 	v.finish()
 	rep.Checked = v.checked
 	rep.Errors = append(rep.Errors, v.errs...)
+	rep.ErrorCount += v.total
 	if lines != rep.Count {
 		fileErr("count mismatch")
 	}

@@ -1,13 +1,14 @@
 package receipt
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -342,15 +343,32 @@ type chainVerifier struct {
 	// only between receipts of consecutive seq.
 	gaps bool
 
+	// keep, above 0, bounds the failures held to the first keep in
+	// index order (those past it are counted in total, not kept), and
+	// the length of the input's text they quote (clip): an export of any
+	// size is verified in bounded memory. 0 keeps every failure.
+	keep int
+
 	started  bool    // a receipt has been seen
 	prev     Receipt // the previous receipt, when havePrev
 	havePrev bool    // false after a line that did not parse
 	checked  int
-	errs     []ChainError
-	// rank orders errs within an index once batches are settled: 0 for
-	// the receipt's own check (hash or signature), 1 for the rest.
-	rank    []int
+	total    int          // failures found, kept or not
+	found    []foundError // failures held, in no set order until finish
+	// full: keep failures are held at indexes up to cutoff, so that one
+	// past cutoff is only counted.
+	full    bool
+	cutoff  int
+	errs    []ChainError // the failures kept, in order; set by finish
 	pending []pendingSig
+}
+
+// foundError is a failure with its rank, which orders failures within an
+// index once batches are settled: 0 for the receipt's own check (hash or
+// signature), 1 for the rest.
+type foundError struct {
+	ChainError
+	rank int
 }
 
 // pendingSig is a signature awaiting its batch.
@@ -365,8 +383,65 @@ const batchSize = 64
 func (v *chainVerifier) fail(i int, id, msg string) { v.failRanked(i, id, msg, 1) }
 
 func (v *chainVerifier) failRanked(i int, id, msg string, rank int) {
-	v.errs = append(v.errs, ChainError{Index: i, ReceiptID: id, Error: msg})
-	v.rank = append(v.rank, rank)
+	v.failLazy(i, id, rank, func() string { return msg })
+}
+
+// failLazy is failRanked with the message made only for a failure that
+// may be kept: past the first keep, an export's failures cost a count.
+func (v *chainVerifier) failLazy(i int, id string, rank int, msg func() string) {
+	v.total++
+	if v.past(i) {
+		return
+	}
+	v.hold(i, id, msg(), rank)
+}
+
+// past reports whether a failure at index i cannot be among the first
+// keep: keep failures at lower indexes are held.
+func (v *chainVerifier) past(i int) bool { return v.full && i > v.cutoff }
+
+func (v *chainVerifier) hold(i int, id, msg string, rank int) {
+	if v.keep > 0 {
+		id, msg = clip(id), clip(msg)
+	}
+	v.found = append(v.found, foundError{ChainError: ChainError{Index: i, ReceiptID: id, Error: msg}, rank: rank})
+	if v.keep > 0 && len(v.found) >= 2*v.keep {
+		v.trim()
+	}
+}
+
+// trim orders the failures held by index (and, at one index, the
+// receipt's own check first; otherwise as found) and, with keep, drops
+// all but the first keep. A failure dropped can never be among the first
+// keep: keep failures held before it come before it, whatever is found
+// later (a signature's failure, settled with its batch, comes up to
+// batchSize receipts late).
+func (v *chainVerifier) trim() {
+	slices.SortStableFunc(v.found, func(a, b foundError) int {
+		return cmp.Or(cmp.Compare(a.Index, b.Index), cmp.Compare(a.rank, b.rank))
+	})
+	if v.keep > 0 && len(v.found) >= v.keep {
+		clear(v.found[v.keep:]) // let their text go
+		v.found = v.found[:v.keep]
+		v.full, v.cutoff = true, v.found[v.keep-1].Index
+	}
+}
+
+// maxErrorText bounds the text of a failure kept with keep: a receipt id
+// or a decoder's message quotes the input, and a line may be up to 1 MiB.
+const maxErrorText = 256
+
+// clip shortens s to at most maxErrorText bytes (at a rune boundary),
+// marking the cut; the result does not hold on to s's memory.
+func clip(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	cut := maxErrorText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 func (v *chainVerifier) add(i int, r Receipt) {
@@ -445,29 +520,18 @@ func (v *chainVerifier) settle() {
 
 // finish settles the last batch and orders the errors by index (and, at
 // one index, the receipt's own check first), as they would be found one
-// receipt at a time.
+// receipt at a time; with keep, only the first keep remain.
 func (v *chainVerifier) finish() {
 	v.settle()
-	if len(v.errs) == 0 {
+	v.trim()
+	v.errs = nil
+	if len(v.found) == 0 {
 		return
 	}
-	order := make([]int, len(v.errs))
-	for k := range order {
-		order[k] = k
+	v.errs = make([]ChainError, len(v.found))
+	for k, f := range v.found {
+		v.errs[k] = f.ChainError
 	}
-	sort.SliceStable(order, func(a, b int) bool {
-		ea, eb := v.errs[order[a]], v.errs[order[b]]
-		if ea.Index != eb.Index {
-			return ea.Index < eb.Index
-		}
-		return v.rank[order[a]] < v.rank[order[b]]
-	})
-	errs := make([]ChainError, len(order))
-	for k, o := range order {
-		errs[k] = v.errs[o]
-	}
-	v.errs = errs
-	v.rank = nil
 }
 
 // skip records a position that held no receipt (a line that did not parse):
