@@ -20,10 +20,17 @@
 //
 // # Verification
 //
-// Verify checks that manifest.json names the pack's format, that every file
-// it lists is there with its hash and size, that no file is there that it
-// does not list, and the signature: with a public key given (pinned), the
-// pack must be signed with it; without one, a signed pack is checked
-// against the public key its manifest names, and an unsigned pack is valid
-// only as unsigned (the report says so).
+// Verify checks that manifest.json names the pack's format and a kind
+// whose files (RequiredFiles) it lists, that every file it lists is there
+// with its hash and size, that no file is there that it does not list,
+// that no member's name leaves the directory the pack is unpacked into
+// (CheckName: nothing absolute, no ".." or "." segment, '\' taken as a
+// separator too, no ':' or control character), and the signature: with a
+// public key given (pinned), the pack must be signed with it; without one,
+// a signed pack is checked against the public key its manifest names, and
+// an unsigned pack is valid only as unsigned (the report says so). A valid
+// unsigned pack proves its integrity and nothing about its origin: anyone
+// can write one. The Writer refuses what Verify refuses (an unsafe name, an
+// unknown kind, a kind's file not written), so the gateway never writes a
+// pack that fails.
 package evidencepack

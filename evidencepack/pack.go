@@ -57,15 +57,22 @@ type Writer struct {
 	err      error
 }
 
-// NewWriter starts a pack of kind for tenantID; signer (nil: unsigned) is
-// the gateway's receipt signer.
+// NewWriter starts a pack of kind (KindIncident or KindCompliance) for
+// tenantID; signer (nil: unsigned) is the gateway's receipt signer. A
+// kind that RequiredFiles does not know fails the first Create or Close,
+// as does a Close before every file the kind requires was written: the
+// gateway never writes a pack that Verify refuses.
 func NewWriter(w io.Writer, kind, tenantID string, signer *receipt.Signer, now time.Time) *Writer {
 	m := Manifest{Format: receipt.ManifestFormat, Kind: kind, TenantID: tenantID, CreatedAt: now.UTC(), Files: []File{}}
 	if signer != nil {
 		k := base64.StdEncoding.EncodeToString(signer.PublicKey())
 		m.KeyID, m.PublicKey = signer.KeyID(), &k
 	}
-	return &Writer{zw: zip.NewWriter(w), manifest: m, signer: signer, names: map[string]bool{}}
+	p := &Writer{zw: zip.NewWriter(w), manifest: m, signer: signer, names: map[string]bool{}}
+	if _, ok := RequiredFiles(kind); !ok {
+		p.err = fmt.Errorf("evidencepack: unknown kind %q", kind)
+	}
+	return p
 }
 
 // Create starts the next file; what is written to the returned writer is
@@ -73,6 +80,9 @@ func NewWriter(w io.Writer, kind, tenantID string, signer *receipt.Signer, now t
 func (p *Writer) Create(name string) (io.Writer, error) {
 	if p.err != nil {
 		return nil, p.err
+	}
+	if err := CheckName(name); err != nil {
+		return nil, err
 	}
 	if name == ManifestName || name == SignatureName || p.names[name] {
 		return nil, fmt.Errorf("evidencepack: file name %q taken", name)
@@ -111,10 +121,18 @@ func (p *Writer) endFile() {
 }
 
 // Close ends the last file, writes the manifest and its signature, and
-// finishes the archive.
+// finishes the archive. It fails, writing no manifest, when a file the
+// pack's kind requires was not written.
 func (p *Writer) Close() error {
 	if p.err != nil {
 		return p.err
+	}
+	required, _ := RequiredFiles(p.manifest.Kind)
+	for _, name := range required {
+		if !p.names[name] {
+			p.err = fmt.Errorf("evidencepack: a pack of kind %s holds %s, which was not written", p.manifest.Kind, name)
+			return p.err
+		}
 	}
 	p.endFile()
 	raw, err := json.MarshalIndent(p.manifest, "", "  ")

@@ -22,21 +22,28 @@ func signer(t testing.TB, fill byte) *receipt.Signer {
 	return s
 }
 
-// build writes a pack of two files.
+// build writes an incident pack: its seven files, narrative.md the
+// largest.
 func build(t testing.TB, s *receipt.Signer) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	p := evidencepack.NewWriter(&buf, "incident", "t1", s, time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
-	if err := p.WriteJSON("a.json", map[string]any{"x": 1}); err != nil {
-		t.Fatal(err)
+	p := evidencepack.NewWriter(&buf, evidencepack.KindIncident, "t1", s, time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
+	required, _ := evidencepack.RequiredFiles(evidencepack.KindIncident)
+	for _, name := range required {
+		if name == "narrative.md" {
+			continue
+		}
+		if err := p.WriteJSON(name, map[string]any{"x": name}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	w, err := p.Create("b.txt")
+	w, err := p.Create("narrative.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _ = io.WriteString(w, strings.Repeat("evidence ", 1000))
-	if _, err := p.Create("a.json"); err == nil {
-		t.Error("a second a.json was accepted")
+	if _, err := p.Create("incident.json"); err == nil {
+		t.Error("a second incident.json was accepted")
 	}
 	if _, err := p.Create(evidencepack.ManifestName); err == nil {
 		t.Error("a file named like the manifest was accepted")
@@ -99,17 +106,17 @@ func TestVerify(t *testing.T) {
 		{"unsigned", build(t, nil), nil, ""},
 		{"unsigned but a key pinned", build(t, nil), s.PublicKey(), "unsigned"},
 		{"a file changed", rezip(t, good, func(n string, b []byte) []byte {
-			if n == "b.txt" {
+			if n == "narrative.md" {
 				return append(b, '!')
 			}
 			return b
-		}, nil), nil, "b.txt: SHA-256"},
+		}, nil), nil, "narrative.md: SHA-256"},
 		{"a file removed", rezip(t, good, func(n string, b []byte) []byte {
-			if n == "a.json" {
+			if n == "alerts.json" {
 				return nil
 			}
 			return b
-		}, nil), nil, "a.json: missing"},
+		}, nil), nil, "alerts.json: missing"},
 		{"an unlisted file added", rezip(t, good, keep, map[string]string{"c.txt": "x"}), nil, "c.txt: not listed"},
 		{"the signature stripped", rezip(t, good, func(n string, b []byte) []byte {
 			if n == evidencepack.SignatureName {
@@ -129,7 +136,7 @@ func TestVerify(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := verify(t, tc.raw, tc.pinned)
 			if tc.want == "" {
-				if !rep.Valid() || rep.Kind != "incident" || rep.TenantID != "t1" || rep.Files != 2 {
+				if !rep.Valid() || rep.Kind != "incident" || rep.TenantID != "t1" || rep.Files != 7 {
 					t.Errorf("report %+v, want valid", rep)
 				}
 				return
@@ -148,13 +155,13 @@ func TestVerify(t *testing.T) {
 func TestVerifyReadsNoMoreThanDeclared(t *testing.T) {
 	good := build(t, nil)
 	big := rezip(t, good, func(n string, b []byte) []byte {
-		if n == "a.json" {
+		if n == "incident.json" {
 			return bytes.Repeat([]byte{'0'}, 50<<20) // compresses to about 50 KiB
 		}
 		return b
 	}, nil)
 	rep := verify(t, big, nil)
-	if rep.Valid() || !strings.Contains(strings.Join(rep.Problems, "\n"), "a.json: SHA-256") {
+	if rep.Valid() || !strings.Contains(strings.Join(rep.Problems, "\n"), "incident.json: SHA-256") {
 		t.Errorf("problems %q", rep.Problems)
 	}
 }

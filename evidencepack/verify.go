@@ -11,18 +11,28 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"svc/receipt"
 )
 
 // Report is the result of Verify. Problems lists every failure found, each
 // naming the file or the part that failed; none means the pack is valid.
+//
+// A valid pack that is not Signed proves its integrity only: its files are
+// those its manifest lists, with their hashes, and of its kind; anyone can
+// make such a pack, so it proves nothing about its origin. A Signed pack
+// was made by the holder of the key that signed it, which is the gateway's
+// only when that key was pinned (Pinned) or is otherwise known to be the
+// gateway's.
 type Report struct {
 	Kind     string
 	TenantID string
 	Files    int
 	KeyID    string // "" when unsigned
 	Signed   bool
+	// Pinned: Verify was given the key the pack must be signed with.
+	Pinned   bool
 	Problems []string
 }
 
@@ -35,16 +45,25 @@ const maxManifestBytes = 64 << 20
 // Verify checks a pack read from r (size bytes). pinned, when not nil, is
 // the key the pack must be signed with.
 func Verify(r io.ReaderAt, size int64, pinned ed25519.PublicKey) (Report, error) {
-	var rep Report
+	rep := Report{Pinned: pinned != nil}
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		return rep, fmt.Errorf("%w: %w", ErrNotAPack, err)
 	}
 	fail := func(format string, args ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...)) }
 	byName := map[string]*zip.File{}
+	folded := map[string]string{} // lower case -> the first name
 	for _, f := range zr.File {
+		if why := unsafeName(f.Name); why != "" {
+			fail("%s: unsafe file name (%s)", label(f.Name), why)
+		}
 		if byName[f.Name] != nil {
-			fail("%s: the archive holds it twice", f.Name)
+			fail("%s: the archive holds it twice", label(f.Name))
+		} else if other, ok := folded[strings.ToLower(f.Name)]; ok {
+			fail("%s: the archive also holds %s, which differs only in case (one overwrites the other when unpacked on macOS or Windows)",
+				label(f.Name), label(other))
+		} else {
+			folded[strings.ToLower(f.Name)] = f.Name
 		}
 		byName[f.Name] = f
 	}
@@ -64,26 +83,35 @@ func Verify(r io.ReaderAt, size int64, pinned ed25519.PublicKey) (Report, error)
 	if m.Format != receipt.ManifestFormat {
 		fail("%s: unsupported format %q", ManifestName, m.Format)
 	}
+	required, known := RequiredFiles(m.Kind)
+	if !known {
+		fail("%s: unknown kind %q (a pack is of kind %s or %s)", ManifestName, m.Kind, KindIncident, KindCompliance)
+	}
 	listed := map[string]bool{ManifestName: true, SignatureName: true}
 	for _, f := range m.Files {
 		if listed[f.Name] {
-			fail("%s: lists %s twice (or a name of its own)", ManifestName, f.Name)
+			fail("%s: lists %s twice (or a name of its own)", ManifestName, label(f.Name))
 			continue
 		}
 		listed[f.Name] = true
 		zf := byName[f.Name]
 		if zf == nil {
-			fail("%s: missing", f.Name)
+			fail("%s: missing", label(f.Name))
 			continue
 		}
 		sum, n, err := hashFile(zf, f.Bytes)
 		switch {
 		case err != nil:
-			fail("%s: unreadable: %v", f.Name, err)
+			fail("%s: unreadable: %v", label(f.Name), err)
 		case sum != f.SHA256:
-			fail("%s: SHA-256 %s, the manifest says %s", f.Name, sum, f.SHA256)
+			fail("%s: SHA-256 %s, the manifest says %s", label(f.Name), sum, label(f.SHA256))
 		case n != f.Bytes:
-			fail("%s: %d bytes, the manifest says %d", f.Name, n, f.Bytes)
+			fail("%s: %d bytes, the manifest says %d", label(f.Name), n, f.Bytes)
+		}
+	}
+	for _, name := range required {
+		if !listed[name] {
+			fail("%s: missing (a pack of kind %s holds it; the manifest does not list it)", name, m.Kind)
 		}
 	}
 	names := make([]string, 0, len(byName))
@@ -93,7 +121,7 @@ func Verify(r io.ReaderAt, size int64, pinned ed25519.PublicKey) (Report, error)
 	slices.Sort(names)
 	for _, name := range names {
 		if !listed[name] {
-			fail("%s: not listed in the manifest", name)
+			fail("%s: not listed in the manifest", label(name))
 		}
 	}
 	verifySignature(&rep, m, raw, byName[SignatureName], pinned, fail)
@@ -120,7 +148,7 @@ func verifySignature(rep *Report, m Manifest, raw []byte, sigFile *zip.File, pin
 		fail("the pack is unsigned, but a public key was given")
 		return
 	case pinned != nil && !pinned.Equal(pub):
-		fail("the pack is signed with key_id %s, not with the public key given (key_id %s)", m.KeyID, receipt.KeyID(pinned))
+		fail("the pack is signed with key_id %s, not with the public key given (key_id %s)", label(m.KeyID), receipt.KeyID(pinned))
 		return
 	case pub == nil && sigFile != nil:
 		fail("%s: present, but the manifest names no key", SignatureName)
@@ -128,7 +156,7 @@ func verifySignature(rep *Report, m Manifest, raw []byte, sigFile *zip.File, pin
 	case pub == nil:
 		return // unsigned, and nothing asked for a signature
 	case sigFile == nil:
-		fail("%s: missing (the manifest names key_id %s)", SignatureName, m.KeyID)
+		fail("%s: missing (the manifest names key_id %s)", SignatureName, label(m.KeyID))
 		return
 	}
 	sraw, err := readAll(sigFile)
@@ -144,7 +172,7 @@ func verifySignature(rep *Report, m Manifest, raw []byte, sigFile *zip.File, pin
 		return
 	}
 	if sig.KeyID != m.KeyID {
-		fail("%s: key_id %s, the manifest says %s", SignatureName, sig.KeyID, m.KeyID)
+		fail("%s: key_id %s, the manifest says %s", SignatureName, label(sig.KeyID), label(m.KeyID))
 	}
 	if !receipt.VerifyManifest(pub, sha256.Sum256(raw), sig.Signature) {
 		fail("%s: the signature does not match the manifest", SignatureName)
