@@ -24,8 +24,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -181,7 +184,10 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 
 // verifyReceipts is `svc verify-receipts [-public-key BASE64] FILE`: it verifies an export of
 // GET /v1/receipts/export offline (no server, no database) and exits 0 when
-// every receipt, link, count and the head hash check out, 1 otherwise.
+// every receipt, link, count and the head hash check out, 1 otherwise. It
+// reads the file as a stream: memory and output stay bounded whatever its
+// size, listing the first receipt.MaxReportedErrors failures and counting
+// them all.
 func verifyReceipts(args []string, stdout, stderr io.Writer) int {
 	want, f, code := openVerified("verify-receipts", "the receipts", "the export is checked against the key its own header names", args, stderr)
 	if f == nil {
@@ -197,14 +203,23 @@ func verifyReceipts(args []string, stdout, stderr io.Writer) int {
 	if keyID == "" {
 		keyID = "(unsigned)"
 	}
-	_, _ = fmt.Fprintf(stdout, "tenant_id: %s\nreceipts: %d\nchecked: %d\nhead_hash: %s\nkey_id: %s\n", rep.TenantID, rep.Count, rep.Checked, rep.HeadHash, keyID)
+	_, _ = fmt.Fprintf(stdout, "tenant_id: %s\nreceipts: %d\nchecked: %d\nhead_hash: %s\nkey_id: %s\n",
+		printable(rep.TenantID), rep.Count, rep.Checked, printable(rep.HeadHash), printable(keyID))
 	for _, e := range rep.Errors {
-		_, _ = fmt.Fprintf(stdout, "error: index %d receipt %s: %s\n", e.Index, e.ReceiptID, e.Error)
+		_, _ = fmt.Fprintf(stdout, "error: index %d receipt %s: %s\n", e.Index, printable(e.ReceiptID), printable(e.Error))
 	}
 	valid := rep.Valid
+	listed, total := len(rep.Errors), rep.ErrorCount
 	if want != nil && !want.Equal(rep.PublicKey) {
-		_, _ = fmt.Fprintf(stdout, "error: the export is signed with key_id %s, not with the -public-key given (key_id %s)\n", keyID, receipt.KeyID(want))
+		_, _ = fmt.Fprintf(stdout, "error: the export is signed with key_id %s, not with the -public-key given (key_id %s)\n", printable(keyID), receipt.KeyID(want))
 		valid = false
+		listed++
+		total++
+	}
+	if listed < total {
+		_, _ = fmt.Fprintf(stdout, "errors: %d (the first %d of the receipts' are listed)\n", total, receipt.MaxReportedErrors)
+	} else {
+		_, _ = fmt.Fprintf(stdout, "errors: %d\n", total)
 	}
 	if !valid {
 		_, _ = fmt.Fprintln(stdout, "INVALID")
@@ -214,8 +229,11 @@ func verifyReceipts(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// verifyPack checks an evidence pack offline: its manifest, every file's
-// SHA-256 and size, no unlisted file, and the manifest's signature.
+// verifyPack checks an evidence pack offline: its manifest, its kind's
+// files, every file's SHA-256 and size, no unlisted file, no member name
+// that leaves the directory it is unpacked into, and the manifest's
+// signature. A valid pack's origin line says what the verdict proves: an
+// unsigned pack, its integrity only.
 func verifyPack(args []string, stdout, stderr io.Writer) int {
 	want, f, code := openVerified("verify-pack", "the pack", "a signed pack is checked against the key its own manifest names", args, stderr)
 	if f == nil {
@@ -236,16 +254,37 @@ func verifyPack(args []string, stdout, stderr io.Writer) int {
 	if !rep.Signed {
 		keyID = "(unsigned)"
 	}
-	_, _ = fmt.Fprintf(stdout, "kind: %s\ntenant_id: %s\nfiles: %d\nkey_id: %s\n", rep.Kind, rep.TenantID, rep.Files, keyID)
+	_, _ = fmt.Fprintf(stdout, "kind: %s\ntenant_id: %s\nfiles: %d\nkey_id: %s\n", printable(rep.Kind), printable(rep.TenantID), rep.Files, printable(keyID))
 	for _, p := range rep.Problems {
-		_, _ = fmt.Fprintf(stdout, "error: %s\n", p)
+		_, _ = fmt.Fprintf(stdout, "error: %s\n", printable(p))
 	}
 	if !rep.Valid() {
 		_, _ = fmt.Fprintln(stdout, "INVALID")
 		return exitError
 	}
+	switch {
+	case !rep.Signed:
+		_, _ = fmt.Fprintln(stdout, "origin: NOT PROVEN: the pack is unsigned, so VALID shows its integrity only "+
+			"(its files are those its manifest lists, unchanged); anyone can make such a pack, and nothing in it shows who made it")
+	case rep.Pinned:
+		_, _ = fmt.Fprintf(stdout, "origin: signed with the -public-key given (key_id %s)\n", printable(rep.KeyID))
+	default:
+		_, _ = fmt.Fprintf(stdout, "origin: signed with key_id %s, the key its own manifest names; "+
+			"only -public-key (GET /v2/receipts/public-key) shows that key is the gateway's\n", printable(rep.KeyID))
+	}
 	_, _ = fmt.Fprintln(stdout, "VALID")
 	return exitOK
+}
+
+// printable returns s as it is when every rune of it is printable (no
+// control character, no line break, valid UTF-8), quoted otherwise: text
+// from the file being verified never prints a line of its own, such as a
+// "VALID" above an INVALID verdict.
+func printable(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // openVerified parses the flags of an offline verification command
