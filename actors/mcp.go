@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
+	"strings"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
@@ -34,17 +33,33 @@ var ErrMCPManifest = errors.New("actors: mcp manifest refused")
 // added and changed tools to pending, removes the removed, and emits
 // mcp_manifest_drift with the drift's risk. Every change drops the
 // authorize path's cached server and tools on every node.
+//
+// Discoveries over MCP take a slot of the node's budget (MCPSlots) for
+// their whole run, fetch to commit: an API call waits for one at most
+// MCPSlotWait (ErrMCPBusy past it), the leader's re-discovery as long as
+// it takes.
 type MCPRegistry struct {
 	store  persistence.MCPStore
 	events *EventBus
 	inval  *Invalidations
 	fetch  MCPFetch
+	slots  *MCPSlots
 	log    hclog.Logger
 }
 
-// NewMCPRegistry returns the registry; inval may be nil (tests).
-func NewMCPRegistry(store persistence.MCPStore, events *EventBus, inval *Invalidations, fetch MCPFetch, log hclog.Logger) *MCPRegistry {
-	return &MCPRegistry{store: store, events: events, inval: inval, fetch: fetch, log: log}
+// MCPSlotWait bounds how long a discover call waits for a slot: one
+// discovery's deadline, within which a slot frees unless many tenants
+// wait (each gets its turn).
+const MCPSlotWait = 10 * time.Second
+
+// NewMCPRegistry returns the registry; inval may be nil (tests), slots nil
+// for a budget of one.
+func NewMCPRegistry(store persistence.MCPStore, events *EventBus, inval *Invalidations, fetch MCPFetch, slots *MCPSlots,
+	log hclog.Logger) *MCPRegistry {
+	if slots == nil {
+		slots = NewMCPSlots(1)
+	}
+	return &MCPRegistry{store: store, events: events, inval: inval, fetch: fetch, slots: slots, log: log}
 }
 
 // Discovery is the outcome of one discovery.
@@ -64,9 +79,17 @@ type Discovery struct {
 // manifests come in tools (required); http servers are asked over MCP
 // (tools must be nil). audit builds the change's audit event from its
 // outcome. A failed fetch or a refused manifest is recorded on the server
-// (last_discovery_error) and returned.
+// (last_discovery_error) and returned. An http server's discovery waits
+// for a slot of the node's budget at most MCPSlotWait (ErrMCPBusy).
 func (r *MCPRegistry) Discover(ctx context.Context, tenantID, key string, tools []manifest.Tool,
 	audit func(Discovery) persistence.AuditEvent) (Discovery, error) {
+	return r.discover(ctx, tenantID, key, tools, audit, true)
+}
+
+// discover is Discover; takeSlot false when the caller holds a slot for it
+// already (the re-discovery).
+func (r *MCPRegistry) discover(ctx context.Context, tenantID, key string, tools []manifest.Tool,
+	audit func(Discovery) persistence.AuditEvent, takeSlot bool) (Discovery, error) {
 	srv, err := r.store.GetMCPServer(ctx, tenantID, key)
 	if err != nil {
 		return Discovery{}, err
@@ -75,6 +98,15 @@ func (r *MCPRegistry) Discover(ctx context.Context, tenantID, key string, tools 
 	case srv.Transport == persistence.MCPTransportHTTP && tools != nil:
 		return Discovery{}, fmt.Errorf("%w: an http server is discovered over MCP; send no manifest", ErrMCPManifest)
 	case srv.Transport == persistence.MCPTransportHTTP:
+		if takeSlot {
+			wait, cancel := context.WithTimeout(ctx, MCPSlotWait)
+			release, err := r.slots.Acquire(wait, tenantID)
+			cancel()
+			if err != nil {
+				return Discovery{}, err
+			}
+			defer release()
+		}
 		if tools, err = r.fetch(ctx, srv.URL); err != nil {
 			return Discovery{}, r.failed(tenantID, key, err)
 		}
@@ -93,24 +125,37 @@ func (r *MCPRegistry) Discover(ctx context.Context, tenantID, key string, tools 
 		known := make([]manifest.Known, len(stored))
 		byName := make(map[string]persistence.MCPTool, len(stored))
 		for i, t := range stored {
-			known[i] = manifest.Known{Tool: manifest.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}, Status: t.Status}
+			known[i] = manifest.Known{Tool: manifest.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema},
+				Status: t.Status, Hash: t.Hash}
 			byName[t.Name] = t
 		}
 		drift := manifest.Compare(known, live)
 		out.Drift = drift
-		touched := map[string]bool{}
+		// An added tool's findings are the drift's (Compare scanned it);
+		// a changed one is scanned whole here (the drift has what changed).
+		added, changed := map[string]bool{}, map[string]bool{}
 		for _, n := range drift.Added {
-			touched[n] = true
+			added[n] = true
 		}
 		for _, n := range drift.Changed {
-			touched[n] = true
+			changed[n] = true
+		}
+		found := map[string][]manifest.Finding{}
+		for _, f := range drift.Found {
+			if added[f.Tool] {
+				found[f.Tool] = append(found[f.Tool], f)
+			}
 		}
 		for _, t := range live {
-			if !touched[t.Name] {
+			fs := found[t.Name]
+			switch {
+			case changed[t.Name]:
+				fs = manifest.Scan(t)
+			case !added[t.Name]:
 				continue
 			}
 			d.Upsert = append(d.Upsert, persistence.MCPTool{Key: t.Key(), Name: t.Name, Status: manifest.StatusPending,
-				Description: t.Description, InputSchema: t.InputSchema, Hash: t.Hash(), Findings: storedFindings(manifest.Scan(t))})
+				Description: t.Description, InputSchema: t.InputSchema, Hash: t.Hash(), Findings: storedFindings(fs)})
 		}
 		for _, n := range drift.Removed {
 			d.Delete = append(d.Delete, byName[n].Key)
@@ -150,10 +195,17 @@ func storedFindings(fs []manifest.Finding) []persistence.MCPFinding {
 func (r *MCPRegistry) failed(tenantID, key string, err error) error {
 	ctx, cancel := ioContext(5 * time.Second)
 	defer cancel()
-	if ferr := r.store.FailMCPDiscovery(ctx, tenantID, key, err.Error(), time.Now()); ferr != nil {
+	if ferr := r.store.FailMCPDiscovery(ctx, tenantID, key, storableReason(err.Error()), time.Now()); ferr != nil {
 		r.log.Warn("recording a failed discovery failed", "tenant_id", tenantID, "server_key", key, "error", ferr)
 	}
 	return err
+}
+
+// storableReason is a failure's text as every backend stores it alike:
+// UTF-8, U+0000 written as \u0000 (a reason may quote what a server sent;
+// Postgres cannot store U+0000, SQLite would).
+func storableReason(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", `\u0000`)
 }
 
 // Changed drops the authorize path's cached server and tools on every
@@ -176,55 +228,6 @@ func driftEvent(tenantID, key string, e *persistence.MCPManifestEntry) messages.
 		AgentID: messages.UnknownAgent, Decision: "deny", Tool: "mcp:" + key, Action: "tools/list", Resource: &res,
 		RiskScore: e.RiskScore, Reason: "manifest_drift", MatchedPolicies: []string{}, RedactedFields: []string{},
 		SchemaVersion: messages.SchemaVersion}
-}
-
-// MCPRediscoveryStats are the re-discovery job's counters.
-type MCPRediscoveryStats struct {
-	Passes, Discovered, Failed atomic.Uint64
-}
-
-// NewMCPRediscovery returns the producer of the job that re-discovers
-// every http MCP server every interval, on the leader only
-// (SVC_MCP_DISCOVERY_INTERVAL_SECS), so drift is found without anyone
-// asking. A server that fails is recorded on it and logged; a store that
-// cannot list the servers fails the job, which its supervisor restarts.
-func NewMCPRediscovery(registry *MCPRegistry, store persistence.MCPStore, every time.Duration, isLeader func() bool,
-	stats *MCPRediscoveryStats, jobs *JobStats, log hclog.Logger) actor.Producer {
-	return newLeaderJob(jobSpec{name: JobMCPRediscovery, every: every, isLeader: isLeader, stats: jobs, log: log,
-		run: func() (string, error) {
-			ctx, cancel := ioContext(time.Minute)
-			servers, err := store.ListAllMCPServers(ctx, persistence.MCPTransportHTTP)
-			cancel()
-			if err != nil {
-				return "", err
-			}
-			var ok, failed uint64
-			for _, s := range servers {
-				ctx, cancel := ioContext(time.Minute)
-				_, err := registry.Discover(ctx, s.TenantID, s.Key, nil, func(d Discovery) persistence.AuditEvent {
-					return rediscoveryAudit(s.TenantID, s.Key, d)
-				})
-				cancel()
-				if err != nil {
-					failed++
-					log.Warn("mcp re-discovery of a server failed", "tenant_id", s.TenantID, "server_key", s.Key, "error", err)
-					continue
-				}
-				ok++
-			}
-			if stats != nil {
-				stats.Passes.Add(1)
-				stats.Discovered.Add(ok)
-				stats.Failed.Add(failed)
-			}
-			return fmt.Sprintf("%d mcp servers re-discovered, %d failed", ok, failed), nil
-		}})
-}
-
-// rediscoveryAudit is the audit event of a scheduled discovery.
-func rediscoveryAudit(tenantID, key string, d Discovery) persistence.AuditEvent {
-	return persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: tenantID, EventType: "config_change", Action: "mcp_discovered",
-		Actor: "system:mcp_rediscovery", Details: DiscoveryDetails(key, d), CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
 }
 
 // DiscoveryDetails are a discovery's audit details.

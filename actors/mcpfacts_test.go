@@ -62,7 +62,7 @@ func (c *countingMCP) GetMCPTool(ctx context.Context, tenantID, server, tool str
 func TestMCPFactsCaches(t *testing.T) {
 	ctx := context.Background()
 	store, tenant := storeWithTenant(t)
-	if _, err := store.CreateMCPServer(ctx, persistence.MCPServer{TenantID: tenant.ID, Key: "calc", Transport: "stdio", TrustLevel: "unknown"}); err != nil {
+	if _, err := store.CreateMCPServer(ctx, persistence.MCPServer{TenantID: tenant.ID, Key: "calc", Transport: "stdio", TrustLevel: "unknown"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := store.ApplyMCPDiscovery(ctx, tenant.ID, "calc", func(persistence.MCPServer, []persistence.MCPTool) (persistence.MCPDiscovery, error) {

@@ -75,6 +75,8 @@ type Config struct {
 	SkillCacheCapacity         int           // SVC_SKILL_CACHE_CAPACITY; 0 disables
 	MCPServerCacheCapacity     int           // SVC_MCP_SERVER_CACHE_CAPACITY; 0 disables
 	MCPToolCacheCapacity       int           // SVC_MCP_TOOL_CACHE_CAPACITY; 0 disables
+	MCPMaxServersPerTenant     int           // SVC_MCP_MAX_SERVERS_PER_TENANT
+	MCPDiscoveryConcurrency    int           // SVC_MCP_DISCOVERY_CONCURRENCY
 	CanonicalHashCacheCapacity int           // SVC_CANONICAL_HASH_CACHE_CAPACITY; 0 disables
 	ReplayNonceCacheCapacity   int           // SVC_REPLAY_NONCE_CACHE_CAPACITY; 0 disables
 	RiskWeightsCacheTTL        time.Duration // SVC_RISK_WEIGHTS_CACHE_TTL_SECS; 0 disables
@@ -194,6 +196,8 @@ func Settings() []Setting {
 		{"SVC_MCP_SERVER_CACHE_CAPACITY", "1024", "MCP server records cached for authorize (tenant and server key); every change drops them on every node; 0 disables"},
 		{"SVC_MCP_TOOL_CACHE_CAPACITY", "1024", "MCP tool statuses cached for authorize (tenant, server and tool key); dropped with their server's; 0 disables"},
 		{"SVC_MCP_DISCOVERY_INTERVAL_SECS", "3600", "the leader re-discovers every http MCP server this often, so drift is found without anyone asking; 0 disables"},
+		{"SVC_MCP_MAX_SERVERS_PER_TENANT", "50", "MCP servers one tenant may register; one more is 409 mcp_server_limit (what the leader re-discovers grows with it)"},
+		{"SVC_MCP_DISCOVERY_CONCURRENCY", "4", "MCP discoveries over the protocol a node runs at once, the API's and the leader's re-discovery together, shared fairly across tenants; each may hold an answer of up to 8 MiB and takes 10 s at most; a discover call waits up to 10 s for one, else 503 mcp_discovery_busy"},
 		{"SVC_CANONICAL_HASH_CACHE_CAPACITY", "1024", "canonical hash cache entries (SPEC 8); validated but without effect: the action hash is written directly (about 2.7 µs), which a cache keyed by the call would not beat"},
 		{"SVC_REPLAY_NONCE_CACHE_CAPACITY", "10000", "replay nonce cache entries (SPEC 8); validated but without effect: nonces live in the shared state for SVC_REPLAY_WINDOW_SECS, bounded by time, never evicted by count (an evicted nonce could be replayed)"},
 		{"SVC_RISK_WEIGHTS_CACHE_TTL_SECS", "60", "TTL of cached tenant risk weights; 0 disables"},
@@ -210,8 +214,8 @@ func Settings() []Setting {
 		{"SVC_AUTH_FAILURE_WINDOW_SECS", "3600", "window of SVC_AUTH_FAILURE_LIMIT"},
 		{"SVC_MAX_BODY_LIMIT_BYTES", "1048576", "request body cap"},
 		{"SVC_REQUEST_TIMEOUT_SECS", "30", "per-request timeout"},
-		{"SVC_MAX_CONCURRENT_REQUESTS", "1000", "concurrent requests; excess requests get 503"},
-		{"SVC_MAX_CONCURRENT_PER_TENANT", "half of SVC_MAX_CONCURRENT_REQUESTS", "concurrent requests of one tenant (counted once its credential is known); excess requests of that tenant get 429 tenant_concurrency, so no tenant can take every slot from the others; the same share bounds the tenant's open streams; at most SVC_MAX_CONCURRENT_REQUESTS"},
+		{"SVC_MAX_CONCURRENT_REQUESTS", "1000", "concurrent requests at work (a request takes a slot once its body has arrived); excess requests get 503"},
+		{"SVC_MAX_CONCURRENT_PER_TENANT", "half of SVC_MAX_CONCURRENT_REQUESTS", "concurrent requests of one tenant (counted once its credential is known, bodies still arriving included; calls without a credential share one more such share); excess requests of that tenant get 429 tenant_concurrency, so no tenant can take every slot from the others; the same share bounds the tenant's open streams; at most SVC_MAX_CONCURRENT_REQUESTS"},
 		{"SVC_HEADER_READ_TIMEOUT_SECS", "10", "time a client has to send a request's headers; the connection is closed after it"},
 		{"SVC_BODY_READ_TIMEOUT_SECS", "10", "time a client has to send a request's body once its headers are in; a body still arriving is cut off with 408 body_timeout and the connection closed"},
 		{"SVC_AUDIT_BATCH_SIZE", "100", "early flush of buffered audit events"},
@@ -347,6 +351,8 @@ func (v *validator) limits(c *Config, o *optionals) {
 	c.SkillCacheCapacity = v.count("SVC_SKILL_CACHE_CAPACITY", 0)
 	c.MCPServerCacheCapacity = v.count("SVC_MCP_SERVER_CACHE_CAPACITY", 0)
 	c.MCPToolCacheCapacity = v.count("SVC_MCP_TOOL_CACHE_CAPACITY", 0)
+	c.MCPMaxServersPerTenant = v.count("SVC_MCP_MAX_SERVERS_PER_TENANT", 1)
+	c.MCPDiscoveryConcurrency = v.count("SVC_MCP_DISCOVERY_CONCURRENCY", 1)
 	c.CanonicalHashCacheCapacity = v.count("SVC_CANONICAL_HASH_CACHE_CAPACITY", 0)
 	c.ReplayNonceCacheCapacity = v.count("SVC_REPLAY_NONCE_CACHE_CAPACITY", 0)
 	c.RiskWeightsCacheTTL = v.seconds("SVC_RISK_WEIGHTS_CACHE_TTL_SECS", 0)

@@ -165,7 +165,9 @@ func (s *Server) registerMCP() {
 		Summary: "Register an MCP server (CONTRACT §8): server_key ([a-z0-9_-]{1,64}; taken: 409 AlreadyExists), transport http or " +
 			"stdio, url (http only: an absolute http or https URL; an address outbound requests may not reach, link-local or metadata " +
 			"always and loopback or private unless SVC_ALLOW_PRIVATE_TARGETS=true, is 400 forbidden_target), trust_level (a trust " +
-			"level; default " + defaultMCPTrust + "), inspection_enabled (default false). Status active; no tools until discovered.",
+			"level; default " + defaultMCPTrust + "), inspection_enabled (default false). Status active; no tools until discovered. " +
+			"A tenant registers at most SVC_MCP_MAX_SERVERS_PER_TENANT servers (default 50), counted on every node alike: one more " +
+			"is 409 Conflict mcp_server_limit with details.limit (delete one to register another).",
 		Handle: s.createMCPServer})
 	s.register(Route{Method: "GET", Path: "/mcp/servers", Access: AccessViewer, Tag: "mcp", Resp: []mcpServerView{},
 		Summary: "The tenant's MCP servers, by key.", Handle: s.listMCPServers})
@@ -185,11 +187,15 @@ func (s *Server) registerMCP() {
 		Summary: "Restore a quarantined server to active. 409 when it is active.",
 		Handle:  s.setMCPServerStatus(persistence.MCPServerActive, persistence.MCPServerQuarantined, "mcp_server_restored")})
 	s.register(Route{Method: "POST", Path: mcpPath + "/discover", Access: AccessAdmin, Tag: "mcp", Body: &mcpDiscoverReq{}, OptionalBody: true,
-		Resp: mcpDiscoveryView{}, Errors: []int{404, 422, 504},
+		Resp: mcpDiscoveryView{}, Errors: []int{404, 422, 503, 504},
 		Summary: "Discover the server's tools. http: the gateway speaks MCP to url (initialize, then tools/list through every page, over " +
 			"streamable HTTP; no body) within 10 s and 8 MiB, at most 1000 tools: 504 Timeout mcp_timeout when it does not answer in " +
 			"time, 422 Invalid mcp_discovery_failed when it does not answer as an MCP server, answers too much or lists an invalid " +
-			"manifest, forbidden_target when its address may not be reached (recorded as last_discovery_error). stdio: the body " +
+			"manifest (a tool name with a control character such as U+0000, a format character or text that is not UTF-8, or a " +
+			"description with U+0000, is refused on every backend alike, the tool named), forbidden_target when its address may " +
+			"not be reached (recorded as last_discovery_error). A node runs SVC_MCP_DISCOVERY_CONCURRENCY discoveries over MCP at " +
+			"once (default 4), its leader's re-discovery included, handed out fairly across tenants; a call that finds none free " +
+			"within 10 s is 503 ServiceUnavailable mcp_discovery_busy with Retry-After, and nothing is recorded. stdio: the body " +
 			`{"tools":[{"name","description","inputSchema"}]} is the manifest (400 invalid_manifest when it is refused); the gateway ` +
 			"never starts a process. Tools are normalized (names unique once lower-cased; schemas JSON objects) and hashed svc-jcs-1 " +
 			"sorted by name. The first discovery pins that hash, every tool pending. A later one whose hash differs from the pin and " +
@@ -198,7 +204,8 @@ func (s *Server) registerMCP() {
 			"changed or an added or changed tool carries a poisoning finding (injection phrase, hidden characters, instructions to " +
 			"the model, a new URL in a changed description), 40 to 74 when tools were otherwise added or changed, 10 to 39 when they " +
 			"were only removed. Findings name a category and a count, never the text. A leader job re-discovers every http server " +
-			"every SVC_MCP_DISCOVERY_INTERVAL_SECS.",
+			"every SVC_MCP_DISCOVERY_INTERVAL_SECS, several at once and fairly across tenants (a tenant whose servers hang holds at " +
+			"most half the node's discovery slots while another tenant's servers wait).",
 		Handle: s.discoverMCPServer})
 	s.register(Route{Method: "POST", Path: mcpPath + "/pin", Access: AccessAdmin, Tag: "mcp", Resp: mcpServerView{}, Errors: []int{404, 409},
 		Summary: "Pin the manifest the last discovery found: drift is measured against it from now on. 409 before the first discovery.",
@@ -271,11 +278,17 @@ func (s *Server) createMCPServer(c *Call) (any, error) {
 		srv.TrustLevel = t
 	}
 	p := c.Principal
-	created, err := s.Store.CreateMCPServer(c.Ctx(), srv, auditEvent(p, p.TenantID, "config_change", "mcp_server_registered", "",
+	created, err := s.Store.CreateMCPServer(c.Ctx(), srv, s.cfg.MCPMaxServersPerTenant, auditEvent(p, p.TenantID, "config_change", "mcp_server_registered", "",
 		map[string]any{"server_key": srv.Key, "transport": srv.Transport, "url_host": urlHost(srv.URL), "trust_level": srv.TrustLevel,
 			"inspection_enabled": srv.InspectionEnabled}))
 	if errors.Is(err, persistence.ErrConflict) {
 		return nil, apiErr("AlreadyExists", "already_exists", "an mcp server %q exists", srv.Key)
+	}
+	if errors.Is(err, persistence.ErrMCPServerLimit) {
+		e := apiErr("Conflict", "mcp_server_limit", "the tenant has %d mcp servers, as many as it may register (SVC_MCP_MAX_SERVERS_PER_TENANT); "+
+			"delete one to register another", s.cfg.MCPMaxServersPerTenant)
+		e.Details["limit"] = s.cfg.MCPMaxServersPerTenant
+		return nil, e
 	}
 	if err != nil {
 		return nil, s.audited(err)
@@ -437,6 +450,11 @@ func discoveryError(err error, transport string) error {
 		return notFound("mcp server")
 	case errors.Is(err, ErrForbiddenTarget):
 		return apiErr("Invalid", "forbidden_target", "the mcp server's address may not be reached (CONTRACT §7)")
+	case errors.Is(err, actors.ErrMCPBusy):
+		e := apiErr("ServiceUnavailable", "mcp_discovery_busy", "every mcp discovery slot of the node stayed taken for %s; retry later",
+			actors.MCPSlotWait)
+		e.RetryAfter = int(actors.MCPSlotWait / time.Second)
+		return e
 	case errors.Is(err, mcpclient.ErrTimeout):
 		return apiErr("Timeout", "mcp_timeout", "the mcp server did not answer within %s", mcpclient.DefaultLimits.Timeout)
 	case errors.Is(err, actors.ErrMCPManifest) && transport == persistence.MCPTransportStdio:

@@ -10,7 +10,6 @@ package mcpclient
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -87,37 +86,36 @@ func list(ctx context.Context, client *http.Client, endpoint, version string, li
 	if capped.base == nil {
 		capped.base = http.DefaultTransport
 	}
-	hc := &http.Client{Transport: capped, CheckRedirect: client.CheckRedirect, Jar: client.Jar}
+	tap := &listTap{base: capped, max: lim.MaxTools}
+	hc := &http.Client{Transport: tap, CheckRedirect: client.CheckRedirect, Jar: client.Jar}
 	c := mcp.NewClient(&mcp.Implementation{Name: "svc", Version: version}, nil)
 	session, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: -1,
 		DisableStandaloneSSE: true, MaxEventSize: int(min(lim.MaxBytes, 1<<30))}, nil)
 	if err != nil {
-		return nil, classify(ctx, capped, err)
+		return nil, classify(ctx, capped, tap, err)
 	}
 	defer func() { _ = session.Close() }()
-	var tools []manifest.Tool
-	for t, err := range session.Tools(ctx, nil) {
+	// The tap takes every page's tools off the wire: the SDK sees empty
+	// pages and follows their cursors.
+	for _, err := range session.Tools(ctx, nil) {
 		if err != nil {
-			return nil, classify(ctx, capped, err)
+			return nil, classify(ctx, capped, tap, err)
 		}
-		if len(tools) == lim.MaxTools {
-			return nil, fmt.Errorf("%w: more than %d tools", ErrTooLarge, lim.MaxTools)
-		}
-		schema, err := json.Marshal(t.InputSchema)
-		if err != nil {
-			return nil, fmt.Errorf("%w: tool %q: input schema: %w", ErrProtocol, t.Name, err)
-		}
-		tools = append(tools, manifest.Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
-	return tools, nil
+	if err := tap.why(); err != nil {
+		return nil, err
+	}
+	return tap.listed(), nil
 }
 
 // classify names why a discovery failed: the deadline, the byte cap, or
 // anything else the server did.
-func classify(ctx context.Context, capped *cappedTransport, err error) error {
+func classify(ctx context.Context, capped *cappedTransport, tap *listTap, err error) error {
 	switch {
 	case capped.over.Load():
 		return fmt.Errorf("%w: more than the cap's bytes", ErrTooLarge)
+	case tap.why() != nil:
+		return tap.why()
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
 		return ErrTimeout
 	}

@@ -223,7 +223,8 @@ func (n *Node) newActors() {
 	n.maintenance = actors.NewMaintenance(n.store, actors.MaintenanceOptions{PublicKey: pub,
 		Retention: time.Duration(cfg.AuditRetentionDays) * 24 * time.Hour, IsLeader: n.leader.IsLeader, Events: n.bus},
 		log.Named("maintenance"))
-	n.mcp = actors.NewMCPRegistry(n.store, n.bus, n.invalidations, mcpFetch(cfg.AllowPrivateTargets, n.version), log.Named("mcp"))
+	n.mcp = actors.NewMCPRegistry(n.store, n.bus, n.invalidations, mcpFetch(cfg.AllowPrivateTargets, n.version),
+		actors.NewMCPSlots(cfg.MCPDiscoveryConcurrency), log.Named("mcp"))
 }
 
 // webhookDied tells the other nodes that a subscription died here: their

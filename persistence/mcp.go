@@ -3,8 +3,13 @@ package persistence
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 )
+
+// ErrMCPServerLimit: the tenant has as many MCP servers as it may
+// register (CreateMCPServer's limit).
+var ErrMCPServerLimit = errors.New("persistence: the tenant has as many mcp servers as it may register")
 
 // MCP server statuses (CONTRACT §8) and transports.
 const (
@@ -116,8 +121,11 @@ type MCPDiscoveryPlan func(server MCPServer, tools []MCPTool) (MCPDiscovery, err
 
 // MCPStore keeps the MCP registry.
 type MCPStore interface {
-	// CreateMCPServer inserts a server; ErrConflict when its key exists.
-	CreateMCPServer(ctx context.Context, s MCPServer, audit ...AuditEvent) (MCPServer, error)
+	// CreateMCPServer inserts a server; ErrConflict when its key exists,
+	// ErrMCPServerLimit when the tenant has limit servers already (0: no
+	// limit). Concurrent creations of one tenant's servers, from any node,
+	// never take it past the limit.
+	CreateMCPServer(ctx context.Context, s MCPServer, limit int, audit ...AuditEvent) (MCPServer, error)
 	GetMCPServer(ctx context.Context, tenantID, key string) (MCPServer, error)
 	ListMCPServers(ctx context.Context, tenantID string) ([]MCPServer, error)
 	// ListAllMCPServers lists every tenant's servers of a transport (the

@@ -5,11 +5,14 @@
 package mcptest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -28,19 +31,86 @@ type Server struct {
 	URL    string
 	server *mcp.Server
 	names  []string
+
+	mu   sync.Mutex
+	hold chan struct{} // while set, tools/list requests wait for it to close
+	// arrived gets a value for each tools/list request held.
+	arrived chan struct{}
 }
 
 // Start serves tools over streamable HTTP until the test ends; pageSize
-// (0: the SDK's default) makes tools/list paginate.
+// (0: the SDK's default) makes tools/list paginate. It answers requests
+// with server-sent events, as the SDK does by default.
 func Start(t testing.TB, pageSize int, tools ...Tool) *Server {
 	t.Helper()
-	s := &Server{server: mcp.NewServer(&mcp.Implementation{Name: "mcptest", Version: "1.0.0"}, &mcp.ServerOptions{PageSize: pageSize})}
+	return start(t, pageSize, nil, tools)
+}
+
+// StartJSON is Start with answers as application/json bodies instead of
+// event streams (the SDK's JSONResponse option).
+func StartJSON(t testing.TB, pageSize int, tools ...Tool) *Server {
+	t.Helper()
+	return start(t, pageSize, &mcp.StreamableHTTPOptions{JSONResponse: true}, tools)
+}
+
+func start(t testing.TB, pageSize int, opts *mcp.StreamableHTTPOptions, tools []Tool) *Server {
+	s := &Server{server: mcp.NewServer(&mcp.Implementation{Name: "mcptest", Version: "1.0.0"}, &mcp.ServerOptions{PageSize: pageSize}),
+		arrived: make(chan struct{}, 64)}
 	s.Set(tools...)
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.server }, nil)
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.server }, opts)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.held(r)
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { s.Release(); hs.Close() })
 	s.URL = hs.URL + "/mcp"
 	return s
+}
+
+// Hold makes the tools/list requests that arrive from now on wait until
+// Release (or until their client leaves); Arrived reports each.
+func (s *Server) Hold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hold == nil {
+		s.hold = make(chan struct{})
+	}
+}
+
+// Release lets the held requests, and those to come, through.
+func (s *Server) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hold != nil {
+		close(s.hold)
+		s.hold = nil
+	}
+}
+
+// Arrived gets a value for each tools/list request Hold held.
+func (s *Server) Arrived() <-chan struct{} { return s.arrived }
+
+// held waits while r is a tools/list request and the server holds them.
+func (s *Server) held(r *http.Request) {
+	s.mu.Lock()
+	hold := s.hold
+	s.mu.Unlock()
+	if hold == nil || r.Method != http.MethodPost {
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil || !bytes.Contains(body, []byte(`"tools/list"`)) {
+		return
+	}
+	select {
+	case s.arrived <- struct{}{}:
+	default:
+	}
+	select {
+	case <-hold:
+	case <-r.Context().Done():
+	}
 }
 
 // Set replaces the tool list.

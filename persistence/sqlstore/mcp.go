@@ -29,15 +29,34 @@ func getMCPServer(ctx context.Context, q Querier, tenantID, key string) (persist
 	return scanMCPServer(q.QueryRow(ctx, `SELECT `+mcpServerCols+` FROM mcp_servers WHERE tenant_id = $1 AND server_key = $2`, tenantID, key))
 }
 
-// CreateMCPServer implements persistence.MCPStore.
-func (s *Store) CreateMCPServer(ctx context.Context, srv persistence.MCPServer, audit ...persistence.AuditEvent) (persistence.MCPServer, error) {
+// CreateMCPServer implements persistence.MCPStore. With a limit, the
+// tenant's row is locked first (an update that changes nothing: Postgres
+// takes the row lock, which does not hold back the inserts that refer to
+// the tenant; SQLite's one writer serializes anyway), so that two
+// creations, on any nodes, count one after the other; the new server is
+// counted with the others.
+func (s *Store) CreateMCPServer(ctx context.Context, srv persistence.MCPServer, limit int, audit ...persistence.AuditEvent) (persistence.MCPServer, error) {
 	t := now()
 	var out persistence.MCPServer
 	err := s.DB.Tx(ctx, func(q Querier) error {
+		if limit > 0 {
+			if _, err := q.Exec(ctx, `UPDATE tenants SET auto_rotate_token_on_leak = auto_rotate_token_on_leak WHERE id = $1`, srv.TenantID); err != nil {
+				return err
+			}
+		}
 		if _, err := q.Exec(ctx, `INSERT INTO mcp_servers (tenant_id, server_key, transport, url, trust_level, inspection_enabled, status,
 			created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`,
 			srv.TenantID, srv.Key, srv.Transport, srv.URL, srv.TrustLevel, srv.InspectionEnabled, persistence.MCPServerActive, t); err != nil {
 			return err
+		}
+		if limit > 0 {
+			var n int
+			if err := q.QueryRow(ctx, `SELECT count(*) FROM mcp_servers WHERE tenant_id = $1`, srv.TenantID).Scan(&n); err != nil {
+				return err
+			}
+			if n > limit {
+				return persistence.ErrMCPServerLimit
+			}
 		}
 		if err := s.insertAudit(ctx, q, audit); err != nil {
 			return err

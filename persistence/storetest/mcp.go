@@ -22,6 +22,7 @@ func RunMCP(t *testing.T, open func(t *testing.T) persistence.Store) {
 		fn   func(t *testing.T, s persistence.Store)
 	}{
 		{"create, get and list; a duplicate key conflicts", testMCPServers},
+		{"a tenant's servers stop at the limit, also created at once", testMCPServerLimit},
 		{"patch, conditional status, pin after a discovery only", testMCPPatch},
 		{"discoveries pin, upsert, delete and record drift", testMCPDiscovery},
 		{"tool status moves only from the given statuses", testMCPToolStatus},
@@ -36,7 +37,7 @@ func RunMCP(t *testing.T, open func(t *testing.T) persistence.Store) {
 func mcpServer(t *testing.T, s persistence.Store, tenantID, key string) persistence.MCPServer {
 	t.Helper()
 	srv, err := s.CreateMCPServer(ctx(t), persistence.MCPServer{TenantID: tenantID, Key: key, Transport: persistence.MCPTransportHTTP,
-		URL: "https://mcp.example/" + key, TrustLevel: "untrusted_external"}, audit(tenantID, "config_change", "mcp_server_registered"))
+		URL: "https://mcp.example/" + key, TrustLevel: "untrusted_external"}, 0, audit(tenantID, "config_change", "mcp_server_registered"))
 	if err != nil {
 		t.Fatalf("CreateMCPServer: %v", err)
 	}
@@ -74,7 +75,7 @@ func testMCPServers(t *testing.T, s persistence.Store) {
 		srv.TrustLevel != "untrusted_external" || srv.InspectionEnabled || srv.Revision != 1 {
 		t.Errorf("created %+v", srv)
 	}
-	_, err := s.CreateMCPServer(ctx(t), persistence.MCPServer{TenantID: tn.ID, Key: "weather", Transport: "stdio", TrustLevel: "unknown"})
+	_, err := s.CreateMCPServer(ctx(t), persistence.MCPServer{TenantID: tn.ID, Key: "weather", Transport: "stdio", TrustLevel: "unknown"}, 0)
 	wantErr(t, err, persistence.ErrConflict)
 	mcpServer(t, s, tn.ID, "alpha")
 	list, err := s.ListMCPServers(ctx(t), tn.ID)
@@ -84,6 +85,62 @@ func testMCPServers(t *testing.T, s persistence.Store) {
 	all, err := s.ListAllMCPServers(ctx(t), persistence.MCPTransportHTTP)
 	if err != nil || !slices.ContainsFunc(all, func(x persistence.MCPServer) bool { return x.TenantID == tn.ID && x.Key == "weather" }) {
 		t.Errorf("ListAllMCPServers: %v", err)
+	}
+}
+
+func testMCPServerLimit(t *testing.T, s persistence.Store) {
+	tn, _ := mustTenant(t, s, "mcp-"+id())
+	other, _ := mustTenant(t, s, "mcp-"+id())
+	const limit = 4
+	create := func(tenantID, key string) error {
+		_, err := s.CreateMCPServer(ctx(t), persistence.MCPServer{TenantID: tenantID, Key: key, Transport: persistence.MCPTransportStdio,
+			TrustLevel: "unknown"}, limit, audit(tenantID, "config_change", "mcp_server_registered"))
+		return err
+	}
+	for i := range limit - 2 {
+		if err := create(tn.ID, fmt.Sprintf("s%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Eight at once for the last two places: two win, whatever the
+	// interleaving.
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = create(tn.ID, fmt.Sprintf("race%d", i))
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, persistence.ErrMCPServerLimit):
+			t.Errorf("a creation past the limit: %v", err)
+		}
+	}
+	list, err := s.ListMCPServers(ctx(t), tn.ID)
+	if err != nil || won != 2 || len(list) != limit {
+		t.Errorf("%d won, %d servers (%v), want 2 and %d", won, len(list), err, limit)
+	}
+	wantErr(t, create(tn.ID, "s0"), persistence.ErrConflict) // a taken key is a conflict first
+	wantErr(t, create(tn.ID, "one-more"), persistence.ErrMCPServerLimit)
+	if err := create(other.ID, "s0"); err != nil { // another tenant's count is its own
+		t.Errorf("another tenant: %v", err)
+	}
+	if err := s.DeleteMCPServer(ctx(t), tn.ID, "s0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(tn.ID, "one-more"); err != nil {
+		t.Errorf("after a deletion: %v", err)
+	}
+	if _, err := s.CreateMCPServer(ctx(t), persistence.MCPServer{TenantID: tn.ID, Key: "unlimited", Transport: persistence.MCPTransportStdio,
+		TrustLevel: "unknown"}, 0); err != nil {
+		t.Errorf("limit 0: %v", err)
 	}
 }
 

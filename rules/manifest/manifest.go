@@ -6,6 +6,7 @@
 package manifest
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"svc/canonical"
 	"svc/rules/inspect"
@@ -43,6 +46,9 @@ type Tool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"inputSchema"`
+	// hash is the tool's svc-jcs-1 hash, set by Normalize, which made
+	// the schema canonical JSON.
+	hash string
 }
 
 // Key is the tool's lookup key: its name normalized as an authorize call's
@@ -52,18 +58,100 @@ func (t Tool) Key() string { return canonical.NormalizeIdentifier(t.Name) }
 
 // Hash is the svc-jcs-1 hash of the one tool.
 func (t Tool) Hash() string {
-	raw, err := canonical.Marshal(t)
-	if err != nil { // Normalize made the schema canonical JSON already
-		panic("manifest: a normalized tool does not encode: " + err.Error())
+	if t.hash != "" {
+		return t.hash
 	}
-	sum := sha256.Sum256(raw)
-	return hex.EncodeToString(sum[:])
+	return sum(t.appendJCS(nil, t.canonicalSchema()))
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// canonicalSchema is the tool's schema as canonical JSON: as it is once
+// Normalize made it so, else made so here ("null" when there is none, as
+// encoding/json writes a nil json.RawMessage).
+func (t Tool) canonicalSchema() []byte {
+	if t.hash != "" {
+		return t.InputSchema
+	}
+	schema := []byte(t.InputSchema)
+	if len(schema) == 0 {
+		schema = []byte("null")
+	}
+	c, err := canonical.JCS(schema)
+	if err != nil {
+		panic("manifest: a tool's schema is not JSON: " + err.Error())
+	}
+	return c
+}
+
+// appendJCS appends the tool's RFC 8785 form with its canonical schema:
+// the object {"description","inputSchema","name"} (RFC 8785 orders
+// members by their names' UTF-16 code units, which is this order),
+// written directly rather than encoded and parsed again (which cost about
+// 20 times the tool's size): the strings as encoding/json coerces them to
+// UTF-8 and RFC 8785 writes them (canonical.AppendString), then the
+// schema. TestHashIsJCSOfTheTools holds the bytes equal to
+// canonical.Marshal's.
+func (t Tool) appendJCS(b, schema []byte) []byte {
+	b = append(b, `{"description":`...)
+	b = canonical.AppendString(b, coerceUTF8(t.Description))
+	b = append(b, `,"inputSchema":`...)
+	b = append(b, schema...)
+	b = append(b, `,"name":`...)
+	b = canonical.AppendString(b, coerceUTF8(t.Name))
+	return append(b, '}')
+}
+
+// coerceUTF8 replaces each byte of s that is not UTF-8 with U+FFFD, as
+// encoding/json does.
+func coerceUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // text is what the poisoning scan reads: the description and the schema
-// (whose property descriptions the model reads too).
-func (t Tool) text() []byte {
-	return []byte(t.Description + "\n" + string(t.InputSchema))
+// (whose property descriptions the model reads too), appended to b.
+func (t Tool) text(b []byte) []byte {
+	b = append(b, t.Description...)
+	b = append(b, '\n')
+	return append(b, t.InputSchema...)
+}
+
+// nameFault says what makes a tool's name unfit to be stored and shown:
+// text that is not UTF-8 (or that a decoder replaced: U+FFFD), a control
+// character (U+0000 among them, which Postgres cannot store and SQLite
+// would) or a format character (zero-width and direction marks, which
+// make two names look alike). "" when the name is fit.
+func nameFault(name string) string {
+	if !utf8.ValidString(name) {
+		return "is not UTF-8"
+	}
+	for _, r := range name {
+		switch {
+		case r == utf8.RuneError:
+			return "has U+FFFD, the mark of text that was not UTF-8"
+		case unicode.IsControl(r):
+			return fmt.Sprintf("has the control character U+%04X", r)
+		case unicode.Is(unicode.Cf, r):
+			return fmt.Sprintf("has the format character U+%04X", r)
+		}
+	}
+	return ""
 }
 
 // Normalize checks and prepares the tools a server listed: names present,
@@ -77,12 +165,19 @@ func Normalize(tools []Tool) ([]Tool, error) {
 	}
 	out := make([]Tool, 0, len(tools))
 	seen := make(map[string]string, len(tools))
+	var buf []byte
 	for i, t := range tools {
 		switch {
 		case strings.TrimSpace(t.Name) == "":
 			return nil, fmt.Errorf("%w: tool %d has no name", ErrInvalid, i)
 		case len(t.Name) > MaxNameLen:
 			return nil, fmt.Errorf("%w: tool %d: name longer than %d bytes", ErrInvalid, i, MaxNameLen)
+		case nameFault(t.Name) != "":
+			return nil, fmt.Errorf("%w: tool %q: its name %s", ErrInvalid, t.Name, nameFault(t.Name))
+		case !utf8.ValidString(t.Description):
+			return nil, fmt.Errorf("%w: tool %q: description is not UTF-8", ErrInvalid, t.Name)
+		case strings.IndexByte(t.Description, 0) >= 0:
+			return nil, fmt.Errorf("%w: tool %q: description has U+0000", ErrInvalid, t.Name)
 		case len(t.Description) > MaxDescriptionLen:
 			return nil, fmt.Errorf("%w: tool %q: description longer than %d bytes", ErrInvalid, t.Name, MaxDescriptionLen)
 		case len(t.InputSchema) > MaxSchemaLen:
@@ -96,33 +191,39 @@ func Normalize(tools []Tool) ([]Tool, error) {
 		if len(schema) == 0 || string(schema) == "null" {
 			schema = json.RawMessage(`{"type":"object"}`)
 		}
-		var obj map[string]any
-		if err := json.Unmarshal(schema, &obj); err != nil || obj == nil {
+		// A JSON object, checked without decoding it: RFC 8785 parses it.
+		if !json.Valid(schema) || bytes.TrimLeft(schema, " \t\r\n")[0] != '{' {
 			return nil, fmt.Errorf("%w: tool %q: input schema is not a JSON object", ErrInvalid, t.Name)
 		}
 		c, err := canonical.JCS(schema)
 		if err != nil {
 			return nil, fmt.Errorf("%w: tool %q: input schema: %w", ErrInvalid, t.Name, err)
 		}
-		out = append(out, Tool{Name: t.Name, Description: t.Description, InputSchema: c})
+		buf = t.appendJCS(buf[:0], c)
+		out = append(out, Tool{Name: t.Name, Description: t.Description, InputSchema: c, hash: sum(buf)})
 	}
 	slices.SortFunc(out, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
 // Hash is the manifest hash: svc-jcs-1 (SHA-256 of the RFC 8785 bytes) of
-// the normalized tools sorted by name, as lower-case hex.
+// the normalized tools sorted by name, as lower-case hex. The bytes are
+// hashed as they are written, one tool at a time: the manifest is never
+// encoded whole.
 func Hash(tools []Tool) string {
 	sorted := slices.SortedFunc(slices.Values(tools), func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
-	if sorted == nil {
-		sorted = []Tool{}
+	h := sha256.New()
+	buf := []byte{'['}
+	for i, t := range sorted {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = t.appendJCS(buf, t.canonicalSchema())
+		_, _ = h.Write(buf) // a hash.Hash never fails
+		buf = buf[:0]
 	}
-	raw, err := canonical.Marshal(sorted)
-	if err != nil {
-		panic("manifest: normalized tools do not encode: " + err.Error())
-	}
-	sum := sha256.Sum256(raw)
-	return hex.EncodeToString(sum[:])
+	_, _ = h.Write(append(buf, ']'))
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Finding is one category the poisoning scan found in one tool, and how
@@ -135,7 +236,7 @@ type Finding struct {
 
 // Scan is the poisoning scan of one tool.
 func Scan(t Tool) []Finding {
-	return findings(t.Name, inspect.Tool(t.text()))
+	return findings(t.Name, inspect.Tool(t.text(nil)))
 }
 
 func findings(tool string, fs []inspect.Finding) []Finding {
@@ -160,10 +261,19 @@ func poisoned(f Finding) bool {
 	return false
 }
 
-// Known is a tool the gateway already holds, with its status.
+// Known is a tool the gateway already holds, with its status and, when
+// known, its hash as stored (else it is computed).
 type Known struct {
 	Tool
 	Status string
+	Hash   string
+}
+
+func (k Known) hashed() string {
+	if k.Hash != "" {
+		return k.Hash
+	}
+	return k.Tool.Hash()
 }
 
 // Drift is what a discovery changed against the tools the gateway knew.
@@ -191,19 +301,21 @@ func Compare(known []Known, live []Tool) Drift {
 		byName[k.Name] = k
 	}
 	liveNames := make(map[string]bool, len(live))
+	var scratch []byte
 	for _, t := range live {
 		liveNames[t.Name] = true
 		k, ok := byName[t.Name]
 		switch {
 		case !ok:
 			d.Added = append(d.Added, t.Name)
-			d.Found = append(d.Found, Scan(t)...)
-		case k.Hash() != t.Hash():
+			scratch = t.text(scratch[:0]) // one buffer for every added tool's text
+			d.Found = append(d.Found, findings(t.Name, inspect.Tool(scratch))...)
+		case k.hashed() != t.Hash():
 			d.Changed = append(d.Changed, t.Name)
 			if k.Status == StatusApproved {
 				d.ApprovedChanged = append(d.ApprovedChanged, t.Name)
 			}
-			d.Found = append(d.Found, findings(t.Name, inspect.Changed(k.text(), t.text()))...)
+			d.Found = append(d.Found, findings(t.Name, inspect.Changed(k.text(nil), t.text(nil)))...)
 		}
 	}
 	for _, k := range known {

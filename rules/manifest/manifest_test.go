@@ -1,11 +1,17 @@
 package manifest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"svc/canonical"
 )
 
 func tool(name, desc string) Tool {
@@ -146,4 +152,94 @@ func TestKey(t *testing.T) {
 	if k := (Tool{Name: "Get_Weather"}).Key(); k != "get_weather" {
 		t.Errorf("Key %q", k)
 	}
+}
+
+// jcsHash is the tool and manifest hashes as they were first written:
+// encode with encoding/json, then RFC 8785 over the text.
+func jcsHash(t *testing.T, v any) string {
+	t.Helper()
+	raw, err := canonical.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(raw)
+	return hex.EncodeToString(s[:])
+}
+
+// The hashes written directly are the bytes canonical.Marshal gives, for
+// every kind of text a description or name can hold (pins recorded
+// before stay valid), for tools from Normalize and for tools built by
+// hand.
+func TestHashIsJCSOfTheTools(t *testing.T) {
+	texts := []string{"", "plain", `quote " and \ backslash`, "tab\tnew\nline\r\f\b", "\x01\x1f\x7f", "<b>&amp;</b>",
+		"\u2028\u2029", "ünïcødé 漢字 🦀", "\xff\xfe bad utf-8 \xc3", "\ufeff bom \u200b zwsp", "é" /* e + combining */, "\U0001F600"}
+	var tools []Tool
+	for i, d := range texts {
+		q, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tools = append(tools, Tool{Name: fmt.Sprintf("t%02d", i), Description: d,
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string","description":` + string(q) + `}}}`)})
+	}
+	tools = append(tools, Tool{Name: "no_schema", Description: "x"}, Tool{Name: "Ünï", InputSchema: json.RawMessage(`{"b":1e21,"a":[1.50,-0]}`)})
+	var valid []Tool
+	for _, tl := range tools {
+		if utf8.ValidString(tl.Description) {
+			valid = append(valid, tl)
+		}
+	}
+	for _, tl := range tools { // by hand: the schema is made canonical here
+		want := jcsHash(t, tl)
+		if got := tl.Hash(); got != want {
+			t.Errorf("%s by hand: %s, want %s", tl.Name, got, want)
+		}
+	}
+	live := norm(t, valid...)
+	for _, tl := range live {
+		plain := Tool{Name: tl.Name, Description: tl.Description, InputSchema: tl.InputSchema}
+		if got, want := tl.Hash(), jcsHash(t, plain); got != want {
+			t.Errorf("%s normalized: %s, want %s", tl.Name, got, want)
+		}
+	}
+	plain := make([]Tool, len(live))
+	for i, tl := range live {
+		plain[i] = Tool{Name: tl.Name, Description: tl.Description, InputSchema: tl.InputSchema}
+	}
+	if got, want := Hash(live), jcsHash(t, plain); got != want {
+		t.Errorf("manifest: %s, want %s", got, want)
+	}
+	if got, want := Hash(nil), jcsHash(t, []Tool{}); got != want {
+		t.Errorf("empty manifest: %s, want %s", got, want)
+	}
+}
+
+// A name the stores would keep differently (U+0000: SQLite keeps it,
+// Postgres refuses it) or that hides what it is is refused, the tool
+// named; so is a description with U+0000.
+func TestNormalizeRefusesUnfitText(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		tool Tool
+		want string
+	}{
+		{"nul in a name", Tool{Name: "get\x00weather"}, `tool "get\x00weather": its name has the control character U+0000`},
+		{"escape in a name", Tool{Name: "a\x1b[31m"}, "U+001B"},
+		{"c1 control in a name", Tool{Name: "a\u0085b"}, "U+0085"},
+		{"zero-width space in a name", Tool{Name: "send\u200bemail"}, "format character U+200B"},
+		{"bidi override in a name", Tool{Name: "evil\u202egnp"}, "U+202E"},
+		{"invalid utf-8 in a name", Tool{Name: "a\xffb"}, "is not UTF-8"},
+		{"replacement character in a name", Tool{Name: "a\ufffdb"}, "U+FFFD"},
+		{"nul in a description", Tool{Name: "a", Description: "x\x00y"}, `tool "a": description has U+0000`},
+		{"invalid utf-8 in a description", Tool{Name: "a", Description: "x\xc3"}, "not UTF-8"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Normalize([]Tool{tool("fine", "ok"), c.tool})
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Normalize: %v, want %q", err, c.want)
+			}
+		})
+	}
+	// What a description may hold stays: line breaks, tabs, any script.
+	norm(t, Tool{Name: "get_weather.v2-beta", Description: "Line one.\n\tLine two: 漢字, ünï, 🦀."}, Tool{Name: "Größe"})
 }
