@@ -34,13 +34,19 @@ import (
 //
 //	go test -run XXX -bench MCPDiscovery -benchtime 5x ./actors/
 //
-// Measured on this 2-core machine (go1.26; the figures are the gateway's,
-// SQLite store included):
+// Measured on this 2-core machine (go1.26; the gateway's figures, SQLite
+// store included; the manifest is 400 × 16 KiB = 6.55 MB):
 //
-//	                         before (ba6245f)   after
-//	first discovery  B/op          ~264 MB       ~24 MB  (3.7 × the manifest)
-//	again, no drift  B/op          ~300 MB       ~18 MB  (2.8 ×)
-//	20 at once, peak live heap    ~550 MiB      ~45 MiB (4 slots; 20 slots: ~150 MiB)
+//	                                   before (ba6245f)      after
+//	first discovery, B/op              285.0 MB (43.5 ×)     16.5 MB (2.5 ×)
+//	again, no drift, B/op              328.0 MB (50.1 ×)     15.6 MB (2.4 ×)
+//	20 at once, B/op (all 20)          5.4 GB                329 MB
+//	20 at once, peak heap, GOGC=100    587-621 MiB           52 MiB (4 slots); 244 MiB (20 slots)
+//	20 at once, peak heap, GOGC=400    1340-1584 MiB         115 MiB (4 slots); 288 MiB (20 slots)
+//
+// (GOGC=400 is SVC_GC_PERCENT's default; before, there were no slots: both
+// columns ran unbounded.) TestMCPDiscoveryCostsAFewManifests holds one
+// discovery under 5 times its manifest.
 //
 // Before, the SDK read the answer's one SSE line into a growing buffer,
 // decoded the JSON-RPC message, then the result into its types (a schema
@@ -83,7 +89,7 @@ func TestMCPHelperServer(t *testing.T) {
 // helperServers starts the helper process with n servers and returns
 // their URLs.
 func helperServers(b testing.TB, n int) []string {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMCPHelperServer$")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMCPHelperServer$") //nolint:gosec // G702: the test binary itself, run again as the helper server
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", mcpHelperEnv, n))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -45,7 +45,14 @@ type listTap struct {
 const maxRequestPeek = 64 << 10
 
 func (t *listTap) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodPost || req.Body == nil || !t.isList(req) {
+	if req.Method != http.MethodPost || req.Body == nil {
+		return t.base.RoundTrip(req)
+	}
+	req, list, err := peek(req)
+	if err != nil {
+		return nil, err
+	}
+	if !list {
 		return t.base.RoundTrip(req)
 	}
 	resp, err := t.base.RoundTrip(req)
@@ -70,20 +77,31 @@ func (t *listTap) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// isList reports whether req is a tools/list request, and leaves its body
-// to be read again.
-func (t *listTap) isList(req *http.Request) bool {
+// peek reads req's body and returns a copy of req that sends it (a
+// RoundTripper does not change its caller's request), and whether it is a
+// tools/list request. A body longer than any the SDK sends is passed on
+// as it is, unread past maxRequestPeek.
+func peek(req *http.Request) (*http.Request, bool, error) {
 	raw, err := io.ReadAll(io.LimitReader(req.Body, maxRequestPeek+1))
-	_ = req.Body.Close()
-	req.Body = io.NopCloser(bytes.NewReader(raw))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
-	if err != nil || len(raw) > maxRequestPeek {
-		return false
+	if err != nil {
+		_ = req.Body.Close()
+		return nil, false, err
 	}
+	out := req.Clone(req.Context())
+	if len(raw) > maxRequestPeek {
+		out.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(raw), req.Body), req.Body}
+		return out, false, nil
+	}
+	_ = req.Body.Close()
+	out.Body = io.NopCloser(bytes.NewReader(raw))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
 	var m struct {
 		Method string `json:"method"`
 	}
-	return json.Unmarshal(raw, &m) == nil && m.Method == "tools/list"
+	return out, json.Unmarshal(raw, &m) == nil && m.Method == "tools/list", nil
 }
 
 // refuse records the first reason an answer was refused and returns it.

@@ -136,3 +136,36 @@ func TestToolsEitherAnswer(t *testing.T) {
 		})
 	}
 }
+
+// The tap passes every other request on whole, the caller's request
+// untouched, a body longer than it peeks at too.
+func TestTapPassesRequestsOn(t *testing.T) {
+	var got []string
+	tap := &listTap{max: 10, base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		got = append(got, string(b))
+		return &http.Response{StatusCode: 202, Body: io.NopCloser(strings.NewReader("")), Header: http.Header{}}, nil
+	})}
+	long := `{"jsonrpc":"2.0","method":"notifications/message","params":{"x":"` + strings.Repeat("y", 2*maxRequestPeek) + `"}}`
+	for _, body := range []string{`{"jsonrpc":"2.0","id":1,"method":"initialize"}`, long} {
+		req, err := http.NewRequest(http.MethodPost, "http://mcp.example/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		orig := req.Body
+		resp, err := tap.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if req.Body != orig {
+			t.Error("the caller's request was changed")
+		}
+	}
+	if len(got) != 2 || got[0] != `{"jsonrpc":"2.0","id":1,"method":"initialize"}` || got[1] != long {
+		t.Errorf("bodies sent: %d, the long one whole: %v", len(got), len(got) == 2 && got[1] == long)
+	}
+}
