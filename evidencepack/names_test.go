@@ -1,12 +1,7 @@
 package evidencepack_test
 
 import (
-	"archive/zip"
 	"bytes"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"slices"
@@ -15,57 +10,23 @@ import (
 	"time"
 
 	"svc/evidencepack"
+	"svc/evidencepack/packtest"
 	"svc/receipt"
 )
 
 // member is one file of a crafted pack.
-type member struct{ name, content string }
+type member struct{ Name, Content string }
 
-// craft writes a pack by hand, as anyone can: members listed in a manifest
-// of kind with their true hashes and sizes, signed by s when not nil. It
-// is what Verify must judge on its content, not on who wrote it.
+// craft writes a pack by hand (packtest.Craft).
 func craft(t *testing.T, kind string, s *receipt.Signer, members ...member) []byte {
 	t.Helper()
-	m := evidencepack.Manifest{Format: receipt.ManifestFormat, Kind: kind, TenantID: "t1", CreatedAt: time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)}
-	if s != nil {
-		k := base64.StdEncoding.EncodeToString(s.PublicKey())
-		m.KeyID, m.PublicKey = s.KeyID(), &k
+	ms := make([]packtest.Member, len(members))
+	for i, m := range members {
+		ms[i] = packtest.Member(m)
 	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	add := func(name string, b []byte) {
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Deflate})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(b) == 0 {
-			return // a directory ("a/") takes no content
-		}
-		if _, err := w.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, f := range members {
-		sum := sha256.Sum256([]byte(f.content))
-		m.Files = append(m.Files, evidencepack.File{Name: f.name, SHA256: hex.EncodeToString(sum[:]), Bytes: int64(len(f.content))})
-		add(f.name, []byte(f.content))
-	}
-	raw, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	add(evidencepack.ManifestName, raw)
-	if s != nil {
-		sig, _ := json.Marshal(evidencepack.Signature{KeyID: s.KeyID(), Signature: s.SignManifest(sha256.Sum256(raw))})
-		add(evidencepack.SignatureName, sig)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return packtest.Craft(t, kind, s, ms...)
 }
 
-// kindFiles are the files kind requires, each with some content.
 func kindFiles(t *testing.T, kind string) []member {
 	t.Helper()
 	names, ok := evidencepack.RequiredFiles(kind)
@@ -92,8 +53,8 @@ func TestVerifyRefusesTheIssuesPack(t *testing.T) {
 			t.Fatalf("signed %v: valid", s != nil)
 		}
 		for _, f := range hostile {
-			if !strings.Contains(problems(rep), f.name+": unsafe file name") && !strings.Contains(problems(rep), `"`+strings.ReplaceAll(f.name, `\`, `\\`)+`": unsafe file name`) {
-				t.Errorf("signed %v: no problem names %s as unsafe:\n%s", s != nil, f.name, problems(rep))
+			if !strings.Contains(problems(rep), f.Name+": unsafe file name") && !strings.Contains(problems(rep), `"`+strings.ReplaceAll(f.Name, `\`, `\\`)+`": unsafe file name`) {
+				t.Errorf("signed %v: no problem names %s as unsafe:\n%s", s != nil, f.Name, problems(rep))
 			}
 		}
 		for _, name := range []string{"incident.json", "alerts.json", "narrative.md"} {
@@ -158,9 +119,9 @@ func TestVerifyRequiresTheKindsFiles(t *testing.T) {
 			for i, f := range all {
 				without := slices.Delete(slices.Clone(all), i, i+1)
 				rep := verify(t, craft(t, kind, sg, without...), nil)
-				want := f.name + ": missing (a pack of kind " + kind + " holds it"
+				want := f.Name + ": missing (a pack of kind " + kind + " holds it"
 				if rep.Valid() || !strings.Contains(problems(rep), want) {
-					t.Errorf("%s, signed %v, without %s: problems %q", kind, sg != nil, f.name, rep.Problems)
+					t.Errorf("%s, signed %v, without %s: problems %q", kind, sg != nil, f.Name, rep.Problems)
 				}
 			}
 		}
@@ -204,11 +165,11 @@ func TestWriterRefusesWhatVerifyRefuses(t *testing.T) {
 	var buf bytes.Buffer
 	p = evidencepack.NewWriter(&buf, evidencepack.KindCompliance, "t1", signer(t, 1), now)
 	for _, f := range kindFiles(t, evidencepack.KindCompliance) {
-		w, err := p.Create(f.name)
+		w, err := p.Create(f.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = io.WriteString(w, f.content)
+		_, _ = io.WriteString(w, f.Content)
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)

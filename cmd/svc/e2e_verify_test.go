@@ -4,13 +4,9 @@ package main
 // server (issue 35, items 5 and 6).
 
 import (
-	"archive/zip"
 	"bytes"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +16,7 @@ import (
 	"time"
 
 	"svc/evidencepack"
+	"svc/evidencepack/packtest"
 	"svc/receipt"
 )
 
@@ -85,44 +82,14 @@ func TestE2EVerifyReceiptsListsTheFirstErrors(t *testing.T) {
 // packMember is one file of a pack made by hand.
 type packMember struct{ name, content string }
 
-// handPack writes a pack as anyone can: its members listed in a manifest
-// of kind with their true hashes, signed by s when not nil.
+// handPack writes a pack as anyone can (packtest.Craft) into a file.
 func handPack(t *testing.T, kind string, s *receipt.Signer, members ...packMember) string {
 	t.Helper()
-	m := evidencepack.Manifest{Format: receipt.ManifestFormat, Kind: kind, TenantID: "t1", CreatedAt: time.Now().UTC()}
-	if s != nil {
-		k := base64.StdEncoding.EncodeToString(s.PublicKey())
-		m.KeyID, m.PublicKey = s.KeyID(), &k
+	ms := make([]packtest.Member, len(members))
+	for i, m := range members {
+		ms[i] = packtest.Member{Name: m.name, Content: m.content}
 	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	add := func(name string, b []byte) {
-		w, err := zw.Create(name)
-		if err == nil {
-			_, err = w.Write(b)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, f := range members {
-		sum := sha256.Sum256([]byte(f.content))
-		m.Files = append(m.Files, evidencepack.File{Name: f.name, SHA256: hex.EncodeToString(sum[:]), Bytes: int64(len(f.content))})
-		add(f.name, []byte(f.content))
-	}
-	raw, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	add(evidencepack.ManifestName, raw)
-	if s != nil {
-		sig, _ := json.Marshal(evidencepack.Signature{KeyID: s.KeyID(), Signature: s.SignManifest(sha256.Sum256(raw))})
-		add(evidencepack.SignatureName, sig)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return writeTemp(t, "pack.zip", buf.Bytes())
+	return writeTemp(t, "pack.zip", packtest.Craft(t, kind, s, ms...))
 }
 
 // A pack whose members climb out of the directory it is unpacked into and
