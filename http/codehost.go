@@ -90,10 +90,10 @@ func codehostPair(event string, payload map[string]any) string {
 func (s *Server) registerCodehost() {
 	s.register(Route{Method: "POST", Path: "/webhooks/codehost", Access: AccessPublic, OwnBody: true, Tag: "soc", Status: 202,
 		Resp: codehostView{}, Errors: []int{400, 401, 404, 409, 415},
-		Summary: "The code host's webhook receiver (SPEC 4.9). The secret that verifies a delivery is the tenant's own " +
+		Summary: "The code host's webhook receiver (SPEC 4.9). Checked in this order: 401 webhook_not_configured for every " +
+			"request while SVC_CODEHOST_WEBHOOK_SECRET is unset (SPEC 5.5). The secret that verifies a delivery is the tenant's own " +
 			"(codehost_webhook_secret, PATCH /tenants/settings) when the tenant named by " + TenantHeader + " has one, and only then; " +
-			"otherwise the installation's SVC_CODEHOST_WEBHOOK_SECRET. Checked in this order: 401 webhook_not_configured when " +
-			"that secret is unset; 401 invalid_signature unless " + CodehostSignatureHeader + " is sha256= and the hex " +
+			"otherwise the installation's SVC_CODEHOST_WEBHOOK_SECRET: 401 invalid_signature unless " + CodehostSignatureHeader + " is sha256= and the hex " +
 			"HMAC-SHA256 of the raw body under the secret (compared in constant time), so the installation secret is refused " +
 			"for a tenant with its own; 400 tenant_required without a valid " + TenantHeader + ", 404 for an unknown tenant; " +
 			"400 delivery_id_required without " + CodehostDeliveryHeader + ", 400 invalid_delivery_id unless it is one value of " +
@@ -115,6 +115,11 @@ func (s *Server) registerCodehost() {
 
 // codehostWebhook serves POST /webhooks/codehost.
 func (s *Server) codehostWebhook(c *Call) (any, error) {
+	// SPEC 5.5: with SVC_CODEHOST_WEBHOOK_SECRET unset the receiver is off
+	// for every request, a tenant's own secret included.
+	if s.cfg.CodehostWebhookSecret == "" {
+		return nil, apiErr("Unauthorized", "webhook_not_configured", "SVC_CODEHOST_WEBHOOK_SECRET is not set")
+	}
 	raw, e := s.readCapped(c)
 	if e != nil {
 		return nil, e
@@ -124,9 +129,6 @@ func (s *Server) codehostWebhook(c *Call) (any, error) {
 	secret, err := s.codehostSecret(c, tenantID, perr == nil)
 	if err != nil {
 		return nil, err
-	}
-	if secret == "" {
-		return nil, apiErr("Unauthorized", "webhook_not_configured", "SVC_CODEHOST_WEBHOOK_SECRET is not set")
 	}
 	want := CodehostSignature(secret, raw)
 	if !hmac.Equal([]byte(c.R.Header.Get(CodehostSignatureHeader)), []byte(want)) {
@@ -179,7 +181,7 @@ func (s *Server) codehostWebhook(c *Call) (any, error) {
 }
 
 // codehostSecret is the secret that verifies a delivery for tenantID: the
-// tenant's own when it has one, else the installation's ("" when unset).
+// tenant's own when it has one, else the installation's.
 // A header that is not a tenant id has no secret of its own.
 func (s *Server) codehostSecret(c *Call, tenantID string, valid bool) (string, error) {
 	if valid {

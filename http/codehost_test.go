@@ -262,18 +262,23 @@ func TestCodehostWebhookTenantSecret(t *testing.T) {
 	if code, m := post(body2); code != 202 || m["status"] != "accepted" {
 		t.Fatalf("the installation secret after removal: %d %v", code, m)
 	}
-	// A secret of the admin's choosing, and the installation secret unset:
-	// the tenant's deliveries still verify, anyone else's are not configured.
+	// A secret of the admin's choosing verifies the tenant's deliveries;
+	// with the installation secret unset the receiver is off for every
+	// request, the tenant's own secret included (SPEC 5.5).
 	chosen := strings.Repeat("k", 32)
 	if code, m := patch(`{"codehost_webhook_secret":"` + chosen + `"}`); code != 200 || m["codehost_webhook_secret"] != nil {
 		t.Fatalf("a chosen secret: %d %v", code, m)
 	}
-	s.cfg.CodehostWebhookSecret = ""
 	body3 := strings.Replace(body, `"number":9`, `"number":11`, 1)
 	if code, m := post(body3, CodehostSignatureHeader, CodehostSignature(chosen, []byte(body3))); code != 202 {
+		t.Fatalf("the tenant's chosen secret: %d %v", code, m)
+	}
+	s.cfg.CodehostWebhookSecret = ""
+	body4 := strings.Replace(body, `"number":9`, `"number":12`, 1)
+	if code, m := post(body4, CodehostSignatureHeader, CodehostSignature(chosen, []byte(body4))); code != 401 || detailOf(m, "error") != "webhook_not_configured" {
 		t.Fatalf("the tenant's secret without an installation secret: %d %v", code, m)
 	}
-	if code, m := post(body3, TenantHeader, uuid.NewString()); code != 401 || detailOf(m, "error") != "webhook_not_configured" {
+	if code, m := post(body4, TenantHeader, uuid.NewString()); code != 401 || detailOf(m, "error") != "webhook_not_configured" {
 		t.Fatalf("a tenant without its own secret: %d %v", code, m)
 	}
 }
