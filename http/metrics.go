@@ -33,9 +33,9 @@ func newMetrics(s *Server) *metrics {
 	m.shed = prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_http_requests_shed_total",
 		Help: "Requests refused with 503 over SVC_MAX_CONCURRENT_REQUESTS."})
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svc_http_requests_refused_total",
-		Help: "Requests refused for load or time: overloaded (503, every slot held), tenant_concurrency (429, the tenant's share held), body_timeout (408, the body did not arrive in time)."},
+		Help: "Requests refused for load or time: overloaded (503, no slot free for its work), tenant_concurrency (429, the tenant's share held), agent_concurrency (429, the agent token's authorize calls in flight at its rate burst), body_timeout (408, the body did not arrive in time)."},
 		[]string{"reason"})
-	for _, r := range []string{"overloaded", "tenant_concurrency", "body_timeout"} {
+	for _, r := range []string{"overloaded", "tenant_concurrency", "agent_concurrency", "body_timeout"} {
 		m.refused.WithLabelValues(r)
 	}
 	m.authLocked = prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_auth_locked_total",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -328,6 +329,59 @@ func TestE2ELoadShedding(t *testing.T) {
 		}
 		checkFor(t, 5*time.Second, "the slot to be released", func() bool {
 			resp, _ := s.do(t, "GET", "/v2/agents", admin, nil)
+			return resp.StatusCode == 200
+		})
+	})
+}
+
+// TestE2EAgentConcurrency: an agent token has at most its rate limit's
+// burst (SVC_RATE_LIMIT_CAPACITY, here 1) of authorize calls in flight on
+// a node, counted before the body is read (the rate token is taken only
+// once it has arrived): while one call's body is held, the token's next
+// call is 429 agent_concurrency, another agent of the same tenant is
+// served, and the held call is answered once its body arrives. Per node,
+// so on a lone node of each backend.
+func TestE2EAgentConcurrency(t *testing.T) {
+	t.Parallel()
+	forBackends(t, func(t *testing.T, backend string) {
+		s := startServer(t, backend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "1", "SVC_RATE_LIMIT_REFILL_RATE": "100"})
+		_, admin := s.tenant(t, "agent-inflight-"+uniq())
+		_, tok := s.agent(t, admin, "held", nil)
+		_, other := s.agent(t, admin, "other", nil)
+		raw, err := json.Marshal(azRead(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.Close() }()
+		br := bufio.NewReader(conn)
+		fmt.Fprintf(conn, "POST /v2/authorize HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			tok, len(raw), raw[:5])
+		var resp *http.Response
+		var m map[string]any
+		checkFor(t, 10*time.Second, "429 agent_concurrency while the first call's body is held", func() bool {
+			resp, m, _ = azPost(t, s, tok, azRead(nil))
+			return resp.StatusCode == http.StatusTooManyRequests
+		})
+		if detail(m, "error") != "agent_concurrency" || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("429 %v %v", resp.Header, m)
+		}
+		azWant(t, s, other, azRead(nil), 200)
+		fmt.Fprintf(conn, "%s", raw[5:])
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		r, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("the held call: %v", err)
+		}
+		_ = r.Body.Close()
+		if r.StatusCode != 200 {
+			t.Errorf("the held call: %d, want 200", r.StatusCode)
+		}
+		checkFor(t, 5*time.Second, "the token's calls in flight to be released", func() bool {
+			resp, _, _ := azPost(t, s, tok, azRead(nil))
 			return resp.StatusCode == 200
 		})
 	})
