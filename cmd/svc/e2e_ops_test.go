@@ -261,6 +261,63 @@ func TestE2EConfig(t *testing.T) {
 	})
 }
 
+// heldCall is a request whose body the test holds back after its first
+// five bytes, so that the server holds it (its tenant's share, its agent's
+// place) until finish sends the rest.
+type heldCall struct {
+	t          testing.TB
+	addr, path string
+	token      string
+	body       []byte
+	conn       net.Conn
+	br         *bufio.Reader
+}
+
+// holdCall sends path's headers and the first bytes of body.
+func holdCall(t testing.TB, s *server, path, token string, body []byte) *heldCall {
+	h := &heldCall{t: t, addr: strings.TrimPrefix(s.base, "http://"), path: path, token: token, body: body}
+	h.open()
+	t.Cleanup(func() { _ = h.conn.Close() })
+	return h
+}
+
+func (h *heldCall) open() {
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.conn, h.br = c, bufio.NewReader(c)
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		h.path, h.token, len(h.body), h.body[:5])
+}
+
+// held reports whether the server still holds the call. On a busy machine
+// another request may reach the server before the held call's headers do,
+// and the held call is then the one refused, at once: then it is sent
+// again and held reports false.
+func (h *heldCall) held() bool {
+	_ = h.conn.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, err := h.br.Peek(1); err == nil {
+		_ = h.conn.Close()
+		h.open()
+		return false
+	}
+	_ = h.conn.SetReadDeadline(time.Time{})
+	return true
+}
+
+// finish sends the rest of the body and returns the call's status.
+func (h *heldCall) finish() int {
+	fmt.Fprintf(h.conn, "%s", h.body[5:])
+	_ = h.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r, err := http.ReadResponse(h.br, nil)
+	if err != nil {
+		h.t.Fatalf("the held call: %v", err)
+	}
+	_ = r.Body.Close()
+	return r.StatusCode
+}
+
 // TestE2ELoadShedding holds the only request slot's tenant share with a
 // request whose body never completes: the holder's own tenant gets 429
 // tenant_concurrency, and another tenant's call is served, since a body
@@ -276,34 +333,13 @@ func TestE2ELoadShedding(t *testing.T) {
 		_, other := s.tenant(t, "shed-other-"+uniq())
 		s.want(t, 200, "GET", "/v2/agents", admin, nil)
 
-		body := `{"name":"slow-agent"}`
-		var conn net.Conn
-		var br *bufio.Reader
-		open := func() {
-			c, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			conn, br = c, bufio.NewReader(c)
-			fmt.Fprintf(conn, "POST /v2/agents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-				admin, len(body), body[:5])
-		}
-		open()
-		defer func() { _ = conn.Close() }()
-
+		slow := holdCall(t, s, "/v2/agents", admin, []byte(`{"name":"slow-agent"}`))
 		var resp *http.Response
 		var raw []byte
 		checkFor(t, 10*time.Second, "a 429 for the slow call's tenant while its body is held", func() bool {
-			// The slow request itself may have been refused if the previous
-			// request's share was not released yet: then it is answered at
-			// once, and is sent again.
-			_ = conn.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-			if _, err := br.Peek(1); err == nil {
-				_ = conn.Close()
-				open()
+			if !slow.held() {
 				return false
 			}
-			_ = conn.SetReadDeadline(time.Time{})
 			// The slow call's own tenant is past its share (one of one).
 			resp, raw = s.do(t, "GET", "/v2/agents", admin, nil)
 			return resp.StatusCode == 429
@@ -317,15 +353,8 @@ func TestE2ELoadShedding(t *testing.T) {
 		s.want(t, 200, "GET", "/v2/agents", other, nil)
 		s.want(t, 200, "GET", "/livez", "", nil) // probes are not shed
 
-		fmt.Fprint(conn, body[5:])
-		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		r, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("slow request response: %v", err)
-		}
-		_ = r.Body.Close()
-		if r.StatusCode != 201 {
-			t.Errorf("slow request: %d, want 201", r.StatusCode)
+		if code := slow.finish(); code != 201 {
+			t.Errorf("slow request: %d, want 201", code)
 		}
 		checkFor(t, 5*time.Second, "the slot to be released", func() bool {
 			resp, _ := s.do(t, "GET", "/v2/agents", admin, nil)
@@ -352,32 +381,13 @@ func TestE2EAgentConcurrency(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var conn net.Conn
-		var br *bufio.Reader
-		open := func() {
-			c, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			conn, br = c, bufio.NewReader(c)
-			fmt.Fprintf(conn, "POST /v2/authorize HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-				tok, len(raw), raw[:5])
-		}
-		open()
-		defer func() { _ = conn.Close() }()
+		first := holdCall(t, s, "/v2/authorize", tok, raw)
 		var resp *http.Response
 		var m map[string]any
 		checkFor(t, 10*time.Second, "429 agent_concurrency while the first call's body is held", func() bool {
-			// On a busy machine a probe below may reach the server before
-			// the held call's headers do, and the held call is then the one
-			// refused, at once: it is sent again.
-			_ = conn.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-			if _, err := br.Peek(1); err == nil {
-				_ = conn.Close()
-				open()
+			if !first.held() {
 				return false
 			}
-			_ = conn.SetReadDeadline(time.Time{})
 			resp, m, _ = azPost(t, s, tok, azRead(nil))
 			return resp.StatusCode == http.StatusTooManyRequests
 		})
@@ -385,15 +395,8 @@ func TestE2EAgentConcurrency(t *testing.T) {
 			t.Errorf("429 %v %v", resp.Header, m)
 		}
 		azWant(t, s, other, azRead(nil), 200)
-		fmt.Fprintf(conn, "%s", raw[5:])
-		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		r, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("the held call: %v", err)
-		}
-		_ = r.Body.Close()
-		if r.StatusCode != 200 {
-			t.Errorf("the held call: %d, want 200", r.StatusCode)
+		if code := first.finish(); code != 200 {
+			t.Errorf("the held call: %d, want 200", code)
 		}
 		checkFor(t, 5*time.Second, "the token's calls in flight to be released", func() bool {
 			resp, _, _ := azPost(t, s, tok, azRead(nil))
