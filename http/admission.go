@@ -214,15 +214,14 @@ func (c *Call) takeSlot() *Error {
 	if !c.admitted || c.slotHeld || s == nil || s.adm == nil {
 		return nil
 	}
-	tenant := c.tenantHeld
-	if !s.adm.enter(tenant) {
+	if !s.adm.enter(c.tenantHeld) {
 		s.metrics.shed.Inc()
 		s.metrics.refused.WithLabelValues("overloaded").Inc()
 		e := apiErr("ServiceUnavailable", "overloaded", "too many concurrent requests; retry later")
 		e.RetryAfter = 1
 		return e
 	}
-	c.slotHeld, c.slotTenant = true, tenant
+	c.slotHeld = true
 	return nil
 }
 
@@ -230,7 +229,7 @@ func (c *Call) takeSlot() *Error {
 func (c *Call) release() {
 	s := c.srv
 	if c.slotHeld {
-		s.adm.leave(c.slotTenant)
+		s.adm.leave(c.tenantHeld)
 	}
 	if c.tenantHeld != "" {
 		s.adm.leaveTenant(c.tenantHeld)

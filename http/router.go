@@ -104,9 +104,8 @@ type Call struct {
 	// takes a node slot for its work (takeSlot).
 	admitted bool
 	// slotHeld: the request holds one of the node's slots, for the work
-	// of slotTenant.
-	slotHeld   bool
-	slotTenant string
+	// of tenantHeld ("" for a super-admin call).
+	slotHeld bool
 	// agentHeld is the agent token whose authorize calls in flight this
 	// call counts in (admitAgent).
 	agentHeld string
