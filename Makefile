@@ -17,12 +17,13 @@ BENCHFLAGS ?=
 # test` fuzzes each target for scripts/fuzz.sh's short default).
 FUZZTIME ?= 60s
 
-.PHONY: help build run test test-short fuzz lint bench fmt vet clean
+.PHONY: help build run sdk test test-short fuzz lint bench fmt vet clean
 
 help:
 	@echo "targets:"
 	@echo "  build       go build -o bin/svc ./cmd/svc (version $(VERSION))"
 	@echo "  run         build, then SVC_BOOTSTRAP_TENANT=default ./bin/svc serve"
+	@echo "  sdk         build bin/svc and every SDK under sdk/ with its conformance driver (scripts/sdk.sh build)"
 	@echo "  test        all tests with real Postgres + Valkey (scripts/testenv.sh); GOTESTFLAGS=..."
 	@echo "  test-short  go test -short ./... without services"
 	@echo "  fuzz        every fuzz target for FUZZTIME each (scripts/fuzz.sh; default $(FUZZTIME))"
@@ -41,8 +42,13 @@ run: build
 # -timeout is a hang detector, not a budget: svc/cmd/svc alone takes 8 to
 # 11 minutes under -race on 2 cores (10 to 11 while the other packages run
 # beside it), which left 12m too close to catch only hangs.
-test:
-	bash scripts/testenv.sh -- $(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./...
+# The SDK step runs each SDK's own suite (vectors and a live suite against
+# bin/svc, built from this commit) inside the same provisioned services.
+sdk: build
+	bash scripts/sdk.sh build
+
+test: sdk
+	bash scripts/testenv.sh -- bash -c '$(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./... && SVC_BIN="$$PWD/bin/svc" bash scripts/sdk.sh test'
 	GO='$(GO)' bash scripts/fuzz.sh
 
 test-short:
