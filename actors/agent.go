@@ -265,6 +265,9 @@ func (g *AgentActor) draftDecision(ctx context.Context, m *messages.Authorize, a
 		expires := now.Add(f.opt.Approvals.TTL())
 		w.Approval = &persistence.Approval{ID: uuid.NewString(), TenantID: m.TenantID, DecisionID: decisionID, AgentID: m.AgentID,
 			ToolCall: toolCall, ActionHash: hash, Status: persistence.ApprovalPending, CreatedAt: now, ExpiresAt: expires}
+		if wh := req.Webhook; wh != nil && wh.URL != "" {
+			w.Approval.Callback = &persistence.ApprovalCallback{URL: wh.URL, Secret: wh.Secret}
+		}
 		resp.ApprovalID, resp.ApprovalExpiresAt = w.Approval.ID, &expires
 	}
 	d := &draft{write: w, response: resp, verdict: v}

@@ -51,7 +51,15 @@ type Approvals struct {
 	log    hclog.Logger
 	opt    ApprovalOptions
 	actors actorTable // tenant/id → its actor (incarnation.go)
+	// decided run, in order, after an approval is approved, rejected or
+	// edited on this node (OnDecided).
+	decided []func(persistence.Approval)
 }
+
+// OnDecided registers fn to run after each approve, reject or edit made on
+// this node, with the approval as decided: the waiters' wake-up and the
+// agent's callback. Register before serving; fn must not block.
+func (a *Approvals) OnDecided(fn func(persistence.Approval)) { a.decided = append(a.decided, fn) }
 
 // NewApprovals returns the approval actors' front.
 func NewApprovals(system *actor.ActorSystem, store persistence.Store, events *EventBus, o ApprovalOptions, log hclog.Logger) *Approvals {
@@ -114,6 +122,11 @@ type approvalRes struct {
 // ErrNotFound, or ErrStateConflict when it is decided or expired.
 func (a *Approvals) Decide(ctx context.Context, d persistence.ApprovalDecision, params map[string]any, actorName string) (persistence.Approval, error) {
 	r, err := a.ask(ctx, d.TenantID, d.ID, &approvalReq{op: opDecide, decision: d, params: params, actor: actorName})
+	if err == nil {
+		for _, fn := range a.decided {
+			fn(r.approval)
+		}
+	}
 	return r.approval, err
 }
 

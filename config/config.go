@@ -89,6 +89,7 @@ type Config struct {
 	ApprovalTTL             time.Duration // SVC_APPROVAL_TTL_SECS
 	ApprovalCallbackIPLimit int           // SVC_APPROVAL_CALLBACK_IP_LIMIT
 	ApprovalAttemptLimit    int           // SVC_APPROVAL_ATTEMPT_LIMIT
+	ApprovalMaxWaiters      int           // SVC_APPROVAL_MAX_WAITERS
 	ApprovalAttemptWindow   time.Duration // SVC_APPROVAL_ATTEMPT_WINDOW_SECS
 	AuthFailureLimit        int           // SVC_AUTH_FAILURE_LIMIT
 	AuthFailureWindow       time.Duration // SVC_AUTH_FAILURE_WINDOW_SECS
@@ -210,6 +211,7 @@ func Settings() []Setting {
 		{"SVC_APPROVAL_CALLBACK_IP_LIMIT", "10", "per-source-IP bucket for approve, reject, edit; refills at limit / 60 tokens per second; one bucket per valid credential at each address, one for all calls without a valid credential"},
 		{"SVC_APPROVAL_ATTEMPT_LIMIT", "5", "failed (4xx) attempts per approval id per window"},
 		{"SVC_APPROVAL_ATTEMPT_WINDOW_SECS", "3600", "window of SVC_APPROVAL_ATTEMPT_LIMIT"},
+		{"SVC_APPROVAL_MAX_WAITERS", "20000", "requests a node holds waiting for an approval (GET /approvals/:id?wait=N), apart from SVC_MAX_CONCURRENT_REQUESTS; past it, or past an even split among the waiting tenants when the last tenth is reached, a wait answers at once with Retry-After"},
 		{"SVC_AUTH_FAILURE_LIMIT", "5", "failed token attempts on authorize per source IP and tenant before 429"},
 		{"SVC_AUTH_FAILURE_WINDOW_SECS", "3600", "window of SVC_AUTH_FAILURE_LIMIT"},
 		{"SVC_MAX_BODY_LIMIT_BYTES", "1048576", "request body cap"},
@@ -366,6 +368,7 @@ func (v *validator) limits(c *Config, o *optionals) {
 	c.ApprovalCallbackIPLimit = v.count("SVC_APPROVAL_CALLBACK_IP_LIMIT", 1)
 	c.ApprovalAttemptLimit = v.count("SVC_APPROVAL_ATTEMPT_LIMIT", 1)
 	c.ApprovalAttemptWindow = v.seconds("SVC_APPROVAL_ATTEMPT_WINDOW_SECS", 1)
+	c.ApprovalMaxWaiters = v.count("SVC_APPROVAL_MAX_WAITERS", 0)
 	c.AuthFailureLimit = v.count("SVC_AUTH_FAILURE_LIMIT", 1)
 	c.AuthFailureWindow = v.seconds("SVC_AUTH_FAILURE_WINDOW_SECS", 1)
 

@@ -64,6 +64,7 @@ var observedBy = map[string][]seen{
 	"SVC_APPROVAL_CALLBACK_IP_LIMIT":       {{"TestE2ESettingsLimits", ""}},
 	"SVC_APPROVAL_ATTEMPT_LIMIT":           {{"TestE2ESettingsWindows", ""}},
 	"SVC_APPROVAL_ATTEMPT_WINDOW_SECS":     {{"TestE2ESettingsWindows", ""}},
+	"SVC_APPROVAL_MAX_WAITERS":             {{"TestE2EApprovalWaitLimits", ""}},
 	"SVC_AUTH_FAILURE_LIMIT":               {{"TestE2ESettingsLimits", ""}},
 	"SVC_AUTH_FAILURE_WINDOW_SECS":         {{"TestE2ESettingsLimits", ""}},
 	"SVC_MAX_BODY_LIMIT_BYTES":             {{"TestE2EBadInput", ""}},

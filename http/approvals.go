@@ -89,7 +89,13 @@ func (s *Server) registerApprovals() {
 			"token reads its own approvals by id (CONTRACT §2) and gets 403 here.",
 		Handle: s.listApprovals})
 	s.register(Route{Method: "GET", Path: "/approvals/:approval_id", Access: AccessAgentOrViewer, Tag: "approvals", Resp: approvalView{},
-		Errors: []int{404}, Summary: "One approval (an agent token reads only its own). EXPIRED once expired.",
+		Query: []QueryParam{{Name: "wait", Type: "integer", Description: "seconds to wait, 0 to 25 (larger means 25; anything " +
+			"else 400 invalid_wait), for the approval to leave PENDING: the answer comes as soon as it is approved, rejected, edited " +
+			"or expired, on whichever node (within a second), else after wait seconds with the approval still PENDING"}},
+		Errors: []int{400, 404}, Summary: "One approval (an agent token reads only its own; another's is 404). EXPIRED once expired. " +
+			"With ?wait=N the request waits for a decision instead of being polled (CONTRACT §14): a waiting request holds none of " +
+			"SVC_MAX_CONCURRENT_REQUESTS's slots nor its tenant's share; a node holds at most SVC_APPROVAL_MAX_WAITERS of them (an even " +
+			"split among the waiting tenants once the last tenth is reached), and past that the wait answers at once with Retry-After: 1.",
 		Handle: s.getApproval})
 	decide := func(status string) func(c *Call) (any, error) {
 		return func(c *Call) (any, error) {
@@ -158,17 +164,24 @@ func (s *Server) listApprovals(c *Call) (any, error) {
 	return viewAll(rows, s.viewApproval), nil
 }
 
-// getApproval serves GET /approvals/:approval_id.
+// getApproval serves GET /approvals/:approval_id, waiting with ?wait=N
+// (approvalwait.go).
 func (s *Server) getApproval(c *Call) (any, error) {
+	wait, err := waitParam(c)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
 		return nil, err
 	}
-	a, err := s.Store.GetApproval(c.Ctx(), c.Principal.TenantID, c.Param("approval_id"))
+	a, err := s.readApproval(c, c.Ctx())
 	if err != nil {
-		return nil, orNotFound(err, "approval")
+		return nil, err
 	}
-	if c.Principal.Kind == KindAgent && a.AgentID != c.Principal.AgentID {
-		return nil, notFound("approval")
+	if wait > 0 && s.Waits != nil && a.EffectiveStatus(time.Now()) == persistence.ApprovalPending {
+		if a, err = s.waitApproval(c, a, wait); err != nil {
+			return nil, err
+		}
 	}
 	return s.viewApproval(a), nil
 }

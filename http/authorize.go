@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 
@@ -192,6 +193,14 @@ func validateAuthorize(req *messages.AuthorizeRequest) error {
 	}
 	if req.RequestID != nil && (*req.RequestID == "" || utf8.RuneCountInString(*req.RequestID) > 256) {
 		return invalidField("request_id", "must be 1 to 256 characters")
+	}
+	if wh := req.Webhook; wh != nil && wh.URL != "" {
+		if u, err := url.Parse(wh.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(wh.URL) > 2048 {
+			return invalidField("webhook.url", "must be an absolute http or https URL of at most 2048 characters")
+		}
+		if wh.Secret == "" || len(wh.Secret) > 1024 {
+			return invalidField("webhook.secret", "is required with webhook.url (1 to 1024 bytes): the callback is signed with it")
+		}
 	}
 	return nil
 }

@@ -57,6 +57,8 @@ func httpCollectors(s *Server) []prometheus.Collector {
 		gauge("svc_http_requests_in_flight_max", "SVC_MAX_CONCURRENT_REQUESTS.", func() float64 { return float64(s.cfg.MaxConcurrentRequests) }),
 		gauge("svc_http_tenant_in_flight_max", "Slots held by the busiest tenant (its share is SVC_MAX_CONCURRENT_PER_TENANT).", func() float64 { return float64(s.adm.busiestTenant()) }),
 		gauge("svc_http_bodies_in_flight", "Request bodies being read.", func() float64 { return float64(s.adm.bodies.Load()) }),
+		gauge("svc_approval_waiters", "Requests waiting for an approval on this node (GET /approvals/:id?wait=N; SVC_APPROVAL_MAX_WAITERS).",
+			func() float64 { return float64(s.waiters.inFlight()) }),
 		gauge("svc_http_saturated", "1 while nine slots in ten are held or a request was refused for load within the last minute.", func() float64 { return boolean(s.adm.saturated()) }),
 		// The scheduler's run-queue latency beside the defaults: how long
 		// runnable goroutines (the group writer's among them) wait for a CPU.

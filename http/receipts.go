@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -19,9 +20,16 @@ func (s *Server) registerReceipts() {
 	s.register(Route{Method: "GET", Path: "/receipts", Access: AccessViewer, Tag: "receipts", Resp: []receipt.Receipt{}, Paginated: true,
 		Summary: "The tenant's receipt chain, newest first.",
 		Handle:  s.listReceipts})
-	s.register(Route{Method: "GET", Path: "/receipts/public-key", Access: AccessViewer, Tag: "receipts", Resp: publicKeyView{}, Errors: []int{404},
-		Summary: "The Ed25519 public key receipts are signed with (404 when receipts are unsigned).",
-		Handle:  s.receiptPublicKey})
+	s.register(Route{Method: "GET", Path: "/receipts/public-key", Access: AccessAgentOrViewer, Tag: "receipts", Resp: publicKeyView{}, Errors: []int{404},
+		Summary: "The Ed25519 public key receipts are signed with (404 when receipts are unsigned). Agents may read it too (CONTRACT §14), " +
+			"to check the receipts of their own calls; an SDK should pin the key it got out of band rather than trust this answer alone.",
+		Handle: s.receiptPublicKey})
+	s.register(Route{Method: "GET", Path: "/receipts/:receipt_id", Access: AccessAgentOrViewer, Tag: "receipts", Resp: receipt.Receipt{}, Errors: []int{404},
+		Summary: "One receipt (CONTRACT §13's shape), readable from any node as soon as its decision has been answered. An agent token " +
+			"reads the receipts of its own decisions only (any other receipt: 404, the same body as an unknown id; CONTRACT §14). A " +
+			"low-risk read-only allow answered before its commit (SPEC 4.2 rule 10) may be resealed if that commit fails; the receipt " +
+			"of a mutating or protected call is final when it is answered.",
+		Handle: s.getReceipt})
 	s.register(Route{Method: "GET", Path: "/receipts/:receipt_id/verify", Access: AccessViewer, Tag: "receipts", Resp: verifyView{}, Errors: []int{404},
 		Summary: "Recompute one receipt's hash and check its signature.",
 		Handle:  s.verifyReceipt})
@@ -99,6 +107,27 @@ func (s *Server) receiptPublicKey(*Call) (any, error) {
 		return nil, notFound("receipt signing key (receipts are unsigned)")
 	}
 	return publicKeyView{KeyID: s.keyID, PublicKey: base64.StdEncoding.EncodeToString(s.receiptKey), Algorithm: "Ed25519"}, nil
+}
+
+// getReceipt serves GET /receipts/:receipt_id.
+func (s *Server) getReceipt(c *Call) (any, error) {
+	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+		return nil, err
+	}
+	r, err := s.Store.GetReceipt(c.Ctx(), c.Principal.TenantID, c.Param("receipt_id"))
+	if err != nil {
+		return nil, orNotFound(err, "receipt")
+	}
+	if c.Principal.Kind == KindAgent {
+		d, err := s.Store.GetDecision(c.Ctx(), c.Principal.TenantID, r.DecisionID)
+		if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+			return nil, err
+		}
+		if err != nil || d.AgentID != c.Principal.AgentID {
+			return nil, notFound("receipt")
+		}
+	}
+	return viewReceipt(r), nil
 }
 
 // verifyReceipt serves GET /receipts/:receipt_id/verify.

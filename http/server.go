@@ -32,6 +32,9 @@ type Deps struct {
 	Supervisor *actors.Supervisor
 	Authorizer *actors.Authorizer
 	Approvals  *actors.Approvals
+	// Waits wakes the requests waiting for an approval (?wait=N) when it
+	// is decided on any node; nil answers every wait at once.
+	Waits *actors.ApprovalWaits
 	// Invalidations drops cached records on every node after a change;
 	// nil (in tests) caches none.
 	Invalidations *actors.Invalidations
@@ -86,6 +89,9 @@ type Server struct {
 	// methods are the HTTP methods of the routes, for 405's Allow.
 	methods []string
 	adm     *admission
+	// waiters counts the requests waiting for an approval
+	// (SVC_APPROVAL_MAX_WAITERS, per tenant an even split near the bound).
+	waiters *admission
 	// streamShare counts each tenant's open streams (its tenant map only:
 	// the node's total is streams.open).
 	streamShare *admission
@@ -110,7 +116,8 @@ type Server struct {
 func New(d Deps) *Server {
 	s := &Server{Deps: d, cfg: d.Config, log: d.Log.Named("http"), started: time.Now(), sse: newSSEServer(),
 		adm:         newAdmission(d.Config.MaxConcurrentRequests, d.Config.MaxConcurrentPerTenant),
-		streamShare: newAdmission(0, d.Config.MaxConcurrentPerTenant)}
+		streamShare: newAdmission(0, d.Config.MaxConcurrentPerTenant),
+		waiters:     newAdmission(d.Config.ApprovalMaxWaiters, d.Config.ApprovalMaxWaiters)}
 	s.streamsEnd, s.closeStream = context.WithCancel(context.Background())
 	if d.ReceiptSigner != nil {
 		s.receiptKey, s.keyID = d.ReceiptSigner.PublicKey(), d.ReceiptSigner.KeyID()

@@ -66,6 +66,8 @@ type Node struct {
 	jobs             *actors.JobStats
 	maintenance      *actors.Maintenance
 	invalidations    *actors.Invalidations
+	waits            *actors.ApprovalWaits
+	callbacks        *actors.ApprovalCallbacks
 	pool             *actors.PoolSample
 	bus              *actors.EventBus
 	notifyStats      *actors.NotifierStats
@@ -150,7 +152,7 @@ func (n *Node) build(ctx context.Context, stdout io.Writer) error {
 	}
 	n.subscribe()
 	n.api = httpapi.New(httpapi.Deps{Config: n.cfg, Store: n.store, Shared: n.shared, Registry: n.registry, Leader: n.leader,
-		Pool: n.pool, Events: n.bus, Supervisor: n.sup, Authorizer: n.authorizer, Approvals: n.approvals,
+		Pool: n.pool, Events: n.bus, Supervisor: n.sup, Authorizer: n.authorizer, Approvals: n.approvals, Waits: n.waits,
 		SOC: actors.NewSOC(n.socStats, n.invalidations), Invalidations: n.invalidations, SOCStats: n.socStats, Feed: n.feed,
 		Notifier: n.notifyStats, Exporter: n.exports, ApprovalsDeleted: &n.approvalsDeleted, Policy: n.engine, Resealed: &n.resealed,
 		WriterMetrics: n.writerMetrics, ReceiptSigner: n.signer, MCP: n.mcp, MCPRediscovery: &n.mcpRediscovery, Gate: &n.gateStats, Jobs: n.jobs, Maintenance: n.maintenance, Log: n.log, Version: n.version, NodeID: n.cfg.NodeID, Heartbeat: n.heartbeat})
@@ -186,6 +188,12 @@ func (n *Node) openState(ctx context.Context) error {
 	return nil
 }
 
+// approvalCallbackSweep is how often the leader delivers the approval
+// callbacks due that no node is delivering: those of approvals that
+// expired undecided, and attempts a stopped node left (an approve, reject
+// or edit starts its callback's delivery at once on its node).
+const approvalCallbackSweep = 2 * time.Second
+
 // newActors creates the actor system and what the actors share.
 func (n *Node) newActors() {
 	cfg, log := n.cfg, n.log
@@ -206,6 +214,17 @@ func (n *Node) newActors() {
 	n.goroutines.Go(func() { feed.Run(feedCtx) })
 	n.exports = &actors.ExporterHandle{}
 	n.approvals = actors.NewApprovals(n.system, n.store, n.bus, actors.ApprovalOptions{TTL: cfg.ApprovalTTL}, log.Named("approvals"))
+	n.waits = actors.NewApprovalWaits(n.shared, log.Named("approvals"))
+	waits := n.waits
+	n.goroutines.Go(func() { waits.Run(feedCtx) })
+	n.callbacks = actors.NewApprovalCallbacks(feedCtx, n.store, httpapi.WebhookExportPoster(cfg.AllowPrivateTargets), log.Named("approvals"))
+	callbacks := n.callbacks
+	n.approvals.OnDecided(func(a persistence.Approval) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		waits.Decided(ctx, a.TenantID, a.ID)
+		callbacks.Decided(a)
+	})
 	n.writerMetrics = httpapi.NewWriterMetrics()
 	if cfg.CodehostAppToken != "" {
 		host, err := codehost.New(cfg.CodehostAPIURL, cfg.CodehostAppToken, httpapi.OutboundClient(cfg.AllowPrivateTargets), codehost.Timeout)
@@ -314,6 +333,8 @@ func (n *Node) children() []actors.ChildSpec {
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: actors.JobApprovalCleanup, Producer: actors.NewApprovalCleaner(store, cfg.ApprovalCleanupInterval,
 			time.Duration(cfg.ApprovalRetentionDays)*24*time.Hour, n.leader.IsLeader, &n.approvalsDeleted, n.jobs, log.Named("approvals")),
+			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
+		{Name: actors.JobApprovalCallbacks, Producer: actors.NewApprovalCallbackSweep(n.callbacks, approvalCallbackSweep, n.leader.IsLeader),
 			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
 		// The maintenance jobs (issue 28): a failed pass restarts its job
 		// with a backoff; five failures within an hour leave it dead on

@@ -34,6 +34,9 @@ type Approval struct {
 	ExpiresAt          time.Time
 	ConsumedAt         *time.Time
 	ConsumedDecisionID *string
+	// Callback, when set on a new approval, is written with it (never read
+	// back with the approval: see ApprovalCallbackStore).
+	Callback *ApprovalCallback
 }
 
 // EffectiveStatus is the status a reader sees at now: EXPIRED for a
@@ -93,4 +96,52 @@ type ApprovalStore interface {
 	DeleteStaleApprovals(ctx context.Context, cutoff time.Time) (int64, error)
 	// CountPendingApprovals counts the tenant's PENDING, unexpired approvals.
 	CountPendingApprovals(ctx context.Context, tenantID string, now time.Time) (int64, error)
+}
+
+// ApprovalCallback is the callback an agent registered with the call that
+// created an approval (SPEC 4.2 webhook, CONTRACT §14): when the approval
+// reaches APPROVED, REJECTED or EXPIRED, the gateway POSTs its outcome to
+// URL, signed with Secret. The secret is stored because an HMAC key must
+// be readable to sign; it is never returned or logged.
+type ApprovalCallback struct {
+	URL    string
+	Secret string
+}
+
+// MaxCallbackAttempts is how many times a callback is tried in all, across
+// every node (CONTRACT §14).
+const MaxCallbackAttempts = 3
+
+// DueCallback is a callback whose approval has left PENDING (or expired)
+// and that is neither done nor claimed: the approval as it stands, and
+// the registration.
+type DueCallback struct {
+	Approval Approval
+	Callback ApprovalCallback
+	Attempts int
+}
+
+// ApprovalCallbackStore keeps the callbacks of approvals, written with the
+// approval in its decision's transaction (Approval.Callback). Every attempt
+// is claimed first, with one conditional update, so that across nodes a
+// callback is tried at most MaxCallbackAttempts times and by one node at a
+// time.
+type ApprovalCallbackStore interface {
+	// DueCallbacks lists up to limit callbacks due at now: not done, fewer
+	// than MaxCallbackAttempts attempts, unclaimed (or their claim past),
+	// and their approval no longer PENDING or expired.
+	DueCallbacks(ctx context.Context, now time.Time, limit int) ([]DueCallback, error)
+	// DueCallback is DueCallbacks for one approval (ErrNotFound when it has
+	// no callback due).
+	DueCallback(ctx context.Context, tenantID, approvalID string, now time.Time) (DueCallback, error)
+	// ClaimCallbackAttempt counts one attempt and claims the callback until
+	// until; false when it is done, out of attempts, or claimed by another.
+	ClaimCallbackAttempt(ctx context.Context, approvalID string, now, until time.Time) (bool, error)
+	// FinishCallback records the last attempt's outcome ("delivered" or
+	// "failed") and the HTTP status it got (0 for none): the callback is
+	// done.
+	FinishCallback(ctx context.Context, approvalID, outcome string, status int, at time.Time) error
+	// RetryCallbackAt keeps the claim of a failed attempt until at, when the
+	// next attempt may be made.
+	RetryCallbackAt(ctx context.Context, approvalID string, at time.Time) error
 }

@@ -213,6 +213,7 @@ type Store interface {
 	SkillStore
 	RiskStore
 	ApprovalStore
+	ApprovalCallbackStore
 	SOCStore
 	WebhookStore
 	EvidenceStore

@@ -252,7 +252,7 @@ func (s *Store) commitDecisions(ctx context.Context, writes []persistence.Decisi
 					Args: []any{last.Seq, last.Hash, t}})
 			}
 		}
-		var decisions, approvals [][]any
+		var decisions, approvals, callbacks [][]any
 		for _, w := range writes {
 			row, err := decisionRow(w.Decision, w.Receipt, w.Approval)
 			if err != nil {
@@ -261,10 +261,14 @@ func (s *Store) commitDecisions(ctx context.Context, writes []persistence.Decisi
 			decisions = append(decisions, row)
 			if w.Approval != nil {
 				approvals = append(approvals, approvalRow(w.Approval))
+				if w.Approval.Callback != nil {
+					callbacks = append(callbacks, callbackRow(w.Approval))
+				}
 			}
 		}
 		stmts = append(stmts, multiInsert(decisionInsertHead, decisionInsertCols, decisions)...)
 		stmts = append(stmts, multiInsert(approvalInsertHead, 9, approvals)...)
+		stmts = append(stmts, multiInsert(callbackInsertHead, 5, callbacks)...)
 		if sealed {
 			for _, t := range tenants {
 				first, last := chains[t][0], chains[t][len(chains[t])-1]

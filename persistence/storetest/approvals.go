@@ -30,6 +30,7 @@ func RunApprovals(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"use inside CommitDecisions", testApprovalUse},
 		{"stale approvals are deleted", testApprovalDeleteStale},
 		{"approvals are tenant scoped", testApprovalTenants},
+		{"callbacks are due once decided or expired, claimed once per attempt", testApprovalCallbacks},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
