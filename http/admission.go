@@ -240,6 +240,9 @@ func (c *Call) release() {
 	if c.streamHeld != "" {
 		s.streamShare.leaveTenant(c.streamHeld)
 	}
+	if c.waiterHeld != "" {
+		s.waiters.leave(c.waiterHeld)
+	}
 }
 
 // admitShare takes one of tenant's SVC_MAX_CONCURRENT_PER_TENANT places in

@@ -88,7 +88,7 @@ func (s *Server) registerApprovals() {
 		Summary: "The tenant's approvals, newest first. An expired approval shows status EXPIRED. Operators only: an agent " +
 			"token reads its own approvals by id (CONTRACT §2) and gets 403 here.",
 		Handle: s.listApprovals})
-	s.register(Route{Method: "GET", Path: "/approvals/:approval_id", Access: AccessAgentOrViewer, Tag: "approvals", Resp: approvalView{},
+	s.register(Route{Method: "GET", Path: "/approvals/:approval_id", Access: AccessAgentOrViewer, Tag: "approvals", Resp: approvalView{}, Waits: true,
 		Query: []QueryParam{{Name: "wait", Type: "integer", Description: "seconds to wait, 0 to 25 (larger means 25; anything " +
 			"else 400 invalid_wait), for the approval to leave PENDING: the answer comes as soon as it is approved, rejected, edited " +
 			"or expired, on whichever node (within a second), else after wait seconds with the approval still PENDING"}},

@@ -13,10 +13,12 @@ import (
 // decided it, or until N seconds (at most maxApprovalWait) have passed, or
 // the approval expires. A waiting request gives back its node slot and its
 // tenant's share (SVC_MAX_CONCURRENT_REQUESTS, SVC_MAX_CONCURRENT_PER_TENANT):
-// it does no work while it waits, and ten thousand waiting agents must not
-// shed anyone's authorize calls. Waiters have their own bound per node
-// (SVC_APPROVAL_MAX_WAITERS, split evenly among the waiting tenants once
-// the last tenth is reached); past it the wait answers at once, with
+// it takes a waiter's place instead, from the moment it is authenticated
+// (Route.Waits), so that ten thousand waiting agents, all asking again at
+// once when their waits end, shed no one's authorize calls. Waiters have
+// their own bound per node (SVC_APPROVAL_MAX_WAITERS, split evenly among
+// the waiting tenants once the last tenth is reached); a request that
+// finds no place is admitted as any other and answers at once, with
 // Retry-After, as a plain read would.
 
 // maxApprovalWait is the longest wait a request may ask for; larger values
@@ -70,13 +72,11 @@ func (s *Server) waitApproval(c *Call, a persistence.Approval, wait time.Duratio
 	if !time.Now().Before(deadline) {
 		return a, nil
 	}
-	if !s.waiters.enter(tenant) {
+	if c.waiterHeld == "" { // no waiter's place was free when it arrived
 		s.metrics.refused.WithLabelValues("approval_waiters").Inc()
 		c.header.Set("Retry-After", "1")
 		return a, nil
 	}
-	defer s.waiters.leave(tenant)
-	c.yieldWork()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	for {
@@ -102,20 +102,3 @@ func (s *Server) waitApproval(c *Call, a persistence.Approval, wait time.Duratio
 	}
 }
 
-// yieldWork gives back the call's node slot and its tenant's share while
-// it waits without working; release then has nothing left to give back
-// for them.
-func (c *Call) yieldWork() {
-	s := c.srv
-	if s == nil || s.adm == nil {
-		return
-	}
-	if c.slotHeld {
-		s.adm.leave(c.tenantHeld)
-		c.slotHeld = false
-	}
-	if c.tenantHeld != "" {
-		s.adm.leaveTenant(c.tenantHeld)
-		c.tenantHeld = ""
-	}
-}

@@ -67,6 +67,12 @@ type Route struct {
 	// success format the query can ask for instead of JSON (the handler
 	// returns a rawAnswer): the scoreboard's format=csv.
 	AltBody string
+	// Waits marks a route that may wait with ?wait=N (an approval,
+	// approvalwait.go): such a request takes a waiter's place instead of a
+	// share and a slot, so that waiting agents, however many re-ask at
+	// once, never shed anyone's work; with no place free it is admitted as
+	// any request and answers at once.
+	Waits bool
 }
 
 // StreamMode says when a route streams (Route.Stream).
@@ -115,6 +121,9 @@ type Call struct {
 	// streamHeld is the tenant whose share of the node's streams this
 	// stream holds, released when it ends.
 	streamHeld string
+	// waiterHeld is the tenant whose place among the node's approval
+	// waiters this request holds (Route.Waits), released when it ends.
+	waiterHeld string
 }
 
 // Ctx is the request's context, bounded by the request timeout.
@@ -309,7 +318,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 			return fail(ae)
 		}
 		c.Principal = p
-		if !rt.Unversioned && !streaming {
+		if rt.Waits && r.URL.Query().Get("wait") != "" && r.URL.Query().Get("wait") != "0" && s.waiters.enter(p.TenantID) {
+			c.waiterHeld = p.TenantID
+		} else if !rt.Unversioned && !streaming {
 			if e := c.admitTenant(p.TenantID); e != nil {
 				return fail(e)
 			}
