@@ -101,4 +101,3 @@ func (s *Server) waitApproval(c *Call, a persistence.Approval, wait time.Duratio
 		done()
 	}
 }
-
