@@ -315,7 +315,7 @@ def identifier_is_certain(s: str) -> bool:
     """False when ``s`` (or its percent-decoded form) holds a code point that
     this Python's Unicode tables do not assign: its normalization may differ
     from the gateway's, so a local hash over it is not authoritative."""
-    if not isinstance(s, str) or s.isascii():
+    if not isinstance(s, str) or (s.isascii() and "%" not in s):
         return True
     for text in (s, _path_unescape(s)):
         for c in text:

@@ -2,6 +2,9 @@
 JSON object a line out, in order. ``sdk/python/conformance-driver`` runs
 :func:`main`.
 
+Answers are written as ASCII JSON (non-ASCII characters escaped), so no reader
+splits a line on U+2028 or U+0085.
+
 Operations: canonicalize, action_hash, sign, redact, verify_receipt, retry,
 outcome. Any line that cannot be handled answers ``{"error": "<code>"}``:
 ``invalid_json`` (not JSON, not UTF-8, or a blank line), ``duplicate_key``,
@@ -149,7 +152,7 @@ def handle_line(line: bytes | str) -> dict[str, Any]:
 
 def _encode(answer: dict[str, Any]) -> bytes:
     try:
-        return json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        return json.dumps(answer, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
     except (ValueError, TypeError, UnicodeEncodeError):
         return b'{"error":"internal_error"}\n'
 
