@@ -129,6 +129,28 @@ func authorizeCollectors(s *Server) []prometheus.Collector {
 			}
 			return float64(s.Authorizer.LiveAgents())
 		}),
+		labeledCounter("svc_approval_callbacks_total", "Approval callbacks (the webhook an agent registered with its call) that this node delivered, or that failed their last attempt.",
+			"outcome", "delivered", func() float64 {
+				if s.Callbacks == nil {
+					return 0
+				}
+				d, _ := s.Callbacks.Stats()
+				return float64(d)
+			}),
+		labeledCounter("svc_approval_callbacks_total", "Approval callbacks (the webhook an agent registered with its call) that this node delivered, or that failed their last attempt.",
+			"outcome", "failed", func() float64 {
+				if s.Callbacks == nil {
+					return 0
+				}
+				_, f := s.Callbacks.Stats()
+				return float64(f)
+			}),
+		counter("svc_approval_waits_woken_total", "Approvals whose waiters on this node were woken by a decision, made here or on another node.", func() float64 {
+			if s.Waits == nil {
+				return 0
+			}
+			return float64(s.Waits.Woken())
+		}),
 		counter("svc_approvals_deleted_total", "Stale approvals deleted by the cleanup job.", func() float64 {
 			if s.ApprovalsDeleted == nil {
 				return 0

@@ -35,6 +35,9 @@ type Deps struct {
 	// Waits wakes the requests waiting for an approval (?wait=N) when it
 	// is decided on any node; nil answers every wait at once.
 	Waits *actors.ApprovalWaits
+	// Callbacks delivers the approval callbacks agents register (nil: no
+	// counts on /metrics).
+	Callbacks *actors.ApprovalCallbacks
 	// Invalidations drops cached records on every node after a change;
 	// nil (in tests) caches none.
 	Invalidations *actors.Invalidations

@@ -152,7 +152,7 @@ func (n *Node) build(ctx context.Context, stdout io.Writer) error {
 	}
 	n.subscribe()
 	n.api = httpapi.New(httpapi.Deps{Config: n.cfg, Store: n.store, Shared: n.shared, Registry: n.registry, Leader: n.leader,
-		Pool: n.pool, Events: n.bus, Supervisor: n.sup, Authorizer: n.authorizer, Approvals: n.approvals, Waits: n.waits,
+		Pool: n.pool, Events: n.bus, Supervisor: n.sup, Authorizer: n.authorizer, Approvals: n.approvals, Waits: n.waits, Callbacks: n.callbacks,
 		SOC: actors.NewSOC(n.socStats, n.invalidations), Invalidations: n.invalidations, SOCStats: n.socStats, Feed: n.feed,
 		Notifier: n.notifyStats, Exporter: n.exports, ApprovalsDeleted: &n.approvalsDeleted, Policy: n.engine, Resealed: &n.resealed,
 		WriterMetrics: n.writerMetrics, ReceiptSigner: n.signer, MCP: n.mcp, MCPRediscovery: &n.mcpRediscovery, Gate: &n.gateStats, Jobs: n.jobs, Maintenance: n.maintenance, Log: n.log, Version: n.version, NodeID: n.cfg.NodeID, Heartbeat: n.heartbeat})

@@ -60,6 +60,29 @@ func nodes(s *server) (*server, *server) {
 	return s, s
 }
 
+// nodeMetric sums an unlabelled or labelled series over the nodes.
+func nodeMetric(t testing.TB, s *server, series string) float64 {
+	t.Helper()
+	all := s.peers
+	if len(all) == 0 {
+		all = []*server{s}
+	}
+	var total float64
+	for _, n := range all {
+		_, raw := n.do(t, "GET", "/metrics", "", nil)
+		for _, line := range strings.Split(string(raw), "\n") {
+			if v, ok := strings.CutPrefix(line, series+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("%s: %q", series, line)
+				}
+				total += f
+			}
+		}
+	}
+	return total
+}
+
 // waitingOn waits until the node holds n approval waiters (its
 // svc_approval_waiters gauge), so that a decision made next finds them
 // waiting.
@@ -339,6 +362,9 @@ func TestE2EApprovalCallbacks(t *testing.T) {
 		time.Sleep(8 * time.Second) // longer than the backoff and several sweeps
 		if n := len(rcv.at("/down")); n != 3 {
 			t.Fatalf("a failing receiver got %d attempts, want 3", n)
+		}
+		if d, f := nodeMetric(t, s, `svc_approval_callbacks_total{outcome="delivered"}`), nodeMetric(t, s, `svc_approval_callbacks_total{outcome="failed"}`); d != 4 || f != 1 {
+			t.Errorf("svc_approval_callbacks_total: %v delivered, %v failed; want 4 and 1", d, f)
 		}
 		// A bad registration is refused before anything is decided.
 		for _, wh := range []map[string]any{{"url": "ftp://x/y", "secret": "s"}, {"url": "/relative", "secret": "s"},
