@@ -38,7 +38,14 @@ func (s *Server) registerAuthorize() {
 			"further failed attempts from the pair are answered 429 auth_locked (with Retry-After) instead of 401, while a valid " +
 			"agent token from the same address is still served. An agent token has at most SVC_RATE_LIMIT_CAPACITY calls in flight on a node, " +
 			"bodies still arriving included: 429 agent_concurrency (with Retry-After) past it, before its body is read. An agent with a signing_key must send " +
-			"X-Svc-Request-Signature: sha256=<hex HMAC-SHA256 of the raw body> (401 when missing or wrong).",
+			"X-Svc-Request-Signature: sha256=<hex HMAC-SHA256 of the raw body> (401 when missing or wrong). webhook {url, secret} " +
+			"registers a callback for the approval a require_approval answer creates (CONTRACT §14): when it is approved, rejected, edited " +
+			"or expires, the gateway POSTs {approval_id, decision_id, status, action_hash, decided_at} (for EXPIRED, decided_at is the " +
+			"expiry) to url with X-Svc-Signature: sha256=<hex HMAC-SHA256 of the raw body under secret> and X-Svc-Timestamp (Unix " +
+			"seconds), at most 3 attempts in all (after 1 s, then 4 s; a 2xx answer delivers), under the outbound address rules of " +
+			"webhooks (SVC_ALLOW_PRIVATE_TARGETS). An approval's callback is sent once, for its first outcome. url must be an absolute " +
+			"http or https URL and secret 1 to 1024 bytes (400 webhook.url, webhook.secret); the secret is never returned or logged; a " +
+			"webhook with an empty url is ignored.",
 		Handle: s.authorize})
 }
 
