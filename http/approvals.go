@@ -174,7 +174,7 @@ func (s *Server) getApproval(c *Call) (any, error) {
 	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
 		return nil, err
 	}
-	a, err := s.readApproval(c, c.Ctx())
+	a, err := s.readApproval(c.Ctx(), c)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func waitParam(c *Call) (time.Duration, error) {
 
 // readApproval reads the call's approval as its principal may see it: an
 // agent only its own (another's is the same 404 as an unknown id).
-func (s *Server) readApproval(c *Call, ctx context.Context) (persistence.Approval, error) {
+func (s *Server) readApproval(ctx context.Context, c *Call) (persistence.Approval, error) {
 	a, err := s.Store.GetApproval(ctx, c.Principal.TenantID, c.Param("approval_id"))
 	if err != nil {
 		return a, orNotFound(err, "approval")
@@ -83,7 +83,7 @@ func (s *Server) waitApproval(c *Call, a persistence.Approval, wait time.Duratio
 		// Registered before the read, so that a decision made between the
 		// read and the wait still wakes this one.
 		wake, missed, done := s.Waits.Wait(tenant, id)
-		cur, err := s.readApproval(c, ctx)
+		cur, err := s.readApproval(ctx, c)
 		if err != nil || cur.EffectiveStatus(time.Now()) != persistence.ApprovalPending {
 			done()
 			return cur, err
@@ -93,7 +93,7 @@ func (s *Server) waitApproval(c *Call, a persistence.Approval, wait time.Duratio
 		case <-missed:
 		case <-timer.C:
 			done()
-			return s.readApproval(c, ctx)
+			return s.readApproval(ctx, c)
 		case <-ctx.Done():
 			done()
 			return cur, ctx.Err()

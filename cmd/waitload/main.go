@@ -67,7 +67,7 @@ func call(method, u, tok string, in any) (int, map[string]any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, _ := io.ReadAll(resp.Body)
 	var m map[string]any
 	_ = json.Unmarshal(raw, &m)
@@ -76,18 +76,26 @@ func call(method, u, tok string, in any) (int, map[string]any, error) {
 
 func tenant(base, admin, name string) (string, error) {
 	st, m, err := call("POST", base+"/v2/tenants", admin, map[string]any{"name": name})
-	if err != nil || st != 201 {
-		return "", fmt.Errorf("create tenant: %d %v %v", st, m, err)
+	if err != nil {
+		return "", fmt.Errorf("create tenant: %w", err)
 	}
-	return m["operator_token"].(string), nil
+	tok, _ := m["operator_token"].(string)
+	if st != 201 || tok == "" {
+		return "", fmt.Errorf("create tenant: %d %v", st, m)
+	}
+	return tok, nil
 }
 
 func agent(base, op, name, tier string) (string, error) {
 	st, m, err := call("POST", base+"/v2/agents", op, map[string]any{"name": name, "risk_tier": tier})
-	if err != nil || st != 201 {
-		return "", fmt.Errorf("create agent: %d %v %v", st, m, err)
+	if err != nil {
+		return "", fmt.Errorf("create agent: %w", err)
 	}
-	return m["agent_token"].(string), nil
+	tok, _ := m["agent_token"].(string)
+	if st != 201 || tok == "" {
+		return "", fmt.Errorf("create agent: %d %v", st, m)
+	}
+	return tok, nil
 }
 
 var (
@@ -137,11 +145,16 @@ func run(base, admin string, waiters, workers int, d time.Duration) error {
 					return
 				}
 				st, m, err := call("POST", base+"/v2/authorize", tok, askCall)
-				if err != nil || st != 200 || m["decision"] != "require_approval" {
-					setupErr.Store(fmt.Errorf("ask approval: %d %v %v", st, m, err))
+				if err != nil {
+					setupErr.Store(fmt.Errorf("ask approval: %w", err))
 					return
 				}
-				ps[i] = pending{tok, m["approval_id"].(string)}
+				id, _ := m["approval_id"].(string)
+				if st != 200 || m["decision"] != "require_approval" || id == "" {
+					setupErr.Store(fmt.Errorf("ask approval: %d %v", st, m))
+					return
+				}
+				ps[i] = pending{tok, id}
 			}
 		}()
 	}
@@ -270,7 +283,7 @@ func metrics(base string) []string {
 	if err != nil {
 		return nil
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, _ := io.ReadAll(resp.Body)
 	return strings.Split(string(raw), "\n")
 }
