@@ -89,13 +89,28 @@ func (w *ApprovalWaits) Waiting() int {
 func (w *ApprovalWaits) Woken() uint64 { return w.woken.Load() }
 
 // Decided wakes the approval's waiters on this node and tells every other
-// node. A failed publish is logged: the other nodes' waiters then see the
-// decision at their next re-read.
+// node. A publish that fails is tried again in the background after 0.2,
+// 0.5 and 1 s, then logged: the other nodes' waiters then see the decision
+// when their wait ends.
 func (w *ApprovalWaits) Decided(ctx context.Context, tenantID, id string) {
 	w.wake(tenantID + " " + id)
-	if err := w.shared.Publish(ctx, ApprovalWaitChannel, []byte(tenantID+" "+id)); err != nil {
-		w.log.Warn("approval decision not published; waiters on other nodes see it at their next re-read", "approval_id", id, "error", err)
+	msg := []byte(tenantID + " " + id)
+	if w.shared.Publish(ctx, ApprovalWaitChannel, msg) == nil {
+		return
 	}
+	go func() {
+		var err error
+		for _, d := range []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second} {
+			time.Sleep(d)
+			pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err = w.shared.Publish(pctx, ApprovalWaitChannel, msg)
+			cancel()
+			if err == nil {
+				return
+			}
+		}
+		w.log.Warn("approval decision not published; waiters on other nodes see it when their wait ends", "approval_id", id, "error", err)
+	}()
 }
 
 func (w *ApprovalWaits) wake(key string) {
