@@ -134,22 +134,9 @@ func (w *ApprovalWaits) wakeAll() {
 // Run applies the other nodes' decisions until ctx ends, waking every
 // waiter when the subscription ends and again when it is made anew.
 func (w *ApprovalWaits) Run(ctx context.Context) {
-	for ctx.Err() == nil {
-		ch, err := w.shared.Subscribe(ctx, ApprovalWaitChannel)
-		if err != nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-				continue
-			}
+	follow(ctx, w.shared, ApprovalWaitChannel, func(raw []byte) {
+		if key := string(raw); strings.Count(key, " ") == 1 {
+			w.wake(key)
 		}
-		w.wakeAll() // decisions made while there was no subscription
-		for raw := range ch {
-			if key := string(raw); strings.Count(key, " ") == 1 {
-				w.wake(key)
-			}
-		}
-		w.wakeAll()
-	}
+	}, w.wakeAll)
 }

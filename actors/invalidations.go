@@ -85,8 +85,8 @@ func (h *Invalidations) apply(inv messages.Invalidation) {
 }
 
 // Run applies other nodes' invalidations until ctx ends, resubscribing
-// (and dropping every cache, since messages may have been missed) when the
-// subscription breaks.
+// when the subscription breaks, and dropping every cache when it breaks
+// and when it is made again, since messages may have been missed.
 func (h *Invalidations) Run(ctx context.Context) {
 	follow(ctx, h.shared, InvalidationChannel, func(raw []byte) {
 		parts := strings.SplitN(string(raw), " ", 3)
@@ -98,9 +98,9 @@ func (h *Invalidations) Run(ctx context.Context) {
 
 // follow hands every message published on channel to deliver until ctx
 // ends, subscribing again (a second after a failed attempt) when a
-// subscription ends; ended, when set, runs each time one ends, since
-// messages may have been missed meanwhile.
-func follow(ctx context.Context, shared sharedstate.State, channel string, deliver func([]byte), ended func()) {
+// subscription ends; missed, when set, runs each time one ends and each
+// time a new one is made, since messages may have been missed in between.
+func follow(ctx context.Context, shared sharedstate.State, channel string, deliver func([]byte), missed func()) {
 	for ctx.Err() == nil {
 		ch, err := shared.Subscribe(ctx, channel)
 		if err != nil {
@@ -111,11 +111,14 @@ func follow(ctx context.Context, shared sharedstate.State, channel string, deliv
 				continue
 			}
 		}
+		if missed != nil {
+			missed()
+		}
 		for raw := range ch {
 			deliver(raw)
 		}
-		if ended != nil {
-			ended()
+		if missed != nil {
+			missed()
 		}
 	}
 }
