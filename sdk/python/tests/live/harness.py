@@ -211,6 +211,7 @@ class Approver(threading.Thread):
         super().__init__(daemon=True)
         self.fx, self.agent_id, self.action, self.params, self.delay, self.url = fx, agent_id, action, params, delay, url
         self.result: Optional[dict] = None
+        self.t_decide = 0.0
         self.error: Optional[BaseException] = None
         self.start()
 
@@ -218,6 +219,7 @@ class Approver(threading.Thread):
         try:
             a = self.fx.pending_approval(self.agent_id, url=self.url)
             time.sleep(self.delay)
+            self.t_decide = time.monotonic()
             self.result = self.fx.decide(a["approval_id"], self.action, self.params, url=self.url)
         except BaseException as e:  # reported by the test
             self.error = e
