@@ -24,7 +24,9 @@
 //     change or drop an entry already published. TestDrivers runs every
 //     sdk/<language>/conformance-driver, and the reference driver, over
 //     every vector of testdata/jcs/ and testdata/sdk/, and checks `svc
-//     verify-receipts` against the receipt vectors. TestUnicodeTables
+//     verify-receipts` against the receipt vectors;
+//     TestRunnerCatchesFaultyDrivers checks that runner against drivers
+//     that are wrong on purpose. TestUnicodeTables
 //     pins the Unicode version of the toolchain (svc-jcs-1 is defined on
 //     Unicode 15.0.0).
 //

@@ -66,6 +66,8 @@ func unicodeVectors(t *testing.T) []unicodeVector {
 			note: "Go's TrimSpace trims Unicode White_Space only; Python str.strip() also strips U+001C..U+001F."},
 		{name: "U+0085 NEL is trimmed", tool: "\u0085codehost\u0085", action: "list", wantTool: "codehost", wantAction: "list",
 			note: "NEL is White_Space; JavaScript trim() keeps it."},
+		{name: "U+00A0 NBSP is trimmed, also percent-encoded", tool: "\u00a0codehost\u00a0", action: "%C2%A0list", wantTool: "codehost", wantAction: "list",
+			note: "NO-BREAK SPACE is White_Space; trimmed after decoding too."},
 		{name: "U+2028 and U+2029 are trimmed", tool: "\u2028codehost\u2029", action: "list", wantTool: "codehost", wantAction: "list",
 			note: "line and paragraph separators are White_Space."},
 		{name: "U+FEFF is not white space", tool: "\ufeffcodehost", action: "list\ufeff", wantTool: "\ufeffcodehost", wantAction: "list\ufeff",
