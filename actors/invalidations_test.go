@@ -25,6 +25,19 @@ func (r *recorder) drop(inv messages.Invalidation) {
 	r.got = append(r.got, inv)
 }
 
+func (r *recorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = nil
+}
+
+// first is the first invalidation received.
+func (r *recorder) first() messages.Invalidation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.got[0]
+}
+
 func (r *recorder) kinds() []messages.CacheKind {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -49,14 +62,21 @@ func TestInvalidationsAcrossNodes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go b.Run(ctx)
-	time.Sleep(100 * time.Millisecond) // b's subscription is in place
+	// Once its subscription is made, b drops every cache: changes made
+	// before it was may have been missed.
+	checkFor(t, 2*time.Second, "the every-cache drop of b's new subscription", func() bool {
+		return slices.Equal(bSkills.kinds(), []messages.CacheKind{messages.CacheAll}) &&
+			slices.Equal(bHooks.kinds(), []messages.CacheKind{messages.CacheAll})
+	})
+	bSkills.reset()
+	bHooks.reset()
 
 	a.Invalidate(ctx, messages.Invalidation{Kind: messages.CacheSkill, TenantID: "t1", Key: "github"})
 	if got := aSkills.kinds(); !slices.Equal(got, []messages.CacheKind{messages.CacheSkill}) {
 		t.Fatalf("a's own change applied on a as %v", got)
 	}
 	checkFor(t, 2*time.Second, "the change on b", func() bool { return len(bSkills.kinds()) == 1 })
-	if inv := bSkills.got[0]; inv.TenantID != "t1" || inv.Key != "github" {
+	if inv := bSkills.first(); inv.TenantID != "t1" || inv.Key != "github" {
 		t.Fatalf("b got %+v", inv)
 	}
 	a.Broadcast(ctx, messages.Invalidation{Kind: messages.CacheWebhooks, TenantID: "t1"})
@@ -64,7 +84,7 @@ func TestInvalidationsAcrossNodes(t *testing.T) {
 	if got := aSkills.kinds(); len(got) != 1 {
 		t.Fatalf("a broadcast applied on a: %v", got)
 	}
-	if inv := bHooks.got[0]; inv.Key != "-" {
+	if inv := bHooks.first(); inv.Key != "-" {
 		t.Fatalf("an empty key travels as %q, want -", inv.Key)
 	}
 	if got := bSkills.kinds(); len(got) != 1 {
