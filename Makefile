@@ -48,7 +48,7 @@ sdk: build
 	bash scripts/sdk.sh build
 
 test: sdk
-	bash scripts/testenv.sh -- bash -c '$(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./... && SVC_BIN="$$PWD/bin/svc" bash scripts/sdk.sh test'
+	bash scripts/testenv.sh -- bash -c 'SVC_SDK_REQUIRE=1 SVC_BIN="$$PWD/bin/svc" $(GO) test -race -count=1 -timeout 20m $(GOTESTFLAGS) ./... && SVC_BIN="$$PWD/bin/svc" bash scripts/sdk.sh test'
 	GO='$(GO)' bash scripts/fuzz.sh
 
 test-short:
