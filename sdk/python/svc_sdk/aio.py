@@ -46,6 +46,8 @@ class AsyncClient:
     async def wait_for_approval(self, decision_or_approval_id: Union[Decision, str, Approval], timeout: Optional[float] = None) -> Approval:
         cancel = Cancel()
         fut = asyncio.ensure_future(asyncio.to_thread(self.sync._wait_for_approval, decision_or_approval_id, timeout, cancel))
+        # After a cancellation the worker ends with Cancelled: consume it quietly.
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:

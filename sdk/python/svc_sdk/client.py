@@ -360,18 +360,19 @@ class Client:
     def _path(self, p: str) -> str:
         return f"/{self.api_version}{p}"
 
-    def _deprecated(self, why: str) -> None:
+    def _deprecated(self, why: str, stacklevel: int = 3) -> None:
         with self._lock:
             if self._warned_deprecated:
                 return
             self._warned_deprecated = True
         self.log.warning("svc: %s", why)
-        warnings.warn(f"svc: {why}", DeprecationWarning, stacklevel=4)
+        warnings.warn(f"svc: {why}", DeprecationWarning, stacklevel=stacklevel)
 
     def _observe(self, resp: Response) -> None:
         dep, sunset = resp.header("deprecation"), resp.header("sunset")
         if dep is not None or sunset is not None:
-            self._deprecated(f"the gateway marks this API as deprecated (deprecation: {dep}, sunset: {sunset})")
+            # _observe <- _call <- authorize (or another method) <- the caller
+            self._deprecated(f"the gateway marks this API as deprecated (deprecation: {dep}, sunset: {sunset})", stacklevel=5)
 
     def _headers(self, body: Optional[bytes] = None, signed: bool = False) -> dict[str, str]:
         h = {"Authorization": f"Bearer {self._token}", "Accept": "application/json", "User-Agent": self._ua}
