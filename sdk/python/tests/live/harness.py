@@ -131,9 +131,24 @@ class Gateway:
         except OSError:
             return ""
 
+    def _states(self) -> list[str]:
+        assert self.proc is not None
+        states = []
+        task_dir = f"/proc/{self.proc.pid}/task"
+        for tid in os.listdir(task_dir):
+            try:
+                with open(f"{task_dir}/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass
+        return states
+
     def pause(self) -> None:
+        """SIGSTOP, and wait until every thread of the process is stopped."""
         assert self.proc is not None
         os.kill(self.proc.pid, signal.SIGSTOP)
+        if os.path.isdir(f"/proc/{self.proc.pid}/task"):
+            wait_until(lambda: all(s == "T" for s in self._states()), 10, 0.01, f"{self.name} to stop")
 
     def resume(self) -> None:
         assert self.proc is not None
