@@ -23,9 +23,14 @@ def main(argv: list[str]) -> int:
         suite = loader.discover(start_dir="tests", pattern="test_*.py", top_level_dir=".")
     runner = unittest.TextTestRunner(verbosity=2, stream=sys.stdout)
     result = runner.run(suite)
+    # A class or module whose setUpClass skipped or failed is reported as one
+    # entry that is not a test (an _ErrorHolder) and is not in testsRun.
+    def real(entries):
+        return sum(1 for t, _ in entries if isinstance(t, unittest.TestCase))
+
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
     skipped = len(result.skipped)
-    passed = result.testsRun - failed - skipped
+    passed = result.testsRun - real(result.failures) - real(result.errors) - len(result.unexpectedSuccesses) - real(result.skipped)
     print(f"python: {passed} passed, {failed} failed, {skipped} skipped", flush=True)
     if failed or result.testsRun == 0:
         return 1
