@@ -475,6 +475,19 @@ class Approvals(Base):
         with self.assertRaises(SvcError):
             self.client().run(self.TC, lambda amount: amount)
 
+    def test_uncertain_unicode_trusts_server_hash(self):
+        import unicodedata
+        unassigned = next(chr(cp) for cp in range(0x0870, 0x10FFFF) if unicodedata.category(chr(cp)) == "Cn")
+        tc = {"tool": "pay" + unassigned, "action": "charge", "resource": "cus_1", "parameters": {"amount": 100}}
+        server_hash = "2" * 64  # what a gateway with newer tables might compute
+        first = {"decision": "require_approval", "approval_id": "ap1", "action_hash": server_hash,
+                 "approval_expires_at": rfc3339(60)}
+        appr = {"approval_id": "ap1", "status": "APPROVED", "action_hash": server_hash, "expires_at": rfc3339(60),
+                "tool_call": {"tool": "pay" + unassigned, "action": "charge", "resource": "cus_1", "parameters": {"amount": 100}}}
+        self.serve([appr], [first, {"decision": "allow", "reason": "approved", "action_hash": server_hash}])
+        with self.assertLogs(self.log, "WARNING"):
+            self.assertEqual(self.client().run(tc, lambda amount: amount), 100)
+
     def test_by_id_and_404(self):
         self.fake.script(reply(404, envelope(404, "NotFound", "not_found")))
         with self.assertRaises(SvcError) as cm:
