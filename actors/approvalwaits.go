@@ -98,11 +98,12 @@ func (w *ApprovalWaits) Decided(ctx context.Context, tenantID, id string) {
 	if w.shared.Publish(ctx, ApprovalWaitChannel, msg) == nil {
 		return
 	}
+	detached := context.WithoutCancel(ctx) // the caller's request ends first
 	go func() {
 		var err error
 		for _, d := range []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second} {
 			time.Sleep(d)
-			pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			pctx, cancel := context.WithTimeout(detached, 2*time.Second)
 			err = w.shared.Publish(pctx, ApprovalWaitChannel, msg)
 			cancel()
 			if err == nil {

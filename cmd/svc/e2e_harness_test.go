@@ -29,8 +29,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valkey-io/valkey-go"
-
 	"svc/node"
 	"svc/persistence"
 	"svc/persistence/storetest"
@@ -61,46 +59,13 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	clearAuthLockouts()
+	// A reused test environment would start this run with 127.0.0.1
+	// locked out of authorize by the lockout counters earlier runs left
+	// (kept an hour): every cluster test's calls come from loopback.
+	storetest.DeleteValkeyKeys("svc:authfail:*")
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// clearAuthLockouts deletes the authorize lockout counters (per source IP
-// and tenant, kept an hour) that earlier runs on the same Valkey left:
-// every cluster test's calls come from loopback, so a reused test
-// environment would start this run with 127.0.0.1 locked out.
-func clearAuthLockouts() {
-	url := os.Getenv("SVC_TEST_VALKEY_URL")
-	if url == "" {
-		return
-	}
-	opt, err := valkey.ParseURL(url)
-	if err != nil {
-		return
-	}
-	c, err := valkey.NewClient(opt)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: valkey:", err)
-		return
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for cursor := uint64(0); ; {
-		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match("svc:authfail:*").Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: valkey scan:", err)
-			return
-		}
-		if len(e.Elements) > 0 {
-			c.Do(ctx, c.B().Del().Key(e.Elements...).Build())
-		}
-		if cursor = e.Cursor; cursor == 0 {
-			return
-		}
-	}
 }
 
 // syncBuf is a goroutine-safe output buffer.

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/valkey-io/valkey-go"
 )
 
 func require(t testing.TB, env, what string) string {
@@ -148,3 +149,44 @@ func (r *Replica) Pause(t testing.TB) { t.Helper(); r.exec(t, "SELECT pg_wal_rep
 
 // Resume lets the standby replay again.
 func (r *Replica) Resume(t testing.TB) { t.Helper(); r.exec(t, "SELECT pg_wal_replay_resume()") }
+
+// DeleteValkeyKeys deletes the keys matching pattern on the provisioned
+// Valkey (SVC_TEST_VALKEY_URL; nothing when it is unset), for a test
+// binary's TestMain to clear what earlier runs on a reused environment
+// left. Failures are printed, not fatal: the tests that depend on it fail
+// on their own.
+func DeleteValkeyKeys(pattern string) {
+	raw := os.Getenv("SVC_TEST_VALKEY_URL")
+	if raw == "" {
+		return
+	}
+	opt, err := valkey.ParseURL(raw)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "storetest: SVC_TEST_VALKEY_URL:", err)
+		return
+	}
+	c, err := valkey.NewClient(opt)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "storetest: valkey:", err)
+		return
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for cursor := uint64(0); ; {
+		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "storetest: valkey scan:", err)
+			return
+		}
+		if len(e.Elements) > 0 {
+			if err := c.Do(ctx, c.B().Del().Key(e.Elements...).Build()).Error(); err != nil {
+				fmt.Fprintln(os.Stderr, "storetest: valkey del:", err)
+				return
+			}
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			return
+		}
+	}
+}
