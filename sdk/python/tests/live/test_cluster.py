@@ -101,7 +101,9 @@ class Cluster(unittest.TestCase):
                 t0 = time.monotonic()
                 self.assertEqual(c.run(self.TC, lambda amount, to: amount, mutates_state=True), 7)
                 self.assertEqual(ap.finish()["status"], "APPROVED")
-                self.assertLess(time.monotonic() - t0, 5 + 3)
+                # Woken by the decision, not by the end of the 25 s wait; the
+                # bound is loose for a busy machine.
+                self.assertLess(time.monotonic() - t0, 15)
         self.assertTrue(all(n > 0 for n in self.lb.counts), self.lb.counts)
 
     def test_rejected_across_nodes(self):
@@ -118,8 +120,9 @@ class Cluster(unittest.TestCase):
         ap.finish()
 
     def test_wake_up_is_prompt_on_either_node(self):
-        """The answer comes within a couple of seconds of the decision, not at
-        the end of the 25 s long-poll, whichever node decided."""
+        """The answer comes soon after the decision (within a second on an idle
+        machine; the bound is loose for a busy one), not at the end of the
+        25 s long-poll, whichever node decided."""
         for i in range(3):
             with self.subTest(round=i):
                 c, a = self.client()
@@ -129,7 +132,7 @@ class Cluster(unittest.TestCase):
                 returned = time.monotonic()
                 ap.finish()
                 self.assertEqual(appr.status, "APPROVED")
-                self.assertLess(returned - ap.t_decide, 3)
+                self.assertLess(returned - ap.t_decide, 10)
 
     def test_expired(self):
         c, _ = self.client()
