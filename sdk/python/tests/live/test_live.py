@@ -261,7 +261,7 @@ class Approvals(LiveBase):
         t0 = time.monotonic()
         with self.assertRaises(ApprovalExpired):
             c.run(self.TC, lambda **kw: None, mutates_state=True, approval_timeout=1.5)
-        self.assertLess(time.monotonic() - t0, 4)
+        self.assertLess(time.monotonic() - t0, 4.5)  # the caller's 1.5 s, well before the 5 s expiry
 
     def test_edited(self):
         c, a = self.agent_client()
@@ -351,7 +351,7 @@ class Approvals(LiveBase):
 
         r, cancel_secs = asyncio.run(main())
         self.assertEqual(r, 100)
-        self.assertLess(cancel_secs, 1.0)
+        self.assertLess(cancel_secs, 2.0)  # not the 25 s wait
 
 
 class Unavailable(LiveBase):
@@ -368,7 +368,7 @@ class Unavailable(LiveBase):
         finally:
             self.gw.resume()
         self.assertEqual(ran, [])
-        self.assertLess(elapsed, 2.5)
+        self.assertLess(elapsed, 5)  # the 1.5 s deadline, with room for a busy machine; a paused gateway never answers
         self.assertGreaterEqual(elapsed, 1.3)
         wait_until(lambda: c.authorize("search", "q").allowed, 15, 0.2, "the resumed gateway to answer")
 
@@ -407,7 +407,7 @@ class Stopped(unittest.TestCase):
         t0 = time.monotonic()
         with self.assertRaises(SvcUnavailable):
             c.run({"tool": "search", "action": "q"}, lambda: ran.append(1))
-        self.assertLess(time.monotonic() - t0, 2.5)
+        self.assertLess(time.monotonic() - t0, 5)
         self.assertEqual(ran, [])
         gw.start()
         wait_until(lambda: c.authorize("search", "q").allowed, 20, 0.2, "the restarted gateway")
@@ -454,7 +454,7 @@ class RateLimited(unittest.TestCase):
         ran = []
         with self.assertRaises(SvcUnavailable) as cm:
             c.run({"tool": "search", "action": "q"}, lambda: ran.append(1))
-        self.assertLess(time.monotonic() - t0, 1.0)  # no pointless wait past the deadline
+        self.assertLess(time.monotonic() - t0, 1.9)  # no wait for Retry-After: 4 past the 2 s deadline
         self.assertEqual(cm.exception.status, 429)
         self.assertTrue(cm.exception.headers.get("retry-after"))
         self.assertEqual(ran, [])
