@@ -33,6 +33,9 @@ type ApprovalWaits struct {
 	// missed is closed, and replaced, when notifications may have been
 	// missed (the subscription ended or was made again).
 	missed chan struct{}
+	// closing is closed when the node shuts down (Close).
+	closing   chan struct{}
+	closeOnce sync.Once
 
 	woken atomic.Uint64
 }
@@ -45,8 +48,17 @@ type approvalWaiters struct {
 
 // NewApprovalWaits returns the hub over the shared state.
 func NewApprovalWaits(shared sharedstate.State, log hclog.Logger) *ApprovalWaits {
-	return &ApprovalWaits{shared: shared, log: log, waiting: map[string]*approvalWaiters{}, missed: make(chan struct{})}
+	return &ApprovalWaits{shared: shared, log: log, waiting: map[string]*approvalWaiters{}, missed: make(chan struct{}),
+		closing: make(chan struct{})}
 }
+
+// Close tells every waiter, and every later one, that the node is shutting
+// down: they answer with the approval as it stands instead of holding the
+// shutdown for the rest of their waits. Safe to call more than once.
+func (w *ApprovalWaits) Close() { w.closeOnce.Do(func() { close(w.closing) }) }
+
+// Closing is closed once Close has been called.
+func (w *ApprovalWaits) Closing() <-chan struct{} { return w.closing }
 
 // Wait registers a waiter for the tenant's approval. wake is closed when
 // the approval is decided on any node; missed when notifications may have

@@ -69,6 +69,11 @@ func (s *Server) waitApproval(c *Call, a persistence.Approval, wait time.Duratio
 	if d, ok := ctx.Deadline(); ok && d.Add(-waitGrace).Before(deadline) {
 		deadline = d.Add(-waitGrace)
 	}
+	select {
+	case <-s.Waits.Closing(): // shutting down: no new waits
+		return a, nil
+	default:
+	}
 	if !time.Now().Before(deadline) {
 		return a, nil
 	}
@@ -92,6 +97,9 @@ func (s *Server) waitApproval(c *Call, a persistence.Approval, wait time.Duratio
 		case <-wake:
 		case <-missed:
 		case <-timer.C:
+			done()
+			return s.readApproval(ctx, c)
+		case <-s.Waits.Closing():
 			done()
 			return s.readApproval(ctx, c)
 		case <-ctx.Done():

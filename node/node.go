@@ -441,6 +441,7 @@ func (n *Node) Start() error {
 	n.dsrv = &http.Server{Handler: n.api.DebugHandler(), ReadHeaderTimeout: 10 * time.Second}
 	n.failed = make(chan error, 2)
 	n.srv.RegisterOnShutdown(n.api.CloseStreams)
+	n.srv.RegisterOnShutdown(n.waits.Close) // waiting requests answer now, not at the end of their waits
 	srv, dsrv := n.srv, n.dsrv
 	n.goroutines.Go(func() { n.failed <- serveListener(srv, ln, cfg) })
 	n.goroutines.Go(func() { n.failed <- dsrv.Serve(dln) })

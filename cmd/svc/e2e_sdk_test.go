@@ -379,3 +379,26 @@ func TestE2EApprovalCallbacks(t *testing.T) {
 		}
 	})
 }
+
+// TestE2EApprovalWaitShutdown: SIGTERM answers every waiting request at
+// once (the approval as it stands) instead of holding the shutdown for the
+// rest of their waits.
+func TestE2EApprovalWaitShutdown(t *testing.T) {
+	t.Parallel()
+	s := startProcessOn(t, dbURLFor(t, "sqlite"), map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000"})
+	_, admin := s.tenant(t, "ws-"+uniq())
+	tok, _, id := apRequire(t, s, admin)
+	ch := waitFor(t, s, tok, id, "25")
+	waitingOn(t, s, 1)
+	code, took := s.stop(t)
+	r := recv(t, ch, 20*time.Second)
+	if code != 0 || r.status != 200 || r.body["status"] != "PENDING" {
+		t.Fatalf("SIGTERM with a waiter: exit %d after %s; the wait answered %d %v", code, took, r.status, r.body)
+	}
+	// The shutdown timeout is 20 s and the wait 25 s: a stop well under
+	// either shows the waiter was answered, not waited for.
+	if took > 10*time.Second || r.took > 15*time.Second {
+		t.Fatalf("SIGTERM with a waiter: exit after %s, the wait answered after %s", took, r.took)
+	}
+	t.Logf("SIGTERM with a waiter: exit 0 after %s; the wait answered PENDING after %s (Retry-After %q)", took.Round(time.Millisecond), r.took.Round(time.Millisecond), r.header.Get("Retry-After"))
+}
