@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"svc/persistence"
@@ -29,17 +30,21 @@ const maxApprovalWait = 25 * time.Second
 // deadline, for the last read and the answer.
 const waitGrace = time.Second
 
-// waitParam parses ?wait=N: 0 when absent; an integer number of seconds
-// from 0 up (larger than 25 means 25); anything else is 400.
+// waitParam parses ?wait=N: 0 when absent; a non-negative integer number
+// of seconds in decimal digits (any larger than 25, however large, means
+// 25); anything else (a sign, a fraction, an empty value) is 400.
 func waitParam(c *Call) (time.Duration, error) {
 	q := c.R.URL.Query()
 	if !q.Has("wait") {
 		return 0, nil
 	}
 	raw := q.Get("wait")
-	n, err := strconv.ParseUint(raw, 10, 32)
-	if err != nil || (len(raw) > 1 && raw[0] == '0') {
+	if raw == "" || strings.Trim(raw, "0123456789") != "" {
 		return 0, badRequest("invalid_wait", "wait must be an integer number of seconds from 0 to 25 (larger values mean 25), not %q", raw)
+	}
+	n, err := strconv.ParseUint(raw, 10, 32)
+	if err != nil { // digits beyond the range: larger than 25
+		return maxApprovalWait, nil
 	}
 	return min(time.Duration(n)*time.Second, maxApprovalWait), nil
 }
