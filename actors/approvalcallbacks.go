@@ -2,9 +2,6 @@ package actors
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,11 +21,11 @@ import (
 // stopped).
 const JobApprovalCallbacks = "approval_callbacks"
 
-// Approval callback headers (CONTRACT §14).
-const (
-	CallbackSignatureHeader = "X-Svc-Signature"
-	CallbackTimestampHeader = "X-Svc-Timestamp"
-)
+// CallbackTimestampHeader carries an approval callback's sending time
+// (Unix seconds); its signature travels in ExportSignatureHeader, made as
+// a webhook export's is (SignExport), under the agent's secret
+// (CONTRACT §14).
+const CallbackTimestampHeader = "X-Svc-Timestamp"
 
 // callbackClaim is how long one attempt holds its callback: its POST is
 // bounded by callbackTimeout, well inside.
@@ -157,9 +154,7 @@ func (c *ApprovalCallbacks) deliver(d persistence.DueCallback) {
 		c.log.Error("approval callback body", "approval_id", id, "error", err)
 		return
 	}
-	mac := hmac.New(sha256.New, []byte(d.Callback.Secret))
-	mac.Write(body)
-	signature := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	signature := SignExport(d.Callback.Secret, body)
 	for attempt := d.Attempts + 1; attempt <= persistence.MaxCallbackAttempts; attempt++ {
 		now := time.Now().UTC()
 		ok, err := c.store.ClaimCallbackAttempt(c.ctx, id, now, now.Add(callbackClaim))
@@ -199,7 +194,7 @@ func (c *ApprovalCallbacks) attempt(url string, body []byte, signature string) (
 	ctx, cancel := context.WithTimeout(c.ctx, callbackTimeout)
 	defer cancel()
 	return c.post(ctx, url, body, map[string]string{"Content-Type": "application/json",
-		CallbackSignatureHeader: signature, CallbackTimestampHeader: strconv.FormatInt(time.Now().Unix(), 10)})
+		ExportSignatureHeader: signature, CallbackTimestampHeader: strconv.FormatInt(time.Now().Unix(), 10)})
 }
 
 func (c *ApprovalCallbacks) finish(id, outcome string, status int) {

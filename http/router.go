@@ -318,7 +318,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 			return fail(ae)
 		}
 		c.Principal = p
-		if rt.Waits && r.URL.Query().Get("wait") != "" && r.URL.Query().Get("wait") != "0" && s.waiters.enter(p.TenantID) {
+		if wait := r.URL.Query().Get("wait"); rt.Waits && wait != "" && wait != "0" && s.waiters.enter(p.TenantID) {
 			c.waiterHeld = p.TenantID
 		} else if !rt.Unversioned && !streaming {
 			if e := c.admitTenant(p.TenantID); e != nil {
