@@ -96,6 +96,12 @@ type ApprovalStore interface {
 	DeleteStaleApprovals(ctx context.Context, cutoff time.Time) (int64, error)
 	// CountPendingApprovals counts the tenant's PENDING, unexpired approvals.
 	CountPendingApprovals(ctx context.Context, tenantID string, now time.Time) (int64, error)
+	// UsableApproval returns the newest (highest Seq) approval of the
+	// tenant's agent bound to actionHash that could be consumed at now:
+	// stored APPROVED, not consumed, expires_at after now. ErrNotFound
+	// when there is none. It only reads: consuming it is still the
+	// conditional update of ApprovalUse or ConsumeApproval.
+	UsableApproval(ctx context.Context, tenantID, agentID, actionHash string, now time.Time) (Approval, error)
 }
 
 // ApprovalCallback is the callback an agent registered with the call that

@@ -34,6 +34,10 @@ type MCPServer struct {
 	ManifestHash       string
 	LastDiscoveryAt    *time.Time
 	LastDiscoveryError string
+	// UpstreamAuth is the credentials the gateway presents to the server,
+	// as an opaque blob the caller seals (encrypts) before storing and
+	// opens after reading; nil when there are none.
+	UpstreamAuth []byte
 	// Revision grows with every change.
 	Revision  int64
 	CreatedAt time.Time
@@ -96,6 +100,9 @@ type MCPServerPatch struct {
 	// Pin sets PinnedHash to ManifestHash (ErrStateConflict before the
 	// first discovery).
 	Pin bool
+	// UpstreamAuth, when not nil, replaces the sealed upstream
+	// credentials; pointing at an empty slice, it removes them.
+	UpstreamAuth *[]byte
 }
 
 // MCPDiscovery is what one discovery writes, decided by the caller's plan

@@ -201,6 +201,16 @@ type LeaseStore interface {
 	ReleaseLease(ctx context.Context, name, holder string) error
 }
 
+// SecretStore keeps the installation's own secrets (not a tenant's: no
+// tenant owns them, and deleting a tenant leaves them).
+type SecretStore interface {
+	// InstallationSecret returns the secret stored under name, storing
+	// fresh there first when none is (an insert that does nothing when a
+	// value exists). Every node sharing the database gets the same bytes,
+	// and of concurrent first calls, on any nodes, one value wins for all.
+	InstallationSecret(ctx context.Context, name string, fresh []byte) ([]byte, error)
+}
+
 // Store is the whole storage contract.
 type Store interface {
 	TenantStore
@@ -220,6 +230,7 @@ type Store interface {
 	MCPStore
 	MaintenanceStore
 	CodehostStore
+	SecretStore
 
 	// Backend names the implementation: "sqlite" or "postgres".
 	Backend() string

@@ -41,7 +41,7 @@ func TestOneRecordMigratesPopulatedDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Newest first, as README's rollback story says.
-	for _, name := range []string{"rollback/0017_approval_callbacks.sql", "rollback/0016_codehost.sql", "rollback/0015_maintenance.sql", "rollback/0014_mcp.sql", "rollback/0013_evidence_links.sql", "rollback/0012_one_record.sql"} {
+	for _, name := range []string{"rollback/0018_mcp_proxy.sql", "rollback/0017_approval_callbacks.sql", "rollback/0016_codehost.sql", "rollback/0015_maintenance.sql", "rollback/0014_mcp.sql", "rollback/0013_evidence_links.sql", "rollback/0012_one_record.sql"} {
 		script, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
@@ -101,6 +101,9 @@ func TestRecordReadsUseTheirIndexes(t *testing.T) {
 		{`SELECT seq FROM decision_runs WHERE tenant_id = 'a' AND run_id = 'r' ORDER BY seq DESC LIMIT 1000`, "PRIMARY KEY (tenant_id=? AND run_id=?)"},
 		{`SELECT SUM(CASE WHEN created_at < '2' THEN composite_risk_score ELSE 0 END), COUNT(*) FROM decision_agents WHERE tenant_id = 'a' AND agent_id = 'x' AND created_at >= '1' AND created_at < '3'`, "PRIMARY KEY (tenant_id=? AND agent_id=? AND created_at>? AND created_at<?)"},
 		{`SELECT id FROM alerts WHERE tenant_id = 'a' AND source_event_id IN ('e', 'f')`, "alerts_source_event (tenant_id=? AND source_event_id=?)"},
+		// The inline MCP proxy's approval by agent and action hash (0018).
+		{`SELECT id FROM approvals WHERE tenant_id = 'a' AND agent_id = 'x' AND action_hash = 'h' AND status = 'APPROVED'
+			AND consumed_at IS NULL AND expires_at > '1' ORDER BY seq DESC LIMIT 1`, "approvals_usable (tenant_id=? AND agent_id=? AND action_hash=?)"},
 	} {
 		rows, err := s.reader.QueryContext(ctx, `EXPLAIN QUERY PLAN `+c.query)
 		if err != nil {

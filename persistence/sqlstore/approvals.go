@@ -171,3 +171,13 @@ func (s *Store) CountPendingApprovals(ctx context.Context, tenantID string, at t
 		tenantID, at).Scan(&n)
 	return n, err
 }
+
+// UsableApproval implements persistence.ApprovalStore. It reads the
+// primary (the authorize path decides on it); the approvals_usable index
+// (tenant_id, agent_id, action_hash, seq) finds the newest first.
+func (s *Store) UsableApproval(ctx context.Context, tenantID, agentID, actionHash string, at time.Time) (persistence.Approval, error) {
+	return scanApproval(s.DB.Reader().QueryRow(ctx, `SELECT `+approvalCols+` FROM approvals
+		WHERE tenant_id = $1 AND agent_id = $2 AND action_hash = $3
+		AND status = 'APPROVED' AND consumed_at IS NULL AND expires_at > $4
+		ORDER BY seq DESC LIMIT 1`, tenantID, agentID, actionHash, at))
+}

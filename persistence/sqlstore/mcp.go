@@ -13,16 +13,27 @@ import (
 // ---- the MCP registry (CONTRACT §8) ----
 
 const mcpServerCols = `tenant_id, server_key, transport, url, trust_level, inspection_enabled, status, pinned_hash, manifest_hash,
-	last_discovery_at, last_discovery_error, revision, created_at, updated_at`
+	last_discovery_at, last_discovery_error, upstream_auth, revision, created_at, updated_at`
 
 func scanMCPServer(r Row) (persistence.MCPServer, error) {
 	var s persistence.MCPServer
 	err := r.Scan(&s.TenantID, &s.Key, &s.Transport, &s.URL, &s.TrustLevel, &s.InspectionEnabled, &s.Status, &s.PinnedHash,
-		&s.ManifestHash, NullTime{&s.LastDiscoveryAt}, &s.LastDiscoveryError, &s.Revision, Time{&s.CreatedAt}, Time{&s.UpdatedAt})
+		&s.ManifestHash, NullTime{&s.LastDiscoveryAt}, &s.LastDiscoveryError, &s.UpstreamAuth, &s.Revision, Time{&s.CreatedAt}, Time{&s.UpdatedAt})
 	if IsNoRows(err) {
 		return s, persistence.ErrNotFound
 	}
+	if len(s.UpstreamAuth) == 0 {
+		s.UpstreamAuth = nil
+	}
 	return s, err
+}
+
+// upstreamAuth is the upstream_auth column's value: NULL for none.
+func upstreamAuth(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
 }
 
 func getMCPServer(ctx context.Context, q Querier, tenantID, key string) (persistence.MCPServer, error) {
@@ -45,8 +56,9 @@ func (s *Store) CreateMCPServer(ctx context.Context, srv persistence.MCPServer, 
 			}
 		}
 		if _, err := q.Exec(ctx, `INSERT INTO mcp_servers (tenant_id, server_key, transport, url, trust_level, inspection_enabled, status,
-			created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`,
-			srv.TenantID, srv.Key, srv.Transport, srv.URL, srv.TrustLevel, srv.InspectionEnabled, persistence.MCPServerActive, t); err != nil {
+			upstream_auth, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`,
+			srv.TenantID, srv.Key, srv.Transport, srv.URL, srv.TrustLevel, srv.InspectionEnabled, persistence.MCPServerActive,
+			upstreamAuth(srv.UpstreamAuth), t); err != nil {
 			return err
 		}
 		if limit > 0 {
@@ -135,9 +147,12 @@ func (s *Store) UpdateMCPServer(ctx context.Context, tenantID, key string, p per
 		if p.Pin {
 			cur.PinnedHash = cur.ManifestHash
 		}
-		if _, err := q.Exec(ctx, `UPDATE mcp_servers SET url = $1, trust_level = $2, inspection_enabled = $3, status = $4, pinned_hash = $5
-			WHERE tenant_id = $6 AND server_key = $7`, cur.URL, cur.TrustLevel, cur.InspectionEnabled, cur.Status, cur.PinnedHash,
-			tenantID, key); err != nil {
+		if p.UpstreamAuth != nil {
+			cur.UpstreamAuth = *p.UpstreamAuth
+		}
+		if _, err := q.Exec(ctx, `UPDATE mcp_servers SET url = $1, trust_level = $2, inspection_enabled = $3, status = $4, pinned_hash = $5,
+			upstream_auth = $6 WHERE tenant_id = $7 AND server_key = $8`, cur.URL, cur.TrustLevel, cur.InspectionEnabled, cur.Status,
+			cur.PinnedHash, upstreamAuth(cur.UpstreamAuth), tenantID, key); err != nil {
 			return err
 		}
 		if err := s.insertAudit(ctx, q, audit); err != nil {

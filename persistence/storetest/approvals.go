@@ -31,6 +31,7 @@ func RunApprovals(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"stale approvals are deleted", testApprovalDeleteStale},
 		{"approvals are tenant scoped", testApprovalTenants},
 		{"callbacks are due once decided or expired, claimed once per attempt", testApprovalCallbacks},
+		{"the usable approval of an agent and action hash is the newest approved, unconsumed, unexpired", testUsableApproval},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })

@@ -34,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"leader lease is exclusive until it expires", testLease},
 		{"the write probe commits, again and again", testProbeWrite},
 		{"concurrent writers all land", testConcurrentWrites},
+		{"installation secrets: the first value stored wins, also at once", testInstallationSecrets},
 		{"ping and pool stats", testPing},
 	}
 	for _, tc := range tests {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ func RunMCP(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"tool status moves only from the given statuses", testMCPToolStatus},
 		{"concurrent discoveries see each other's tools", testMCPConcurrentDiscovery},
 		{"other tenants' servers are not found; deleting a server or tenant removes its rows", testMCPIsolation},
+		{"sealed upstream credentials round-trip, are replaced, cleared and kept", testMCPUpstreamAuth},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -306,4 +308,70 @@ func testMCPIsolation(t *testing.T, s persistence.Store) {
 	if tools, _ := s.ListMCPTools(ctx(t), a.ID, "srv"); len(tools) != 0 {
 		t.Errorf("a deleted tenant's tools remain: %v", tools)
 	}
+}
+
+// testMCPUpstreamAuth: a server's sealed upstream credentials round-trip
+// byte for byte through every read; a patch replaces them, clears them
+// with an empty slice, and leaves them alone when it does not name them;
+// every such change grows the revision.
+func testMCPUpstreamAuth(t *testing.T, s persistence.Store) {
+	tn, _ := mustTenant(t, s, "mcp-"+id())
+	sealed := []byte{0x00, 0x9f, 0xff, 's', 'e', 'a', 'l', 'e', 'd', 0x00}
+	srv, err := s.CreateMCPServer(ctx(t), persistence.MCPServer{TenantID: tn.ID, Key: "auth", Transport: persistence.MCPTransportHTTP,
+		URL: "https://mcp.example/auth", TrustLevel: "untrusted_external", UpstreamAuth: sealed}, 0)
+	if err != nil || !bytes.Equal(srv.UpstreamAuth, sealed) || srv.Revision != 1 {
+		t.Fatalf("created with credentials: %v, %x, revision %d", err, srv.UpstreamAuth, srv.Revision)
+	}
+	plain := mcpServer(t, s, tn.ID, "plain")
+	if plain.UpstreamAuth != nil {
+		t.Fatalf("created without credentials: %x; want nil", plain.UpstreamAuth)
+	}
+	// want checks every read of the server.
+	want := func(what string, auth []byte, revision int64) {
+		t.Helper()
+		got, err := s.GetMCPServer(ctx(t), tn.ID, "auth")
+		if err != nil || !bytes.Equal(got.UpstreamAuth, auth) || (auth == nil) != (got.UpstreamAuth == nil) || got.Revision != revision {
+			t.Fatalf("%s: GetMCPServer: %v, %x, revision %d; want %x, revision %d", what, err, got.UpstreamAuth, got.Revision, auth, revision)
+		}
+		list, err := s.ListMCPServers(ctx(t), tn.ID)
+		if err != nil || len(list) != 2 || list[0].Key != "auth" || !bytes.Equal(list[0].UpstreamAuth, auth) || list[1].UpstreamAuth != nil {
+			t.Fatalf("%s: ListMCPServers: %v, %+v", what, err, list)
+		}
+		all, err := s.ListAllMCPServers(ctx(t), persistence.MCPTransportHTTP)
+		i := slices.IndexFunc(all, func(x persistence.MCPServer) bool { return x.TenantID == tn.ID && x.Key == "auth" })
+		if err != nil || i < 0 || !bytes.Equal(all[i].UpstreamAuth, auth) {
+			t.Fatalf("%s: ListAllMCPServers: %v, %+v", what, err, all)
+		}
+	}
+	want("created", sealed, 1)
+
+	url := "https://mcp.example/moved"
+	if got, err := s.UpdateMCPServer(ctx(t), tn.ID, "auth", persistence.MCPServerPatch{URL: &url}); err != nil ||
+		!bytes.Equal(got.UpstreamAuth, sealed) || got.Revision != 2 {
+		t.Fatalf("a patch not naming them: %v, %x, revision %d", err, got.UpstreamAuth, got.Revision)
+	}
+	want("after a patch not naming them", sealed, 2)
+
+	resealed := []byte("resealed \x00 credentials")
+	if got, err := s.UpdateMCPServer(ctx(t), tn.ID, "auth", persistence.MCPServerPatch{UpstreamAuth: &resealed}); err != nil ||
+		!bytes.Equal(got.UpstreamAuth, resealed) || got.Revision != 3 {
+		t.Fatalf("replaced: %v, %x, revision %d", err, got.UpstreamAuth, got.Revision)
+	}
+	want("replaced", resealed, 3)
+
+	discover(t, s, tn.ID, "auth", "pin-me", []persistence.MCPTool{mcpTool("search", "pending")}, nil, nil)
+	want("after a discovery", resealed, 4)
+
+	empty := []byte{}
+	if got, err := s.UpdateMCPServer(ctx(t), tn.ID, "auth", persistence.MCPServerPatch{UpstreamAuth: &empty}); err != nil ||
+		got.UpstreamAuth != nil || got.Revision != 5 {
+		t.Fatalf("cleared: %v, %x, revision %d", err, got.UpstreamAuth, got.Revision)
+	}
+	want("cleared", nil, 5)
+
+	if got, err := s.UpdateMCPServer(ctx(t), tn.ID, "auth", persistence.MCPServerPatch{UpstreamAuth: &sealed}); err != nil ||
+		!bytes.Equal(got.UpstreamAuth, sealed) || got.Revision != 6 {
+		t.Fatalf("set again: %v, %x, revision %d", err, got.UpstreamAuth, got.Revision)
+	}
+	want("set again", sealed, 6)
 }
