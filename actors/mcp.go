@@ -15,10 +15,10 @@ import (
 	"svc/rules/manifest"
 )
 
-// MCPFetch lists the tools of the MCP server at url over the real protocol
-// (mcpclient.Tools with the node's outbound client; actors make no HTTP
-// calls themselves).
-type MCPFetch func(ctx context.Context, url string) ([]manifest.Tool, error)
+// MCPFetch lists the tools of the http MCP server srv over the real
+// protocol (mcpclient.Tools with the node's outbound client and the
+// server's upstream headers; actors make no HTTP calls themselves).
+type MCPFetch func(ctx context.Context, srv persistence.MCPServer) ([]manifest.Tool, error)
 
 // ErrMCPManifest wraps a manifest the gateway refuses (manifest.ErrInvalid)
 // or a body that http servers must not carry.
@@ -107,7 +107,7 @@ func (r *MCPRegistry) discover(ctx context.Context, tenantID, key string, tools 
 			}
 			defer release()
 		}
-		if tools, err = r.fetch(ctx, srv.URL); err != nil {
+		if tools, err = r.fetch(ctx, srv); err != nil {
 			return Discovery{}, r.failed(tenantID, key, err)
 		}
 	case tools == nil:
@@ -155,7 +155,7 @@ func (r *MCPRegistry) discover(ctx context.Context, tenantID, key string, tools 
 				continue
 			}
 			d.Upsert = append(d.Upsert, persistence.MCPTool{Key: t.Key(), Name: t.Name, Status: manifest.StatusPending,
-				Description: t.Description, InputSchema: t.InputSchema, Hash: t.Hash(), Findings: storedFindings(fs)})
+				Description: t.Description, InputSchema: t.InputSchema, Hash: t.Hash(), Findings: storedFindings(fs), ReadOnly: t.ReadOnly})
 		}
 		for _, n := range drift.Removed {
 			d.Delete = append(d.Delete, byName[n].Key)

@@ -118,8 +118,8 @@ func helperServers(b testing.TB, n int) []string {
 }
 
 func registryOver(store persistence.Store, slots int) *MCPRegistry {
-	fetch := func(ctx context.Context, url string) ([]manifest.Tool, error) {
-		return mcpclient.Tools(ctx, http.DefaultClient, url, "bench", mcpclient.DefaultLimits)
+	fetch := func(ctx context.Context, srv persistence.MCPServer) ([]manifest.Tool, error) {
+		return mcpclient.Tools(ctx, http.DefaultClient, srv.URL, "bench", mcpclient.DefaultLimits)
 	}
 	return NewMCPRegistry(store, NewEventBus(nil, 16), nil, fetch, NewMCPSlots(slots), hclog.NewNullLogger())
 }

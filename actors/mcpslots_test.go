@@ -178,13 +178,13 @@ func TestRediscoveryRunsConcurrentlyAndFairly(t *testing.T) {
 	unblock := make(chan struct{})
 	var mu sync.Mutex
 	inFetch, most := 0, 0
-	fetch := func(ctx context.Context, url string) ([]manifest.Tool, error) {
+	fetch := func(ctx context.Context, srv persistence.MCPServer) ([]manifest.Tool, error) {
 		mu.Lock()
 		inFetch++
 		most = max(most, inFetch)
 		mu.Unlock()
 		defer func() { mu.Lock(); inFetch--; mu.Unlock() }()
-		if url == "hang" {
+		if srv.URL == "hang" {
 			select {
 			case <-unblock:
 				return nil, errors.New("hung up")

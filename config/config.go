@@ -77,6 +77,9 @@ type Config struct {
 	MCPToolCacheCapacity       int           // SVC_MCP_TOOL_CACHE_CAPACITY; 0 disables
 	MCPMaxServersPerTenant     int           // SVC_MCP_MAX_SERVERS_PER_TENANT
 	MCPDiscoveryConcurrency    int           // SVC_MCP_DISCOVERY_CONCURRENCY
+	MCPProxyTimeout            time.Duration // SVC_MCP_PROXY_TIMEOUT_SECS
+	MCPProxyIdle               time.Duration // SVC_MCP_PROXY_IDLE_SECS
+	MCPProxyMaxMessage         int           // SVC_MCP_PROXY_MAX_MESSAGE_BYTES
 	CanonicalHashCacheCapacity int           // SVC_CANONICAL_HASH_CACHE_CAPACITY; 0 disables
 	ReplayNonceCacheCapacity   int           // SVC_REPLAY_NONCE_CACHE_CAPACITY; 0 disables
 	RiskWeightsCacheTTL        time.Duration // SVC_RISK_WEIGHTS_CACHE_TTL_SECS; 0 disables
@@ -198,6 +201,9 @@ func Settings() []Setting {
 		{"SVC_MCP_TOOL_CACHE_CAPACITY", "1024", "MCP tool statuses cached for authorize (tenant, server and tool key); dropped with their server's; 0 disables"},
 		{"SVC_MCP_DISCOVERY_INTERVAL_SECS", "3600", "the leader re-discovers every http MCP server this often, so drift is found without anyone asking; 0 disables"},
 		{"SVC_MCP_MAX_SERVERS_PER_TENANT", "50", "MCP servers one tenant may register; one more is 409 mcp_server_limit (what the leader re-discovers grows with it)"},
+		{"SVC_MCP_PROXY_TIMEOUT_SECS", "300", "the MCP proxy's bound on one relayed POST (a tools/call and every message of its stream); past it the client gets JSON-RPC error -32011"},
+		{"SVC_MCP_PROXY_IDLE_SECS", "60", "the MCP proxy's bound on an upstream's silence within a POST's answer (any event, progress included, resets it); past it the client gets JSON-RPC error -32011"},
+		{"SVC_MCP_PROXY_MAX_MESSAGE_BYTES", "8388608", "the MCP proxy's bound on a request body and on each message an upstream sends; a larger upstream message ends its request with JSON-RPC error -32011"},
 		{"SVC_MCP_DISCOVERY_CONCURRENCY", "4", "MCP discoveries over the protocol a node runs at once, the API's and the leader's re-discovery together, shared fairly across tenants; each may hold an answer of up to 8 MiB and takes 10 s at most; a discover call waits up to 10 s for one, else 503 mcp_discovery_busy"},
 		{"SVC_CANONICAL_HASH_CACHE_CAPACITY", "1024", "canonical hash cache entries (SPEC 8); validated but without effect: the action hash is written directly (about 2.7 µs), which a cache keyed by the call would not beat"},
 		{"SVC_REPLAY_NONCE_CACHE_CAPACITY", "10000", "replay nonce cache entries (SPEC 8); validated but without effect: nonces live in the shared state for SVC_REPLAY_WINDOW_SECS, bounded by time, never evicted by count (an evicted nonce could be replayed)"},
@@ -355,6 +361,9 @@ func (v *validator) limits(c *Config, o *optionals) {
 	c.MCPToolCacheCapacity = v.count("SVC_MCP_TOOL_CACHE_CAPACITY", 0)
 	c.MCPMaxServersPerTenant = v.count("SVC_MCP_MAX_SERVERS_PER_TENANT", 1)
 	c.MCPDiscoveryConcurrency = v.count("SVC_MCP_DISCOVERY_CONCURRENCY", 1)
+	c.MCPProxyTimeout = v.seconds("SVC_MCP_PROXY_TIMEOUT_SECS", 1)
+	c.MCPProxyIdle = v.seconds("SVC_MCP_PROXY_IDLE_SECS", 1)
+	c.MCPProxyMaxMessage = v.count("SVC_MCP_PROXY_MAX_MESSAGE_BYTES", 1024)
 	c.CanonicalHashCacheCapacity = v.count("SVC_CANONICAL_HASH_CACHE_CAPACITY", 0)
 	c.ReplayNonceCacheCapacity = v.count("SVC_REPLAY_NONCE_CACHE_CAPACITY", 0)
 	c.RiskWeightsCacheTTL = v.seconds("SVC_RISK_WEIGHTS_CACHE_TTL_SECS", 0)

@@ -4,13 +4,17 @@ package httpapi
 // discovery, pins, drift history and response inspection.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"svc/actors"
 	"svc/canonical"
@@ -40,12 +44,18 @@ type mcpServerCreate struct {
 	URL               *string `json:"url" openapi:"maxLength=2048"`
 	TrustLevel        *string `json:"trust_level"`
 	InspectionEnabled *bool   `json:"inspection_enabled"`
+	// UpstreamHeaders are the headers the MCP proxy presents to the
+	// server (its credentials): stored encrypted, never returned.
+	UpstreamHeaders *map[string]string `json:"upstream_headers"`
 }
 
 type mcpServerPatch struct {
 	URL               *string `json:"url" openapi:"notnull,maxLength=2048"`
 	TrustLevel        *string `json:"trust_level" openapi:"notnull"`
 	InspectionEnabled *bool   `json:"inspection_enabled" openapi:"notnull"`
+	// UpstreamHeaders replaces the proxy's upstream headers ({} removes
+	// them).
+	UpstreamHeaders *map[string]string `json:"upstream_headers" openapi:"notnull"`
 }
 
 type mcpServerView struct {
@@ -62,8 +72,13 @@ type mcpServerView struct {
 	Drifted            bool       `json:"drifted"`
 	LastDiscoveryAt    *time.Time `json:"last_discovery_at"`
 	LastDiscoveryError *string    `json:"last_discovery_error"`
-	CreatedAt          time.Time  `json:"created_at"`
-	UpdatedAt          time.Time  `json:"updated_at"`
+	// UpstreamHeadersSet: the proxy presents stored upstream headers (their
+	// values are never returned). ProxyPath is the server's inline MCP
+	// proxy endpoint (http servers; null for stdio).
+	UpstreamHeadersSet bool      `json:"upstream_headers_set"`
+	ProxyPath          *string   `json:"proxy_path"`
+	CreatedAt          time.Time `json:"created_at"`
+	UpdatedAt          time.Time `json:"updated_at"`
 }
 
 type mcpFindingView struct {
@@ -136,10 +151,15 @@ type inspectView struct {
 }
 
 func viewMCPServer(s persistence.MCPServer) mcpServerView {
-	return mcpServerView{ServerKey: s.Key, Transport: s.Transport, URL: nullable(s.URL), TrustLevel: s.TrustLevel,
+	v := mcpServerView{ServerKey: s.Key, Transport: s.Transport, URL: nullable(s.URL), TrustLevel: s.TrustLevel,
 		InspectionEnabled: s.InspectionEnabled, Status: s.Status, PinnedHash: nullable(s.PinnedHash), ManifestHash: nullable(s.ManifestHash),
 		Drifted: s.ManifestHash != s.PinnedHash, LastDiscoveryAt: utcPtr(s.LastDiscoveryAt), LastDiscoveryError: nullable(s.LastDiscoveryError),
-		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC()}
+		UpstreamHeadersSet: len(s.UpstreamAuth) > 0, CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC()}
+	if s.Transport == persistence.MCPTransportHTTP {
+		path := "/v2/mcp/proxy/" + s.Key
+		v.ProxyPath = &path
+	}
+	return v
 }
 
 func viewFindings(fs []persistence.MCPFinding) []mcpFindingView {
@@ -277,10 +297,20 @@ func (s *Server) createMCPServer(c *Call) (any, error) {
 		}
 		srv.TrustLevel = t
 	}
+	if b.UpstreamHeaders != nil {
+		if srv.Transport != persistence.MCPTransportHTTP {
+			return nil, invalidField("upstream_headers", "are for http servers only")
+		}
+		sealed, err := s.sealUpstreamHeaders(srv.TenantID, srv.Key, *b.UpstreamHeaders)
+		if err != nil {
+			return nil, err
+		}
+		srv.UpstreamAuth = sealed
+	}
 	p := c.Principal
 	created, err := s.Store.CreateMCPServer(c.Ctx(), srv, s.cfg.MCPMaxServersPerTenant, auditEvent(p, p.TenantID, "config_change", "mcp_server_registered", "",
 		map[string]any{"server_key": srv.Key, "transport": srv.Transport, "url_host": urlHost(srv.URL), "trust_level": srv.TrustLevel,
-			"inspection_enabled": srv.InspectionEnabled}))
+			"inspection_enabled": srv.InspectionEnabled, "upstream_headers": headerNames(b.UpstreamHeaders)}))
 	if errors.Is(err, persistence.ErrConflict) {
 		return nil, apiErr("AlreadyExists", "already_exists", "an mcp server %q exists", srv.Key)
 	}
@@ -322,7 +352,8 @@ func (s *Server) patchMCPServer(c *Call) (any, error) {
 	for _, f := range []struct {
 		name string
 		null bool
-	}{{"url", b.URL == nil}, {"trust_level", b.TrustLevel == nil}, {"inspection_enabled", b.InspectionEnabled == nil}} {
+	}{{"url", b.URL == nil}, {"trust_level", b.TrustLevel == nil}, {"inspection_enabled", b.InspectionEnabled == nil},
+		{"upstream_headers", b.UpstreamHeaders == nil}} {
 		if f.null && c.HasField(f.name) {
 			return nil, invalidField(f.name, "may not be null")
 		}
@@ -352,6 +383,18 @@ func (s *Server) patchMCPServer(c *Call) (any, error) {
 	}
 	if b.InspectionEnabled != nil {
 		patch.InspectionEnabled, details["inspection_enabled"] = b.InspectionEnabled, *b.InspectionEnabled
+	}
+	if b.UpstreamHeaders != nil {
+		if srv.Transport != persistence.MCPTransportHTTP {
+			return nil, invalidField("upstream_headers", "are for http servers only")
+		}
+		sealed := []byte{}
+		if len(*b.UpstreamHeaders) > 0 {
+			if sealed, err = s.sealUpstreamHeaders(srv.TenantID, srv.Key, *b.UpstreamHeaders); err != nil {
+				return nil, err
+			}
+		}
+		patch.UpstreamAuth, details["upstream_headers"] = &sealed, headerNames(b.UpstreamHeaders)
 	}
 	return s.updateMCPServer(c, patch, "mcp_server_updated", details)
 }
@@ -527,25 +570,82 @@ func (s *Server) inspectMCP(c *Call) (any, error) {
 		return out, nil
 	}
 	out.Inspected = true
+	out.Findings, out.AlertIDs, err = s.inspectResponse(c.Ctx(), srv, "unknown", raw)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// inspectResponse scans a tool's response of srv and raises one alert per
+// flagged category (SPEC 4.8): the inspect endpoint's and the MCP proxy's.
+func (s *Server) inspectResponse(ctx context.Context, srv persistence.MCPServer, agentID string, raw []byte) ([]inspectFinding, []string, error) {
+	findings, ids := []inspectFinding{}, []string{}
 	var alerts []persistence.Alert
 	now := nowUTC()
 	for _, f := range inspect.Response(raw) {
-		out.Findings = append(out.Findings, inspectFinding{Category: f.Category, Count: f.Count})
+		findings = append(findings, inspectFinding{Category: f.Category, Count: f.Count})
 		rule, sev := RuleMCPSensitiveData, "MEDIUM"
 		if f.Category == inspect.PromptInjection {
 			rule, sev = RuleMCPInjection, "HIGH"
 		}
 		alerts = append(alerts, persistence.Alert{ID: persistence.NewRecordID(), TenantID: srv.TenantID, RuleKey: rule, AlertName: rule,
-			Severity: sev, Source: "default", AgentID: "unknown", Summary: fmt.Sprintf("%s: %d %s in a response of mcp:%s", rule, f.Count,
+			Severity: sev, Source: "default", AgentID: agentID, Summary: fmt.Sprintf("%s: %d %s in a response of mcp:%s", rule, f.Count,
 				strings.ReplaceAll(f.Category, "_", " "), srv.Key), CreatedAt: now})
 	}
 	if len(alerts) > 0 {
-		if err := s.Store.AppendAlerts(c.Ctx(), alerts); err != nil {
-			return nil, err
+		if err := s.Store.AppendAlerts(ctx, alerts); err != nil {
+			return nil, nil, err
 		}
 		for _, a := range alerts {
-			out.AlertIDs = append(out.AlertIDs, a.ID)
+			ids = append(ids, a.ID)
 		}
 	}
-	return out, nil
+	return findings, ids, nil
+}
+
+// reservedUpstreamHeaders are the headers the proxy sets itself: a server
+// record may not name them.
+var reservedUpstreamHeaders = map[string]bool{"Host": true, "Content-Length": true, "Content-Type": true, "Accept": true,
+	"Connection": true, "Transfer-Encoding": true, "Upgrade": true, "Te": true, "Trailer": true, "Keep-Alive": true,
+	"Proxy-Authorization": true, "Proxy-Connection": true, "Mcp-Session-Id": true, "Mcp-Protocol-Version": true, "Last-Event-Id": true}
+
+// sealUpstreamHeaders checks and encrypts a server's upstream headers:
+// at most 16, names HTTP tokens the proxy does not set itself, values of
+// at most 8192 bytes without control characters.
+func (s *Server) sealUpstreamHeaders(tenantID, key string, h map[string]string) ([]byte, error) {
+	if len(h) > 16 {
+		return nil, invalidField("upstream_headers", "has %d headers, at most 16", len(h))
+	}
+	clean := make(map[string]string, len(h))
+	for name, value := range h {
+		canon := http.CanonicalHeaderKey(name)
+		switch {
+		case name == "" || !httpguts.ValidHeaderFieldName(name):
+			return nil, invalidField("upstream_headers", "%q is not a header name", name)
+		case reservedUpstreamHeaders[canon]:
+			return nil, invalidField("upstream_headers", "%s is set by the proxy itself", canon)
+		case len(value) > 8192 || !httpguts.ValidHeaderFieldValue(value):
+			return nil, invalidField("upstream_headers", "the value of %s must be at most 8192 bytes without control characters", canon)
+		}
+		clean[canon] = value
+	}
+	if s.MCPCredentials == nil {
+		return nil, unavailable("mcp_credentials_unavailable", "upstream headers cannot be stored on this node")
+	}
+	return s.MCPCredentials.SealCredentials(tenantID, key, clean)
+}
+
+// headerNames lists the names of upstream headers (for audit details:
+// never their values).
+func headerNames(h *map[string]string) []string {
+	if h == nil {
+		return nil
+	}
+	names := make([]string, 0, len(*h))
+	for n := range *h {
+		names = append(names, http.CanonicalHeaderKey(n))
+	}
+	slices.Sort(names)
+	return names
 }

@@ -185,6 +185,18 @@ func addRoute(doc *openapi3.T, g schemaGens, rt Route, statusRef *openapi3.Schem
 	resp := openapi3.NewResponse().WithDescription(http.StatusText(rt.Status))
 	var respRef *openapi3.SchemaRef
 	switch {
+	case rt.Proxy != nil && rt.Status == http.StatusNoContent:
+		resp.WithDescription("No Content: the session ended on every node")
+	case rt.Proxy != nil:
+		// The MCP proxy relays JSON-RPC: one message as a JSON body, or an
+		// event stream whose data lines are messages.
+		resp.WithDescription("OK: a JSON-RPC message, or an event stream whose data lines are JSON-RPC messages (Streamable HTTP)")
+		resp.WithContent(openapi3.Content{"application/json": openapi3.NewMediaType().WithSchema(describedObject("a JSON-RPC message")),
+			"text/event-stream": openapi3.NewMediaType().WithSchema(describedString("server-sent events, each data line one JSON-RPC message"))})
+		if rt.Method == http.MethodPost {
+			op.RequestBody = &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().WithRequired(true).
+				WithSchema(describedObject("one JSON-RPC message (request, notification or response); batches are refused"), []string{"application/json"})}
+		}
 	case rt.Stream == StreamAlways:
 		// The handshake answers 101 without a body; the frames that follow
 		// are FeedFrame JSON texts.
@@ -226,6 +238,9 @@ func addRoute(doc *openapi3.T, g schemaGens, rt Route, statusRef *openapi3.Schem
 		}
 		for _, code := range errorsFor(rt) {
 			rs.Set(fmt.Sprint(code), errorResponseFor(rt, code, version, statusRef, respRef))
+		}
+		if rt.Proxy != nil {
+			proxyResponses(rs, rt, version, statusRef)
 		}
 		return rs
 	}
@@ -279,4 +294,47 @@ func openAPIPath(p string) string {
 func operationID(method, path string) string {
 	r := strings.NewReplacer("/", "_", ":", "", "-", "_", ".", "_")
 	return strings.ToLower(method) + r.Replace(path)
+}
+
+// proxyStatuses are the statuses the MCP proxy answers itself, beside the
+// API's: 202 for a notification or a client's answer, 204 for DELETE,
+// and the transport's errors, whose body is a JSON-RPC error response.
+var proxyStatuses = map[int]string{
+	http.StatusAccepted:              "Accepted: a notification or an answer to the upstream, relayed",
+	http.StatusBadRequest:            "Bad Request: not one JSON-RPC message, or no Mcp-Session-Id where one is needed",
+	http.StatusNotFound:              "Not Found: an unknown server (the envelope), or a session that is unknown, ended, another agent's or expired (JSON-RPC)",
+	http.StatusMethodNotAllowed:      "Method Not Allowed: the upstream offers no event stream on GET",
+	http.StatusNotAcceptable:         "Not Acceptable: Accept lacks application/json or text/event-stream",
+	http.StatusRequestEntityTooLarge: "Content Too Large: the message is over SVC_MCP_PROXY_MAX_MESSAGE_BYTES",
+	http.StatusUnsupportedMediaType:  "Unsupported Media Type: the body is not application/json",
+	http.StatusBadGateway:            "Bad Gateway: the upstream failed a message that is not a request",
+	http.StatusServiceUnavailable:    "Service Unavailable: the envelope, or the session could not be checked (JSON-RPC)",
+}
+
+// proxyResponses declares the MCP proxy's own answers.
+func proxyResponses(rs *openapi3.Responses, rt Route, version string, statusRef *openapi3.SchemaRef) {
+	codes := map[string][]int{
+		http.MethodPost:   {202, 400, 404, 406, 413, 415, 502, 503},
+		http.MethodGet:    {400, 404, 405, 406, 502, 503},
+		http.MethodDelete: {400, 404, 503},
+	}[rt.Method]
+	for _, code := range codes {
+		desc := proxyStatuses[code]
+		r := openapi3.NewResponse().WithDescription(desc)
+		r.Headers = versionHeaders(version)
+		if code >= 400 {
+			env := errorResponse(code, statusRef, version).Content["application/json"].Schema
+			sch := openapi3.NewAnyOfSchema(env.Value, describedObject("a JSON-RPC error response"))
+			sch.AnyOf[0] = env
+			r.Content = openapi3.NewContentWithJSONSchema(sch)
+		}
+		rs.Set(fmt.Sprint(code), &openapi3.ResponseRef{Value: r})
+	}
+}
+
+// describedObject is an object schema with a description.
+func describedObject(desc string) *openapi3.Schema {
+	s := openapi3.NewObjectSchema()
+	s.Description = desc
+	return s
 }

@@ -73,6 +73,12 @@ type Route struct {
 	// once, never shed anyone's work; with no place free it is admitted as
 	// any request and answers at once.
 	Waits bool
+	// Proxy, when set, serves the request itself once the caller is
+	// authenticated (the MCP proxy, which relays event streams both
+	// ways): like a stream it holds no request slot and has no request
+	// timeout, and it is counted and bounded as streams are; it reads its
+	// own body (OwnBody) and writes its own answer.
+	Proxy func(w http.ResponseWriter, c *Call)
 }
 
 // StreamMode says when a route streams (Route.Stream).
@@ -274,7 +280,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		writeEnvelope(w, version, e)
 		return e.Status()
 	}
-	streaming := rt.Stream == StreamAlways || (rt.Stream == StreamOnWatch && r.URL.Query().Get("watch") == "true")
+	streaming := rt.Stream == StreamAlways || (rt.Stream == StreamOnWatch && r.URL.Query().Get("watch") == "true") || rt.Proxy != nil
 	if streaming {
 		// Streams hold no request slot, but their number is bounded by
 		// the same setting, SVC_MAX_CONCURRENT_REQUESTS.
@@ -304,7 +310,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 			return fail(e)
 		}
 	}
-	if streaming && bearer(r) == "" && r.URL.Query().Get("ticket") != "" {
+	if streaming && rt.Proxy == nil && bearer(r) == "" && r.URL.Query().Get("ticket") != "" {
 		p, err := s.redeemTicket(r)
 		if err != nil {
 			ae, _ := toAPIError(err)
@@ -356,6 +362,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 			return fail(e)
 		}
 	}
+	if rt.Proxy != nil {
+		sw := &statusWriter{ResponseWriter: w}
+		rt.Proxy(sw, c)
+		return sw.code()
+	}
 	out, err := rt.Handle(c)
 	if err != nil {
 		ae, internal := toAPIError(err)
@@ -365,4 +376,34 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		return fail(ae)
 	}
 	return s.writeOK(w, r, rt, out)
+}
+
+// statusWriter records the status a Proxy route answered (for metrics);
+// Unwrap lets http.ResponseController flush and set deadlines through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
 }

@@ -13,6 +13,7 @@ import (
 
 	"svc/actors"
 	"svc/config"
+	"svc/mcpproxy"
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
@@ -66,6 +67,13 @@ type Deps struct {
 	// Exporter is the webhook exporter's counters and subscription cache
 	// (invalidated after every subscription change); nil without one.
 	Exporter *actors.ExporterHandle
+	// MCPSessions seals the MCP proxy's session ids and MCPCredentials
+	// the servers' upstream credentials (keys derived from the
+	// installation secret); without MCPSessions the proxy answers 503.
+	MCPSessions    *mcpproxy.Sealer
+	MCPCredentials *mcpproxy.Sealer
+	// MCPProxyLimits bound the proxy's relays.
+	MCPProxyLimits mcpproxy.Limits
 	// ReceiptSigner is the receipts' key (nil when unsigned): its public
 	// half verifies receipts and is served; it signs receipt exports'
 	// headers.
@@ -113,6 +121,10 @@ type Server struct {
 	// until its timeout.
 	streamsEnd  context.Context
 	closeStream context.CancelFunc
+	// MCPProxy relays the MCP proxy's sessions (nil without MCPSessions);
+	// mcpDrift paces the discoveries a drifted listing starts.
+	MCPProxy *mcpproxy.Proxy
+	mcpDrift driftGate
 }
 
 // New builds the server and registers every route.
@@ -124,6 +136,9 @@ func New(d Deps) *Server {
 	s.streamsEnd, s.closeStream = context.WithCancel(context.Background())
 	if d.ReceiptSigner != nil {
 		s.receiptKey, s.keyID = d.ReceiptSigner.PublicKey(), d.ReceiptSigner.KeyID()
+	}
+	if d.MCPSessions != nil {
+		s.MCPProxy = mcpproxy.New(OutboundClient(d.Config.AllowPrivateTargets), d.MCPSessions, mcpRevocations{s}, d.MCPProxyLimits, s.log.Named("mcp_proxy"))
 	}
 	s.metrics = newMetrics(s)
 	s.Registry.Register(componentAuditWriter, false)
@@ -137,6 +152,7 @@ func New(d Deps) *Server {
 	s.registerPolicies()
 	s.registerSkills()
 	s.registerMCP()
+	s.registerMCPProxy()
 	s.registerCodehost()
 	s.registerRisk()
 	s.registerDecisions()

@@ -142,6 +142,14 @@ type wireTool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"inputSchema"`
+	Annotations *struct {
+		ReadOnlyHint *bool `json:"readOnlyHint"`
+	} `json:"annotations"`
+}
+
+// readOnly is annotations.readOnlyHint, false when absent.
+func (w wireTool) readOnly() bool {
+	return w.Annotations != nil && w.Annotations.ReadOnlyHint != nil && *w.Annotations.ReadOnlyHint
 }
 
 // strip reads one JSON-RPC message from r and writes it to out, compact,
@@ -229,7 +237,7 @@ func (t *listTap) readTools(dec *json.Decoder) error {
 		if err := dec.Decode(&w); err != nil {
 			return malformed(err)
 		}
-		if err := t.add(manifest.Tool{Name: w.Name, Description: w.Description, InputSchema: w.InputSchema}); err != nil {
+		if err := t.add(manifest.Tool{Name: w.Name, Description: w.Description, InputSchema: w.InputSchema, ReadOnly: w.readOnly()}); err != nil {
 			return err
 		}
 	}

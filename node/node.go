@@ -9,6 +9,7 @@ package node
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"net"
@@ -26,6 +27,7 @@ import (
 	"svc/codehost"
 	"svc/config"
 	httpapi "svc/http"
+	"svc/mcpproxy"
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
@@ -58,37 +60,40 @@ type Node struct {
 	busDone chan struct{}
 
 	// The parts the layers share, built in order by build.
-	shared           sharedstate.State
-	engine           *policy.Engine
-	signer           *receipt.Signer
-	registry         *actors.Registry
-	leader           *actors.Leadership
-	jobs             *actors.JobStats
-	maintenance      *actors.Maintenance
-	invalidations    *actors.Invalidations
-	waits            *actors.ApprovalWaits
-	callbacks        *actors.ApprovalCallbacks
-	pool             *actors.PoolSample
-	bus              *actors.EventBus
-	notifyStats      *actors.NotifierStats
-	socStats         *actors.SOCStats
-	feed             *actors.Feed
-	exports          *actors.ExporterHandle
-	mcp              *actors.MCPRegistry
-	mcpRediscovery   actors.MCPRediscoveryStats
-	gateHost         actors.GateHost
-	gateStats        actors.GateStats
-	approvals        *actors.Approvals
-	authorizer       *actors.Authorizer
-	writerMetrics    *httpapi.WriterMetrics
-	earlyPending     *actors.EarlyPending
-	earlyLost        atomic.Uint64 // early answers whose write then failed
-	resealed         atomic.Uint64 // early-sealed receipts resealed after a failed write
-	approvalsDeleted atomic.Uint64
-	heartbeatPID     atomic.Pointer[actor.PID]
-	notifierPID      atomic.Pointer[actor.PID]
-	exporterPID      atomic.Pointer[actor.PID]
-	socPID           atomic.Pointer[actor.PID]
+	shared sharedstate.State
+	engine *policy.Engine
+	signer *receipt.Signer
+	// mcpSessions and mcpCredentials are the MCP proxy's sealers (keys
+	// derived from the installation secret every node shares).
+	mcpSessions, mcpCredentials *mcpproxy.Sealer
+	registry                    *actors.Registry
+	leader                      *actors.Leadership
+	jobs                        *actors.JobStats
+	maintenance                 *actors.Maintenance
+	invalidations               *actors.Invalidations
+	waits                       *actors.ApprovalWaits
+	callbacks                   *actors.ApprovalCallbacks
+	pool                        *actors.PoolSample
+	bus                         *actors.EventBus
+	notifyStats                 *actors.NotifierStats
+	socStats                    *actors.SOCStats
+	feed                        *actors.Feed
+	exports                     *actors.ExporterHandle
+	mcp                         *actors.MCPRegistry
+	mcpRediscovery              actors.MCPRediscoveryStats
+	gateHost                    actors.GateHost
+	gateStats                   actors.GateStats
+	approvals                   *actors.Approvals
+	authorizer                  *actors.Authorizer
+	writerMetrics               *httpapi.WriterMetrics
+	earlyPending                *actors.EarlyPending
+	earlyLost                   atomic.Uint64 // early answers whose write then failed
+	resealed                    atomic.Uint64 // early-sealed receipts resealed after a failed write
+	approvalsDeleted            atomic.Uint64
+	heartbeatPID                atomic.Pointer[actor.PID]
+	notifierPID                 atomic.Pointer[actor.PID]
+	exporterPID                 atomic.Pointer[actor.PID]
+	socPID                      atomic.Pointer[actor.PID]
 
 	goroutines Goroutines
 	mu         sync.Mutex
@@ -155,7 +160,8 @@ func (n *Node) build(ctx context.Context, stdout io.Writer) error {
 		Pool: n.pool, Events: n.bus, Supervisor: n.sup, Authorizer: n.authorizer, Approvals: n.approvals, Waits: n.waits, Callbacks: n.callbacks,
 		SOC: actors.NewSOC(n.socStats, n.invalidations), Invalidations: n.invalidations, SOCStats: n.socStats, Feed: n.feed,
 		Notifier: n.notifyStats, Exporter: n.exports, ApprovalsDeleted: &n.approvalsDeleted, Policy: n.engine, Resealed: &n.resealed,
-		WriterMetrics: n.writerMetrics, ReceiptSigner: n.signer, MCP: n.mcp, MCPRediscovery: &n.mcpRediscovery, Gate: &n.gateStats, Jobs: n.jobs, Maintenance: n.maintenance, Log: n.log, Version: n.version, NodeID: n.cfg.NodeID, Heartbeat: n.heartbeat})
+		WriterMetrics: n.writerMetrics, ReceiptSigner: n.signer, MCPSessions: n.mcpSessions, MCPCredentials: n.mcpCredentials,
+		MCPProxyLimits: mcpproxy.Limits{MaxMessage: n.cfg.MCPProxyMaxMessage, CallTimeout: n.cfg.MCPProxyTimeout, Idle: n.cfg.MCPProxyIdle}, MCP: n.mcp, MCPRediscovery: &n.mcpRediscovery, Gate: &n.gateStats, Jobs: n.jobs, Maintenance: n.maintenance, Log: n.log, Version: n.version, NodeID: n.cfg.NodeID, Heartbeat: n.heartbeat})
 	return nil
 }
 
@@ -184,6 +190,9 @@ func (n *Node) openState(ctx context.Context) error {
 		if n.signer, err = receipt.NewSigner(cfg.ReceiptSeed); err != nil {
 			return fmt.Errorf("SVC_RECEIPT_SIGNING_KEY: %w", err)
 		}
+	}
+	if n.mcpSessions, n.mcpCredentials, err = mcpSealers(ctx, n.store); err != nil {
+		return fmt.Errorf("mcp proxy keys: %w", err)
 	}
 	return nil
 }
@@ -242,7 +251,7 @@ func (n *Node) newActors() {
 	n.maintenance = actors.NewMaintenance(n.store, actors.MaintenanceOptions{PublicKey: pub,
 		Retention: time.Duration(cfg.AuditRetentionDays) * 24 * time.Hour, IsLeader: n.leader.IsLeader, Events: n.bus},
 		log.Named("maintenance"))
-	n.mcp = actors.NewMCPRegistry(n.store, n.bus, n.invalidations, mcpFetch(cfg.AllowPrivateTargets, n.version),
+	n.mcp = actors.NewMCPRegistry(n.store, n.bus, n.invalidations, mcpFetch(cfg.AllowPrivateTargets, n.version, n.mcpCredentials),
 		actors.NewMCPSlots(cfg.MCPDiscoveryConcurrency), log.Named("mcp"))
 }
 
@@ -488,4 +497,34 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	n.goroutines.Wait()
 	log.Info("gateway stopped")
 	return err
+}
+
+// mcpSealers derives the MCP proxy's keys from the installation secret
+// "mcp_proxy": 32 random bytes the first node stores and every node
+// sharing the database reads, so a session sealed on one node opens on
+// any other, and after a restart.
+func mcpSealers(ctx context.Context, store persistence.Store) (sessions, credentials *mcpproxy.Sealer, err error) {
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	secret, err := store.InstallationSecret(ctx, "mcp_proxy", fresh)
+	if err != nil {
+		return nil, nil, err
+	}
+	sk, err := mcpproxy.DeriveKey(secret, "mcp proxy sessions")
+	if err != nil {
+		return nil, nil, err
+	}
+	ck, err := mcpproxy.DeriveKey(secret, "mcp upstream credentials")
+	if err != nil {
+		return nil, nil, err
+	}
+	if sessions, err = mcpproxy.NewSealer(sk); err != nil {
+		return nil, nil, err
+	}
+	credentials, err = mcpproxy.NewSealer(ck)
+	return sessions, credentials, err
 }

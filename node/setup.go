@@ -18,6 +18,7 @@ import (
 	"svc/config"
 	httpapi "svc/http"
 	"svc/mcpclient"
+	"svc/mcpproxy"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
 	"svc/rules/manifest"
@@ -84,12 +85,36 @@ func serveListener(srv *http.Server, ln net.Listener, cfg *config.Config) error 
 // webhookPost is the outbound chat notifier's transport; nil (a null sink)
 // when SVC_WEBHOOK_URL is unset.
 // mcpFetch lists an MCP server's tools over streamable HTTP through the
-// outbound client, whose dialer enforces the address guard (CONTRACT §7).
-func mcpFetch(allowPrivate bool, version string) actors.MCPFetch {
+// outbound client, whose dialer enforces the address guard (CONTRACT §7),
+// presenting the server's upstream headers (decrypted with creds) as the
+// MCP proxy does.
+func mcpFetch(allowPrivate bool, version string, creds *mcpproxy.Sealer) actors.MCPFetch {
 	client := httpapi.OutboundClient(allowPrivate)
-	return func(ctx context.Context, url string) ([]manifest.Tool, error) {
-		return mcpclient.Tools(ctx, client, url, version, mcpclient.DefaultLimits)
+	return func(ctx context.Context, srv persistence.MCPServer) ([]manifest.Tool, error) {
+		c := client
+		if len(srv.UpstreamAuth) > 0 {
+			h, err := creds.OpenCredentials(srv.TenantID, srv.Key, srv.UpstreamAuth)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", mcpclient.ErrProtocol, err)
+			}
+			c = &http.Client{Transport: headerTransport{base: client.Transport, header: h}, CheckRedirect: client.CheckRedirect}
+		}
+		return mcpclient.Tools(ctx, c, srv.URL, version, mcpclient.DefaultLimits)
 	}
+}
+
+// headerTransport sets the server record's headers on every request.
+type headerTransport struct {
+	base   http.RoundTripper
+	header map[string]string
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.header {
+		r.Header.Set(k, v)
+	}
+	return t.base.RoundTrip(r)
 }
 
 func webhookPost(target string, allowPrivate bool) actors.Post {

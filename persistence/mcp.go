@@ -65,8 +65,11 @@ type MCPTool struct {
 	InputSchema json.RawMessage
 	Hash        string
 	Findings    []MCPFinding
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// ReadOnly is the tool's annotations.readOnlyHint as discovered (not
+	// part of its hash).
+	ReadOnly  bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // MCPManifestEntry is one drift: a discovery whose manifest hash differed

@@ -184,12 +184,12 @@ func (s *Store) DeleteMCPServer(ctx context.Context, tenantID, key string, audit
 	})
 }
 
-const mcpToolCols = `tenant_id, server_key, tool_key, name, status, description, input_schema, tool_hash, findings, created_at, updated_at`
+const mcpToolCols = `tenant_id, server_key, tool_key, name, status, description, input_schema, tool_hash, findings, read_only, created_at, updated_at`
 
 func scanMCPTool(r Row) (persistence.MCPTool, error) {
 	var t persistence.MCPTool
 	var schema, findings string
-	err := r.Scan(&t.TenantID, &t.ServerKey, &t.Key, &t.Name, &t.Status, &t.Description, &schema, &t.Hash, &findings,
+	err := r.Scan(&t.TenantID, &t.ServerKey, &t.Key, &t.Name, &t.Status, &t.Description, &schema, &t.Hash, &findings, &t.ReadOnly,
 		Time{&t.CreatedAt}, Time{&t.UpdatedAt})
 	if IsNoRows(err) {
 		return t, persistence.ErrNotFound
@@ -282,12 +282,12 @@ func (s *Store) ApplyMCPDiscovery(ctx context.Context, tenantID, serverKey strin
 			if err != nil {
 				return err
 			}
-			if _, err := q.Exec(ctx, `INSERT INTO mcp_tools (`+mcpToolCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
+			if _, err := q.Exec(ctx, `INSERT INTO mcp_tools (`+mcpToolCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
 				ON CONFLICT (tenant_id, server_key, tool_key) DO UPDATE SET name = excluded.name, status = excluded.status,
 				description = excluded.description, input_schema = excluded.input_schema, tool_hash = excluded.tool_hash,
-				findings = excluded.findings, updated_at = excluded.updated_at`,
+				findings = excluded.findings, read_only = excluded.read_only, updated_at = excluded.updated_at`,
 				tenantID, serverKey, tool.Key, tool.Name, tool.Status, tool.Description, string(tool.InputSchema), tool.Hash,
-				string(findings), t); err != nil {
+				string(findings), tool.ReadOnly, t); err != nil {
 				return err
 			}
 		}

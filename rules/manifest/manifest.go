@@ -46,6 +46,9 @@ type Tool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"inputSchema"`
+	// ReadOnly is annotations.readOnlyHint: not part of the tool's hash
+	// (an annotation is a hint, CONTRACT §15 reads it for mutates_state).
+	ReadOnly bool `json:"-"`
 	// hash is the tool's svc-jcs-1 hash, set by Normalize, which made
 	// the schema canonical JSON.
 	hash string
@@ -200,7 +203,7 @@ func Normalize(tools []Tool) ([]Tool, error) {
 			return nil, fmt.Errorf("%w: tool %q: input schema: %w", ErrInvalid, t.Name, err)
 		}
 		buf = t.appendJCS(buf[:0], c)
-		out = append(out, Tool{Name: t.Name, Description: t.Description, InputSchema: c, hash: sum(buf)})
+		out = append(out, Tool{Name: t.Name, Description: t.Description, InputSchema: c, ReadOnly: t.ReadOnly, hash: sum(buf)})
 	}
 	slices.SortFunc(out, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil

@@ -4,6 +4,8 @@ CREATE INDEX approvals_usable ON approvals (tenant_id, agent_id, action_hash, se
 
 ALTER TABLE mcp_servers ADD COLUMN upstream_auth BYTEA;
 
+ALTER TABLE mcp_tools ADD COLUMN read_only BOOLEAN NOT NULL DEFAULT false;
+
 CREATE TABLE installation_secrets (
     name       TEXT PRIMARY KEY,
     value      BYTEA NOT NULL,

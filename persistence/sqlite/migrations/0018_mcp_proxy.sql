@@ -8,6 +8,9 @@
 -- upstream server, sealed (encrypted) by the gateway before they are
 -- written; NULL for none.
 --
+-- mcp_tools.read_only: the tool's annotations.readOnlyHint as discovered:
+-- a proxied call of it is authorized with mutates_state false.
+--
 -- installation_secrets: secrets of the installation itself, not of a
 -- tenant (no tenant column, untouched by a tenant's deletion): written once
 -- by the first node that needs one (INSERT ... ON CONFLICT DO NOTHING), then
@@ -15,6 +18,8 @@
 CREATE INDEX approvals_usable ON approvals (tenant_id, agent_id, action_hash, seq);
 
 ALTER TABLE mcp_servers ADD COLUMN upstream_auth BLOB;
+
+ALTER TABLE mcp_tools ADD COLUMN read_only INTEGER NOT NULL DEFAULT 0;
 
 CREATE TABLE installation_secrets (
     name       TEXT PRIMARY KEY,

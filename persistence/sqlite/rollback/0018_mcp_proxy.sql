@@ -8,6 +8,7 @@
 BEGIN IMMEDIATE;
 DROP TABLE installation_secrets;
 ALTER TABLE mcp_servers DROP COLUMN upstream_auth;
+ALTER TABLE mcp_tools DROP COLUMN read_only;
 DROP INDEX approvals_usable;
 DELETE FROM schema_migrations WHERE version = 18;
 COMMIT;
