@@ -545,6 +545,8 @@ func testConsole(t *testing.T, backend string) {
 		chromedp.Click(chromedp.ID("mcp-discover")))
 	b.waitText("#discover-result", "First discovery: 2 tools")
 	b.waitCount(`#mcp-tools tr[data-tool="add"] button.approve`, 1)
+	// The server's inline MCP proxy URL (CONTRACT §15), for an MCP client.
+	b.waitText(`#mcp-proxy-url`, s.base+"/v2/mcp/proxy/calc")
 	b.do(chromedp.Click(chromedp.CSS(`#mcp-tools tr[data-tool="add"] button.approve`)))
 	b.waitText(`#mcp-tools tr[data-tool="add"] .tool-status`, "approved")
 	azDecide(t, s, tok, mcpCall("calc", "add"), "allow", "")

@@ -187,13 +187,21 @@ func testMCPDiscovery(t *testing.T, s persistence.Store) {
 	}
 	entry := &persistence.MCPManifestEntry{ID: id(), ManifestHash: "drifted", PinnedHash: "pin-me", Added: []string{"sub"},
 		Removed: []string{"mul"}, RiskScore: 45, EventID: id(), Findings: []persistence.MCPFinding{{Tool: "sub", Category: "new_url", Count: 2}}}
-	srv, seen = discover(t, s, tn.ID, "srv", "drifted", []persistence.MCPTool{mcpTool("sub", "pending")}, []string{"mul"}, entry)
+	sub := mcpTool("sub", "pending")
+	sub.ReadOnly = true // annotations.readOnlyHint, read back for the MCP proxy's mutates_state
+	srv, seen = discover(t, s, tn.ID, "srv", "drifted", []persistence.MCPTool{sub}, []string{"mul"}, entry)
 	if len(seen) != 2 || srv.PinnedHash != "pin-me" || srv.ManifestHash != "drifted" {
 		t.Errorf("drift: %+v (saw %d tools)", srv, len(seen))
 	}
 	tools, _ = s.ListMCPTools(ctx(t), tn.ID, "srv")
 	if names := []string{tools[0].Name, tools[1].Name}; len(tools) != 2 || !slices.Equal(names, []string{"add", "sub"}) {
 		t.Errorf("after drift: %+v", tools)
+	}
+	if len(tools) == 2 && (tools[0].ReadOnly || !tools[1].ReadOnly) {
+		t.Errorf("read_only after drift: add %v (want false), sub %v (want true)", tools[0].ReadOnly, tools[1].ReadOnly)
+	}
+	if got, err := s.GetMCPTool(ctx(t), tn.ID, "srv", "sub"); err != nil || !got.ReadOnly {
+		t.Errorf("GetMCPTool(sub): %v read_only %v, want true", err, got.ReadOnly)
 	}
 	hist, err := s.ListMCPHistory(ctx(t), tn.ID, "srv", persistence.Page{Limit: 10})
 	if err != nil || len(hist) != 1 {

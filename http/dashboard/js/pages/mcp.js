@@ -141,6 +141,9 @@ function server(main, key) {
         el('dt', { text: 'Transport' }), el('dd', { text: s.transport + (s.url ? ' · ' + s.url : '') }),
         el('dt', { text: 'Status' }), el('dd', { id: 'mcp-status', text: s.status }),
         el('dt', { text: 'Trust level' }), el('dd', { text: s.trust_level }),
+        s.proxy_path ? el('dt', { text: 'MCP proxy URL' }) : null,
+        s.proxy_path ? el('dd', {}, el('code', { id: 'mcp-proxy-url', text: location.origin + s.proxy_path }),
+          el('span', { class: 'muted', text: s.upstream_headers_set ? ' · upstream credentials set' : ' · no upstream credentials' })) : null,
         el('dt', { text: 'Pinned manifest' }), el('dd', {}, el('code', { text: s.pinned_hash || '—' }), s.drifted ? el('span', { class: 'badge HIGH', text: ' drifted' }) : null),
         el('dt', { text: 'Last discovery' }), el('dd', {}, time(s.last_discovery_at), s.last_discovery_error ? el('div', { class: 'error', text: s.last_discovery_error }) : null)),
       actions(s));
