@@ -113,6 +113,21 @@ func NewAuthorizer(system *actor.ActorSystem, store persistence.Store, shared sh
 	return a, nil
 }
 
+// MCPServer reads the tenant's MCP server through the authorize path's
+// cache (dropped on every node at each change): found false when there
+// is none, an error when the store cannot be read.
+func (a *Authorizer) MCPServer(ctx context.Context, tenantID, key string) (persistence.MCPServer, bool, error) {
+	return a.facts.mcp.server(ctx, tenantID, key)
+}
+
+// MCPToolReadOnly reports whether the server's tool toolKey (normalized)
+// was discovered with annotations.readOnlyHint true, through the same
+// cache; false for an unknown tool.
+func (a *Authorizer) MCPToolReadOnly(ctx context.Context, tenantID, serverKey, toolKey string) (bool, error) {
+	t, err := a.facts.mcp.tool(ctx, tenantID, serverKey, toolKey)
+	return t.readOnly, err
+}
+
 // PreparePolicies loads the tenant's enabled policies and prepares their
 // query (off the hot path: called by policy writes).
 func (a *Authorizer) PreparePolicies(ctx context.Context, tenantID string) error {

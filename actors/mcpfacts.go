@@ -36,7 +36,8 @@ type mcpServerEntry struct {
 }
 
 type mcpToolEntry struct {
-	status string // "" when the server has no such tool
+	status   string // "" when the server has no such tool
+	readOnly bool   // annotations.readOnlyHint as discovered
 }
 
 func newMCPFacts(store persistence.MCPStore, serverCap, toolCap int) (*mcpFacts, error) {
@@ -61,51 +62,56 @@ func newMCPFacts(store persistence.MCPStore, serverCap, toolCap int) (*mcpFacts,
 // policy denies (mcp_unknown_tool); so does a store that cannot be read.
 func (m *mcpFacts) input(ctx context.Context, tenantID, serverKey, toolKey string) *policy.MCPInput {
 	in := &policy.MCPInput{ServerKey: serverKey}
-	srv, ok := m.server(ctx, tenantID, serverKey)
+	srv, ok, _ := m.server(ctx, tenantID, serverKey)
 	if !ok {
 		return in
 	}
 	in.ServerStatus, in.TrustLevel = srv.Status, srv.TrustLevel
-	in.ToolStatus = m.tool(ctx, tenantID, serverKey, toolKey)
+	t, _ := m.tool(ctx, tenantID, serverKey, toolKey)
+	in.ToolStatus = t.status
 	return in
 }
 
-func (m *mcpFacts) server(ctx context.Context, tenantID, key string) (persistence.MCPServer, bool) {
+// server is the tenant's server key (found false when there is none); a
+// store that cannot be read is an error, and nothing is cached.
+func (m *mcpFacts) server(ctx context.Context, tenantID, key string) (persistence.MCPServer, bool, error) {
 	ck := tenantID + "\x00" + key
 	if m.servers != nil {
 		if e, ok := m.servers.Get(ck); ok {
-			return e.server, e.found
+			return e.server, e.found, nil
 		}
 	}
 	gen := m.gen.Load()
 	srv, err := m.store.GetMCPServer(ctx, tenantID, key)
 	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		return srv, false // a transient failure is not cached
+		return srv, false, err // a transient failure is not cached
 	}
 	e := mcpServerEntry{server: srv, found: err == nil}
 	if m.servers != nil && m.gen.Load() == gen {
 		m.servers.Add(ck, e)
 	}
-	return e.server, e.found
+	return e.server, e.found, nil
 }
 
-func (m *mcpFacts) tool(ctx context.Context, tenantID, serverKey, toolKey string) string {
+// tool is the server's tool toolKey (status "" when there is none); a
+// store that cannot be read is an error, and nothing is cached.
+func (m *mcpFacts) tool(ctx context.Context, tenantID, serverKey, toolKey string) (mcpToolEntry, error) {
 	ck := tenantID + "\x00" + serverKey + "\x00" + toolKey
 	if m.tools != nil {
 		if e, ok := m.tools.Get(ck); ok {
-			return e.status
+			return e, nil
 		}
 	}
 	gen := m.gen.Load()
 	t, err := m.store.GetMCPTool(ctx, tenantID, serverKey, toolKey)
 	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		return ""
+		return mcpToolEntry{}, err
 	}
-	e := mcpToolEntry{status: t.Status}
+	e := mcpToolEntry{status: t.Status, readOnly: t.ReadOnly}
 	if m.tools != nil && m.gen.Load() == gen {
 		m.tools.Add(ck, e)
 	}
-	return e.status
+	return e, nil
 }
 
 // drop applies an invalidation: a server (Key) with every cached tool of

@@ -44,6 +44,9 @@ type Principal struct {
 	Role     string
 	AgentID  string
 	TokenID  string
+	// agent is the agent record an agent token was looked up as (nil for
+	// other principals), for a handler that needs more than its id.
+	agent *persistence.Agent
 }
 
 // Actor names the principal in audit events (never a token).
@@ -92,7 +95,7 @@ func (s *Server) authenticate(r *http.Request, need Access) (Principal, error) {
 		default:
 			return p, unauthorized("invalid agent token")
 		}
-		p = Principal{Kind: KindAgent, TenantID: a.TenantID, AgentID: a.ID}
+		p = Principal{Kind: KindAgent, TenantID: a.TenantID, AgentID: a.ID, agent: &a}
 	case strings.HasPrefix(tok, credential.OperatorPrefix):
 		o, err := s.Store.LookupOperatorToken(ctx, credential.Hash(tok))
 		if errors.Is(err, persistence.ErrNotFound) {

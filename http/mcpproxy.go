@@ -84,14 +84,11 @@ func (s *Server) serveMCPProxy(w http.ResponseWriter, c *Call) {
 		return
 	}
 	ctx := r.Context()
-	agent, err := s.Store.GetAgent(ctx, c.Principal.TenantID, c.Principal.AgentID)
-	if err != nil {
-		e, _ := toAPIError(orNotFound(err, "agent"))
-		writeEnvelope(w, c.Version, e)
-		return
-	}
-	srv, err := s.Store.GetMCPServer(ctx, agent.TenantID, c.Param("server_key"))
-	if err == nil && srv.Transport != persistence.MCPTransportHTTP {
+	agent := *c.Principal.agent // the record the token was looked up as
+	// The authorize path's cached server: the call's decision reads the
+	// same entry.
+	srv, found, err := s.Authorizer.MCPServer(ctx, agent.TenantID, c.Param("server_key"))
+	if err == nil && (!found || srv.Transport != persistence.MCPTransportHTTP) {
 		err = persistence.ErrNotFound // a stdio server has nothing to proxy to
 	}
 	if err != nil {
@@ -188,13 +185,11 @@ func (g *mcpGate) Decide(ctx context.Context, sess mcpproxy.Session, c mcpproxy.
 	switch c.Method {
 	case "tools/call":
 		req.ToolCall = messages.ToolCall{Tool: "mcp:" + g.srv.Key, Action: c.Name, Parameters: c.Arguments}
-		t, err := g.s.Store.GetMCPTool(ctx, g.srv.TenantID, g.srv.Key, canonical.NormalizeIdentifier(c.Name))
-		switch {
-		case err == nil:
-			req.MutatesState = !t.ReadOnly
-		case !errors.Is(err, persistence.ErrNotFound):
+		readOnly, err := g.s.Authorizer.MCPToolReadOnly(ctx, g.srv.TenantID, g.srv.Key, canonical.NormalizeIdentifier(c.Name))
+		if err != nil {
 			return mcpproxy.Verdict{}, err
 		}
+		req.MutatesState = !readOnly
 	case "resources/read":
 		if g.srv.Status != persistence.MCPServerActive {
 			return refusedVerdict(mcpCodeDenied, "the mcp server is quarantined", nil), nil
