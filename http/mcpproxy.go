@@ -293,7 +293,7 @@ func refusedVerdict(code int64, msg string, data any) mcpproxy.Verdict {
 // Answered inspects a forwarded call's answer (SPEC 4.8's inspection, the
 // alerts of POST /inspect).
 func (g *mcpGate) Answered(ctx context.Context, _ mcpproxy.Session, _ mcpproxy.Call, result json.RawMessage) {
-	if _, _, err := g.s.inspectResponse(context.WithoutCancel(ctx), g.srv, g.agent.ID, result); err != nil {
+	if _, _, err := g.s.inspectResponse(ctx, g.srv, g.agent.ID, result); err != nil {
 		g.s.log.Warn("mcp proxy: inspection alerts not recorded", "server_key", g.srv.Key, "error", err)
 	}
 }

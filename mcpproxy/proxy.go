@@ -68,11 +68,15 @@ type Limits struct {
 	SessionTTL time.Duration
 	// KeepAlive is the interval of SSE comments on a quiet stream.
 	KeepAlive time.Duration
+	// Decide bounds what svc does before it forwards anything (the
+	// session check, the Gate): a proxied request has no request timeout
+	// of its own, and a dependency that hangs must not hold it.
+	Decide time.Duration
 }
 
-// DefaultLimits: 8 MiB, 300 s in all, 60 s of silence, a week, 15 s.
+// DefaultLimits: 8 MiB, 300 s in all, 60 s of silence, a week, 15 s, 30 s.
 var DefaultLimits = Limits{MaxMessage: 8 << 20, CallTimeout: 300 * time.Second, Idle: 60 * time.Second,
-	SessionTTL: 7 * 24 * time.Hour, KeepAlive: 15 * time.Second}
+	SessionTTL: 7 * 24 * time.Hour, KeepAlive: 15 * time.Second, Decide: 30 * time.Second}
 
 // Tool is one tool of a tools/list answer, as the upstream sent it.
 type Tool struct {
@@ -172,6 +176,9 @@ func New(client *http.Client, sessions *Sealer, revoked Revocations, lim Limits,
 	if lim.KeepAlive <= 0 {
 		lim.KeepAlive = DefaultLimits.KeepAlive
 	}
+	if lim.Decide <= 0 {
+		lim.Decide = DefaultLimits.Decide
+	}
 	return &Proxy{client: client, sessions: sessions, revoked: revoked, lim: lim, log: log, now: time.Now}
 }
 
@@ -188,7 +195,9 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 			return
 		}
 		if p.revoked != nil {
-			gone, err := p.revoked.Revoked(r.Context(), s)
+			ctx, cancel := context.WithTimeout(r.Context(), p.lim.Decide)
+			gone, err := p.revoked.Revoked(ctx, s)
+			cancel()
 			if err != nil {
 				httpError(w, http.StatusServiceUnavailable, "svc cannot check the session now; retry")
 				return
@@ -229,7 +238,10 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 // upstream's session is ended too when it has one.
 func (p *Proxy) end(w http.ResponseWriter, r *http.Request, t Target, sess Session) {
 	if p.revoked != nil {
-		if err := p.revoked.Revoke(r.Context(), sess, time.Unix(sess.Expires, 0)); err != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), p.lim.Decide)
+		err := p.revoked.Revoke(ctx, sess, time.Unix(sess.Expires, 0))
+		cancel()
+		if err != nil {
 			httpError(w, http.StatusServiceUnavailable, "svc cannot end the session now; retry")
 			return
 		}
@@ -342,7 +354,9 @@ func (p *Proxy) initialize(w http.ResponseWriter, r *http.Request, t Target, req
 
 // listTools relays tools/list with the answer filtered by the Gate.
 func (p *Proxy) listTools(w http.ResponseWriter, r *http.Request, t Target, sess Session, req *jsonrpc.Request, body []byte) {
-	keep, err := t.Gate.Listable(r.Context(), sess)
+	ctx, cancel := context.WithTimeout(r.Context(), p.lim.Decide)
+	keep, err := t.Gate.Listable(ctx, sess)
+	cancel()
 	if err != nil {
 		p.unavailable(w, req.ID, err)
 		return
@@ -433,7 +447,9 @@ func (p *Proxy) decide(w http.ResponseWriter, r *http.Request, t Target, sess Se
 			_ = json.Unmarshal(meta["svc/run_id"], &c.RunID)
 		}
 	}
-	v, err := t.Gate.Decide(r.Context(), sess, c)
+	ctx, cancel := context.WithTimeout(r.Context(), p.lim.Decide)
+	v, err := t.Gate.Decide(ctx, sess, c)
+	cancel()
 	if err != nil {
 		p.unavailable(w, req.ID, err)
 		return
@@ -466,7 +482,11 @@ func (p *Proxy) decide(w http.ResponseWriter, r *http.Request, t Target, sess Se
 	}
 	h := &hooks{id: req.ID}
 	if v.Inspect {
-		h.answered = func(result json.RawMessage) { t.Gate.Answered(r.Context(), sess, c, result) }
+		h.answered = func(result json.RawMessage) {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.lim.Decide)
+			defer cancel()
+			t.Gate.Answered(ctx, sess, c, result)
+		}
 	}
 	p.relay(w, r, t, sess, body, h)
 }

@@ -161,7 +161,8 @@ func (n *Node) build(ctx context.Context, stdout io.Writer) error {
 		SOC: actors.NewSOC(n.socStats, n.invalidations), Invalidations: n.invalidations, SOCStats: n.socStats, Feed: n.feed,
 		Notifier: n.notifyStats, Exporter: n.exports, ApprovalsDeleted: &n.approvalsDeleted, Policy: n.engine, Resealed: &n.resealed,
 		WriterMetrics: n.writerMetrics, ReceiptSigner: n.signer, MCPSessions: n.mcpSessions, MCPCredentials: n.mcpCredentials,
-		MCPProxyLimits: mcpproxy.Limits{MaxMessage: n.cfg.MCPProxyMaxMessage, CallTimeout: n.cfg.MCPProxyTimeout, Idle: n.cfg.MCPProxyIdle}, MCP: n.mcp, MCPRediscovery: &n.mcpRediscovery, Gate: &n.gateStats, Jobs: n.jobs, Maintenance: n.maintenance, Log: n.log, Version: n.version, NodeID: n.cfg.NodeID, Heartbeat: n.heartbeat})
+		MCPProxyLimits: mcpproxy.Limits{MaxMessage: n.cfg.MCPProxyMaxMessage, CallTimeout: n.cfg.MCPProxyTimeout, Idle: n.cfg.MCPProxyIdle,
+			Decide: n.cfg.RequestTimeout}, MCP: n.mcp, MCPRediscovery: &n.mcpRediscovery, Gate: &n.gateStats, Jobs: n.jobs, Maintenance: n.maintenance, Log: n.log, Version: n.version, NodeID: n.cfg.NodeID, Heartbeat: n.heartbeat})
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"svc/canonical"
+	"svc/persistence/storetest"
 )
 
 // upstream is the MCP server behind the proxy: it records what reached it.
@@ -472,6 +474,64 @@ func TestE2EMCPProxy(t *testing.T) {
 			}
 		})
 
+		t.Run("bad input gets the documented error and forwards nothing", func(t *testing.T) {
+			sess := connect(t, s.base, key, tok, nil)
+			before := len(up.callsOf("echo"))
+			path := "/v2/mcp/proxy/" + key
+			call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
+			mcpHdr := func(extra ...string) []string {
+				return append([]string{"Mcp-Session-Id", sess.ID(), "Accept", "application/json, text/event-stream", "Content-Type", "application/json"}, extra...)
+			}
+			for _, c := range []struct {
+				what   string
+				token  string
+				body   string
+				hdr    []string
+				status int
+				code   float64 // the JSON-RPC error code, 0 for the API's envelope
+			}{
+				{"malformed JSON", tok, `{"jsonrpc":`, mcpHdr(), 400, -32700},
+				{"a batch", tok, "[" + call + "]", mcpHdr(), 400, -32600},
+				{"too large", tok, `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 9<<20) + `"}}`, mcpHdr(), 413, -32600},
+				{"not JSON", tok, call, mcpHdr("Content-Type", "text/plain"), 415, -32600},
+				{"Accept without event streams", tok, call, mcpHdr("Accept", "application/json"), 406, -32600},
+				{"no session", tok, call, []string{"Accept", "application/json, text/event-stream", "Content-Type", "application/json"}, 400, -32600},
+				{"an operator token", admin, call, mcpHdr(), 403, 0},
+				{"no token", "", call, mcpHdr(), 401, 0},
+				{"a browser on another site", tok, call, mcpHdr("Origin", "https://evil.example"), 403, 0},
+			} {
+				resp, raw := s.do(t, "POST", path, c.token, c.body, c.hdr...)
+				if resp.StatusCode != c.status {
+					t.Errorf("%s: %d %.300s, want %d", c.what, resp.StatusCode, raw, c.status)
+					continue
+				}
+				var m map[string]any
+				_ = json.Unmarshal(raw, &m)
+				if c.code != 0 {
+					e, _ := m["error"].(map[string]any)
+					if e == nil || e["code"] != c.code || m["jsonrpc"] != "2.0" {
+						t.Errorf("%s: %.300s, want JSON-RPC error %v", c.what, raw, c.code)
+					}
+				} else if m["reason"] == nil {
+					t.Errorf("%s: %.300s, want the error envelope", c.what, raw)
+				}
+			}
+			// Another tenant's server key is unknown to this agent.
+			_, adminB := s.tenant(t, "mcpproxy-b-"+uniq())
+			keyB := "up-b-" + uniq()
+			proxyServer(t, s, adminB, keyB, up.URL, "echo")
+			if resp, raw := s.do(t, "POST", "/v2/mcp/proxy/"+keyB, tok, call, mcpHdr()...); resp.StatusCode != 404 {
+				t.Errorf("another tenant's server: %d %.300s", resp.StatusCode, raw)
+			}
+			if n := len(up.callsOf("echo")) - before; n != 0 {
+				t.Fatalf("%d bad requests reached the upstream", n)
+			}
+			// The session still works.
+			if res := callTool(t, sess, "echo", map[string]any{"text": "still"}); res.IsError {
+				t.Fatalf("the session after bad input: %v", res.StructuredContent)
+			}
+		})
+
 		t.Run("the session is the agent's own, and DELETE ends it everywhere", func(t *testing.T) {
 			_, other := s.agent(t, admin, "other-agent", nil)
 			body := `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`
@@ -638,6 +698,74 @@ func TestE2EMCPProxyFaults(t *testing.T) {
 				if d["decision"] != "deny" {
 					t.Fatalf("the drifted tool's call: %v", d)
 				}
+			})
+		})
+	}
+}
+
+// TestE2EMCPProxyOutage: with the database's primary or Valkey cut off,
+// the proxy forwards nothing: a call is answered with an error (a JSON-RPC
+// error, or an HTTP error before the MCP layer when the token cannot be
+// checked), and it goes on once the dependency is back.
+func TestE2EMCPProxyOutage(t *testing.T) {
+	t.Parallel()
+	for _, cut := range []string{"postgres", "valkey"} {
+		t.Run(cut, func(t *testing.T) {
+			up := startUpstream(t)
+			// SVC_REQUEST_TIMEOUT_SECS bounds what svc does before it
+			// forwards: a hanging dependency answers within it.
+			env := map[string]string{"SVC_ALLOW_PRIVATE_TARGETS": "true", "SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_REQUEST_TIMEOUT_SECS": "5"}
+			var s *server
+			var proxy *azProxy
+			if cut == "postgres" {
+				direct := dbURLFor(t, "postgres")
+				u, err := url.Parse(direct)
+				if err != nil {
+					t.Fatal(err)
+				}
+				proxy = azStartProxy(t, u.Host)
+				viaProxy := *u
+				viaProxy.Host = proxy.ln.Addr().String()
+				s = startServerOn(t, viaProxy.String(), env)
+			} else {
+				u, err := url.Parse(storetest.ValkeyURL(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				proxy = azStartProxy(t, u.Host)
+				viaProxy := *u
+				viaProxy.Host = proxy.ln.Addr().String()
+				env["SVC_VALKEY_URL"] = viaProxy.String()
+				s = startCluster(t, env)
+			}
+			_, admin := s.tenant(t, "mcpout-"+uniq())
+			key := "up-" + uniq()
+			proxyServer(t, s, admin, key, up.URL, "echo", "write")
+			_, tok := s.agent(t, admin, "outage-agent", nil)
+			cs := connect(t, s.base, key, tok, nil)
+			if res := callTool(t, cs, "write", map[string]any{"path": "/tmp/before"}); res.IsError {
+				t.Fatalf("before the outage: %v", res.StructuredContent)
+			}
+			calls := len(up.callsOf("write")) + len(up.callsOf("echo"))
+
+			proxy.cut()
+			for _, tool := range []string{"write", "echo"} {
+				msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":%q,"arguments":{"path":"/tmp/during"}}}`, tool)
+				status, m := rawMCP(t, s.base, key, tok, cs.ID(), msg)
+				if status == 200 && (m == nil || m["error"] == nil) {
+					t.Fatalf("%s with %s cut off: %d %v, want an error", tool, cut, status, m)
+				}
+				t.Logf("%s with %s cut off: %d %v", tool, cut, status, m)
+			}
+			if n := len(up.callsOf("write")) + len(up.callsOf("echo")); n != calls {
+				t.Fatalf("%d calls reached the upstream while %s was cut off", n-calls, cut)
+			}
+			proxy.restore()
+			checkFor(t, 30*time.Second, "the proxy serving again", func() bool {
+				status, m := rawMCP(t, s.base, key, tok, cs.ID(),
+					`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"write","arguments":{"path":"/tmp/after"}}}`)
+				res, _ := m["result"].(map[string]any)
+				return status == 200 && res != nil && res["isError"] != true
 			})
 		})
 	}
