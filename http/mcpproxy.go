@@ -113,8 +113,12 @@ func (s *Server) serveMCPProxy(w http.ResponseWriter, c *Call) {
 		defer context.AfterFunc(s.streamsEnd, cancel)()
 		r = r.WithContext(ctx)
 	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
 	s.MCPProxy.Serve(w, r, mcpproxy.Target{TenantID: agent.TenantID, AgentID: agent.ID, ServerKey: srv.Key, URL: srv.URL,
-		Header: header, Gate: &mcpGate{s: s, srv: srv, agent: agent}})
+		Header: header, Gate: &mcpGate{s: s, srv: srv, agent: agent, console: scheme + "://" + r.Host + "/dashboard/"}})
 }
 
 // checkOrigin refuses a request a browser sent from another site: MCP
@@ -147,6 +151,8 @@ type mcpGate struct {
 	s     *Server
 	srv   persistence.MCPServer
 	agent persistence.Agent
+	// console is the operator console's URL as this request reached svc.
+	console string
 }
 
 // Listable lists the approved tools of an active server whose definition
@@ -272,7 +278,59 @@ func (g *mcpGate) verdict(c mcpproxy.Call, d *messages.AuthorizeResponse) (mcppr
 	}
 	res, err := json.Marshal(map[string]any{"content": []map[string]any{{"type": "text", "text": text}}, "structuredContent": sc,
 		"isError": true})
-	return mcpproxy.Verdict{Result: res}, err
+	v := mcpproxy.Verdict{Result: res}
+	if d.Decision == "require_approval" && d.ApprovalID != "" {
+		v.Pending = &mcpproxy.Pending{ApprovalID: d.ApprovalID, URL: g.console + "#/approvals?approval_id=" + d.ApprovalID,
+			Message: fmt.Sprintf("svc needs a person to approve %s on %s (%s). Open the console to decide; the call runs once it is approved.",
+				c.Name, g.srv.Key, d.Reason),
+			Wait: g.waitApproval(d.ApprovalID)}
+	}
+	return v, err
+}
+
+// waitApproval returns the wait of an offered approval: true once it is
+// APPROVED, false once it is REJECTED or EXPIRED, when ctx ends or the
+// node shuts down. The decision wakes it from any node (the waits hub of
+// GET /approvals/:id?wait=N); it reads again every 5 s regardless.
+func (g *mcpGate) waitApproval(id string) func(context.Context) bool {
+	tenant := g.agent.TenantID
+	return func(ctx context.Context) bool {
+		for {
+			var wake, missed, closing <-chan struct{}
+			done := func() {}
+			if w := g.s.Waits; w != nil {
+				wake, missed, done = w.Wait(tenant, id)
+				closing = w.Closing()
+			}
+			if _, declined, err := g.s.Shared.Get(ctx, declinedKey(tenant, id)); err == nil && declined {
+				done()
+				return false
+			}
+			ap, err := g.s.Store.GetApproval(ctx, tenant, id)
+			if err == nil {
+				switch ap.EffectiveStatus(time.Now()) {
+				case persistence.ApprovalApproved:
+					done()
+					return ap.ConsumedAt == nil
+				case persistence.ApprovalRejected, persistence.ApprovalExpired:
+					done()
+					return false
+				}
+			}
+			select {
+			case <-wake:
+			case <-missed:
+			case <-time.After(5 * time.Second):
+			case <-closing:
+				done()
+				return false
+			case <-ctx.Done():
+				done()
+				return false
+			}
+			done()
+		}
+	}
 }
 
 func pastTense(decision string) string {
@@ -317,6 +375,27 @@ func (g *mcpGate) Drifted(mcpproxy.Session) {
 			g.s.log.Warn("mcp proxy: discovery after drift failed", "server_key", key, "error", err)
 		}
 	}()
+}
+
+// declinedKey marks an offered approval whose offer the client's user
+// declined.
+func declinedKey(tenantID, approvalID string) string { return "mcpoffer:declined:" + tenantID + ":" + approvalID }
+
+// Declined ends the waits of an offered approval on every node: the mark
+// in shared state, then the approval waits hub's wake-up (the approval is
+// read again by its other waiters, unchanged).
+func (g *mcpGate) Declined(ctx context.Context, _ mcpproxy.Session, approvalID string) {
+	tenant := g.agent.TenantID
+	if ap, err := g.s.Store.GetApproval(ctx, tenant, approvalID); err != nil || ap.AgentID != g.agent.ID {
+		return // not this agent's approval: nothing to end
+	}
+	if err := g.s.Shared.Set(ctx, declinedKey(tenant, approvalID), "1", time.Hour); err != nil {
+		g.s.log.Warn("mcp proxy: declined offer not recorded; its wait ends at its bound", "approval_id", approvalID, "error", err)
+		return
+	}
+	if g.s.Waits != nil {
+		g.s.Waits.Decided(ctx, tenant, approvalID)
+	}
 }
 
 // driftGate lets one discovery per server start per interval on a node.

@@ -111,6 +111,9 @@ type Verdict struct {
 	Error  *jsonrpc.Error
 	// Inspect: hand the upstream's answer to Gate.Answered.
 	Inspect bool
+	// Pending, with Result, is the approval a require_approval decision
+	// created, which the proxy may offer the client's user (approval.go).
+	Pending *Pending
 }
 
 // Gate decides what svc governs in one session. Its errors are answered
@@ -125,6 +128,9 @@ type Gate interface {
 	// Answered hears the upstream's answer to a forwarded call whose
 	// verdict asked for inspection.
 	Answered(ctx context.Context, s Session, c Call, result json.RawMessage)
+	// Declined hears that the client's user declined or cancelled an
+	// approval offered as an elicitation: its wait ends, on any node.
+	Declined(ctx context.Context, s Session, approvalID string)
 	// Drifted hears that the upstream's tools changed or differ from the
 	// approved ones (a withheld tool, notifications/tools/list_changed).
 	Drifted(s Session)
@@ -309,6 +315,22 @@ func (p *Proxy) post(w http.ResponseWriter, r *http.Request, t Target, sess Sess
 		writeError(w, http.StatusBadRequest, idOf(req), jsonrpc.CodeInvalidRequest, "Mcp-Session-Id is required: initialize first", nil)
 		return
 	}
+	if resp, ok := msg.(*jsonrpc.Response); ok && isOfferID(resp.ID) {
+		// The client's answer to an approval svc offered: svc's own, never
+		// the upstream's. Accepted, the wait goes on until the decision;
+		// declined or cancelled (or an error), it ends.
+		var res struct {
+			Action string `json:"action"`
+		}
+		_ = json.Unmarshal(resp.Result, &res)
+		if resp.Error != nil || res.Action != "accept" {
+			ctx, cancel := context.WithTimeout(r.Context(), p.lim.Decide)
+			t.Gate.Declined(ctx, sess, offerApprovalID(resp.ID))
+			cancel()
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
 	if !isReq || !req.IsCall() {
 		// Notifications, and the client's answers to the upstream's
 		// requests (sampling, elicitation, roots): relayed as they are.
@@ -332,10 +354,16 @@ var SupportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024
 func (p *Proxy) initialize(w http.ResponseWriter, r *http.Request, t Target, req *jsonrpc.Request, body []byte) {
 	var params struct {
 		ProtocolVersion string `json:"protocolVersion"`
+		Capabilities    struct {
+			Elicitation struct {
+				URL json.RawMessage `json:"url"`
+			} `json:"elicitation"`
+		} `json:"capabilities"`
 	}
 	_ = json.Unmarshal(req.Params, &params)
 	sess := Session{ID: uuid.NewString(), TenantID: t.TenantID, AgentID: t.AgentID, ServerKey: t.ServerKey,
-		Version: params.ProtocolVersion, Expires: p.now().Add(p.lim.SessionTTL).Unix()}
+		Version: params.ProtocolVersion, ElicitURL: len(params.Capabilities.Elicitation.URL) > 0 && string(params.Capabilities.Elicitation.URL) != "null",
+		Expires: p.now().Add(p.lim.SessionTTL).Unix()}
 	h := &hooks{id: req.ID, onHeaders: func(resp *http.Response) error {
 		if resp.StatusCode != http.StatusOK {
 			return nil
@@ -425,9 +453,9 @@ func (p *Proxy) decide(w http.ResponseWriter, r *http.Request, t Target, sess Se
 		return
 	}
 	c := Call{Method: req.Method}
-	nameField, argsField := "name", "arguments"
+	nameField, argsField := "name", argumentsField(req.Method)
 	if req.Method == "resources/read" {
-		nameField, argsField = "uri", ""
+		nameField = "uri"
 	}
 	if err := json.Unmarshal(params[nameField], &c.Name); err != nil || c.Name == "" {
 		writeError(w, http.StatusOK, req.ID, jsonrpc.CodeInvalidParams, "params."+nameField+" must be a non-empty string", nil)
@@ -454,6 +482,10 @@ func (p *Proxy) decide(w http.ResponseWriter, r *http.Request, t Target, sess Se
 		p.unavailable(w, req.ID, err)
 		return
 	}
+	if !v.Forward && v.Pending != nil && sess.ElicitURL && c.Method == "tools/call" {
+		p.offerApproval(w, r, t, sess, req, body, c, v)
+		return
+	}
 	if !v.Forward {
 		if v.Error != nil {
 			writeMessage(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Error: v.Error})
@@ -462,25 +494,41 @@ func (p *Proxy) decide(w http.ResponseWriter, r *http.Request, t Target, sess Se
 		writeMessage(w, http.StatusOK, &jsonrpc.Response{ID: req.ID, Result: v.Result})
 		return
 	}
-	if argsField != "" && v.Arguments != nil {
+	p.forwardDecided(w, r, t, sess, req, body, c, v, false)
+}
+
+// forwardDecided forwards a call its verdict allows, with its arguments
+// redacted when they were, and relays the answer (on a stream svc opened
+// already when opened).
+func (p *Proxy) forwardDecided(w http.ResponseWriter, r *http.Request, t Target, sess Session, req *jsonrpc.Request, body []byte, c Call,
+	v Verdict, opened bool) {
+	if argsField := argumentsField(c.Method); argsField != "" && v.Arguments != nil {
 		// The redacted arguments replace the client's; every other field
 		// of the request is relayed as sent.
+		var params map[string]json.RawMessage
 		enc, err := json.Marshal(v.Arguments)
+		if err == nil {
+			err = json.Unmarshal(req.Params, &params)
+		}
+		if err == nil {
+			params[argsField] = enc
+			fwd := *req
+			if fwd.Params, err = json.Marshal(params); err == nil {
+				body, err = jsonrpc.EncodeMessage(&fwd)
+			}
+		}
+		if err != nil && opened {
+			p.log.Warn("mcp proxy: call not forwarded", "error", err)
+			e, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: CodeUnavailable, Message: "svc: nothing was forwarded"}})
+			writeSSE(w, e)
+			return
+		}
 		if err != nil {
 			p.unavailable(w, req.ID, err)
 			return
 		}
-		params[argsField] = enc
-		if req.Params, err = json.Marshal(params); err != nil {
-			p.unavailable(w, req.ID, err)
-			return
-		}
-		if body, err = jsonrpc.EncodeMessage(req); err != nil {
-			p.unavailable(w, req.ID, err)
-			return
-		}
 	}
-	h := &hooks{id: req.ID}
+	h := &hooks{id: req.ID, opened: opened}
 	if v.Inspect {
 		h.answered = func(result json.RawMessage) {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.lim.Decide)
@@ -489,6 +537,15 @@ func (p *Proxy) decide(w http.ResponseWriter, r *http.Request, t Target, sess Se
 		}
 	}
 	p.relay(w, r, t, sess, body, h)
+}
+
+// argumentsField is the params member of a method's arguments ("" for
+// resources/read, which has none).
+func argumentsField(method string) string {
+	if method == "resources/read" {
+		return ""
+	}
+	return "arguments"
 }
 
 func (p *Proxy) unavailable(w http.ResponseWriter, id jsonrpc.ID, err error) {

@@ -26,9 +26,15 @@ type hooks struct {
 	rewrite func(json.RawMessage) (json.RawMessage, error)
 	// answered hears the result of the answer to id.
 	answered func(json.RawMessage)
+	// opened: the client's answer is an event stream svc opened already
+	// (an approval offered as an elicitation): everything the relay
+	// answers goes on it as events.
+	opened bool
 }
 
 func (h *hooks) watches() bool { return h != nil && h.id.IsValid() }
+
+func (h *hooks) isOpened() bool { return h != nil && h.opened }
 
 // forwarded are the only client headers the upstream sees; the upstream's
 // session id and credentials are set from the session and the server
@@ -110,6 +116,8 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request, t Target, sess Ses
 		p.relayJSON(ctx, cancel, w, resp, h, idle)
 	case resp.StatusCode == http.StatusOK && h.watches():
 		p.upstreamFailed(w, h, "the upstream answered with content type "+mt, nil)
+	case h.isOpened():
+		p.upstreamFailed(w, h, fmt.Sprintf("the upstream answered %d", resp.StatusCode), nil)
 	default:
 		// 202 for a notification, 404 for an upstream session that ended
 		// (the client starts a new one), 405 for a GET stream the
@@ -144,6 +152,10 @@ func (p *Proxy) relayJSON(ctx context.Context, cancel context.CancelFunc, w http
 	out, _, err := p.inspect(data, h)
 	if err != nil {
 		p.upstreamFailed(w, h, "the upstream's answer is not JSON-RPC", err)
+		return
+	}
+	if h.isOpened() {
+		writeSSE(w, out)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -198,13 +210,10 @@ type event struct {
 // answer that cannot come.
 func (p *Proxy) relayEvents(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, body io.Reader, sess Session, t Target,
 	h *hooks, idle time.Duration) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	if !h.isOpened() {
+		openSSE(w)
+	}
 	rc := http.NewResponseController(w)
-	_ = rc.Flush()
-	_ = rc.SetWriteDeadline(time.Time{})
 
 	events := make(chan event)
 	go func() {
@@ -391,9 +400,31 @@ func (p *Proxy) upstreamFailed(w http.ResponseWriter, h *hooks, msg string, err 
 	if err != nil {
 		p.log.Warn("mcp proxy: upstream failed", "reason", msg, "error", err)
 	}
+	if h.watches() && h.isOpened() {
+		e, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: h.id, Error: &jsonrpc.Error{Code: CodeUpstream, Message: "svc: " + msg}})
+		writeSSE(w, e)
+		return
+	}
 	if h.watches() {
 		writeError(w, http.StatusOK, h.id, CodeUpstream, "svc: "+msg, nil)
 		return
 	}
 	httpError(w, http.StatusBadGateway, "svc: "+msg)
+}
+
+// openSSE answers 200 with an event stream and flushes the headers.
+func openSSE(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	_ = rc.SetWriteDeadline(time.Time{})
+}
+
+// writeSSE writes one message as an event and flushes it.
+func writeSSE(w http.ResponseWriter, msg []byte) {
+	_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg)
+	_ = http.NewResponseController(w).Flush()
 }

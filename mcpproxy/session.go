@@ -29,6 +29,9 @@ type Session struct {
 	UpstreamID string `json:"u,omitempty"`
 	// Version is the protocol version the client asked for at initialize.
 	Version string `json:"v,omitempty"`
+	// ElicitURL: the client declared URL-mode elicitation at initialize,
+	// so an approval is offered to its user as one (approval.go).
+	ElicitURL bool `json:"x,omitempty"`
 	// Expires is the Unix second past which the id is refused.
 	Expires int64 `json:"e"`
 }

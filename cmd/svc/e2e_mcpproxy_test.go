@@ -233,6 +233,13 @@ func connect(t testing.TB, base, key, token string, seen *clientSeen) *mcp.Clien
 			}
 		},
 	}
+	return connectWith(t, base, key, token, opts)
+}
+
+// connectWith opens an MCP session through the proxy with the go-sdk
+// client and opts.
+func connectWith(t testing.TB, base, key, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1.0.0"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -419,6 +426,73 @@ func TestE2EMCPProxy(t *testing.T) {
 			}
 			if res := callTool(t, hi, "write", map[string]any{"path": "/tmp/b-safe"}); res.IsError {
 				t.Fatalf("the edited arguments: %v", res.StructuredContent)
+			}
+		})
+
+		t.Run("an approval is offered as a URL elicitation to a client that takes them", func(t *testing.T) {
+			_, hiTok := s.agent(t, admin, "hi-url-agent", map[string]any{"risk_tier": "high"})
+			var mu sync.Mutex
+			var offers []*mcp.ElicitParams
+			var completed []string
+			decide := "approve"
+			opts := &mcp.ClientOptions{
+				Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{},
+					URL: &mcp.URLElicitationCapabilities{}}},
+				ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					mu.Lock()
+					offers = append(offers, r.Params)
+					d := decide
+					mu.Unlock()
+					if d == "decline" {
+						return &mcp.ElicitResult{Action: "decline"}, nil
+					}
+					// The person opens the page and approves.
+					if resp, raw := s.do(t, "POST", "/v2/approvals/"+r.Params.ElicitationID+"/approve", admin,
+						map[string]any{"approver_user_id": "alice"}); resp.StatusCode != 200 {
+						return nil, fmt.Errorf("approve: %d %s", resp.StatusCode, raw)
+					}
+					return &mcp.ElicitResult{Action: "accept"}, nil
+				},
+				ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+					mu.Lock()
+					completed = append(completed, r.Params.ElicitationID)
+					mu.Unlock()
+				},
+			}
+			hi := connectWith(t, s.base, key, hiTok, opts)
+			before := len(up.callsOf("write"))
+			// One call: offered, approved by a person meanwhile, then run.
+			res := callTool(t, hi, "write", map[string]any{"path": "/tmp/offered"})
+			if res.IsError || resultText(res) != "written" {
+				t.Fatalf("the offered call: %v %q %v", res.IsError, resultText(res), res.StructuredContent)
+			}
+			if n := len(up.callsOf("write")) - before; n != 1 {
+				t.Fatalf("the approved call reached the upstream %d times", n)
+			}
+			mu.Lock()
+			if len(offers) != 1 || offers[0].Mode != "url" || offers[0].ElicitationID == "" ||
+				!strings.Contains(offers[0].URL, "/dashboard/#/approvals?approval_id="+offers[0].ElicitationID) {
+				t.Fatalf("offers: %+v", offers)
+			}
+			id := offers[0].ElicitationID
+			decide = "decline"
+			mu.Unlock()
+			if ap := obj(t, s.want(t, 200, "GET", "/v2/approvals/"+id, admin, nil)); ap["consumed_at"] == nil {
+				t.Fatalf("the offered approval was not consumed: %v", ap)
+			}
+			checkFor(t, 10*time.Second, "the elicitation's completion", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return slices.Contains(completed, id)
+			})
+			// Declined: the call ends with the pending approval, at once.
+			start := time.Now()
+			d := decisionOf(t, callTool(t, hi, "write", map[string]any{"path": "/tmp/declined"}))
+			if d["decision"] != "require_approval" || time.Since(start) > 10*time.Second {
+				t.Fatalf("the declined offer: %v after %s", d, time.Since(start))
+			}
+			if n := len(up.callsOf("write")) - before; n != 1 {
+				t.Fatalf("a declined call reached the upstream (%d calls)", n)
 			}
 		})
 
