@@ -428,6 +428,15 @@ func testConsole(t *testing.T, backend string) {
 		azDecide(t, s, stormTok, azUntrustedWrite(nil), "deny", "")
 		b.waitCount(`#feed-list li[data-decision="deny"]`, 6)
 	}
+	// A call through the inline MCP proxy is a decision like any other:
+	// the feed shows it as it happens.
+	feedUp := startUpstream(t)
+	proxyServer(t, s, admin, "feedsrv", feedUp.URL, "echo")
+	_, proxyTok := s.agent(t, admin, "console-mcp-"+uniq(), nil)
+	if res := callTool(t, connect(t, s.base, "feedsrv", proxyTok, nil), "echo", map[string]any{"text": "feed"}); res.IsError {
+		t.Fatalf("the proxied call: %v", res.StructuredContent)
+	}
+	b.waitText("#feed-list", "mcp:feedsrv.echo")
 
 	// The incidents page lists it, with its evidence pack and graph.
 	b.do(chromedp.Navigate(s.base+"/dashboard/#/incidents"), chromedp.WaitVisible(chromedp.ID("incidents-body")))
