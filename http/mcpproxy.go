@@ -356,15 +356,17 @@ func (g *mcpGate) Answered(ctx context.Context, _ mcpproxy.Session, _ mcpproxy.C
 	}
 }
 
-// Drifted discovers the server again (at most once a minute per server on
-// a node), which records the drift, puts changed tools back to pending
-// and raises mcp_manifest_drift.
+// Drifted discovers the server again, which records the drift, puts
+// changed tools back to pending and raises mcp_manifest_drift. Requests
+// for one server coalesce on a node: at most one discovery per
+// driftInterval, and a request during the interval is served by one
+// discovery at its end, so a later change is never dropped.
 func (g *mcpGate) Drifted(mcpproxy.Session) {
-	if g.s.MCP == nil || !g.s.mcpDrift.start(g.srv.TenantID+"/"+g.srv.Key, time.Now()) {
+	if g.s.MCP == nil {
 		return
 	}
 	tenant, key := g.srv.TenantID, g.srv.Key
-	go func() {
+	g.s.mcpDrift.request(tenant+"/"+key, time.Now(), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, err := g.s.MCP.Discover(ctx, tenant, key, nil, func(d actors.Discovery) persistence.AuditEvent {
@@ -374,7 +376,50 @@ func (g *mcpGate) Drifted(mcpproxy.Session) {
 		if err != nil {
 			g.s.log.Warn("mcp proxy: discovery after drift failed", "server_key", key, "error", err)
 		}
-	}()
+	})
+}
+
+// driftGate paces the discoveries drift starts, per server on a node.
+type driftGate struct {
+	mu    sync.Mutex
+	state map[string]*driftState
+}
+
+type driftState struct {
+	last      time.Time // when the last discovery started
+	scheduled bool      // a discovery is coming
+}
+
+const driftInterval = 10 * time.Second
+
+// request runs run for key now, or once driftInterval after the last run
+// when that is later; a request while one is scheduled joins it.
+func (d *driftGate) request(key string, now time.Time, run func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.state == nil {
+		d.state = map[string]*driftState{}
+	}
+	for k, st := range d.state {
+		if !st.scheduled && now.Sub(st.last) >= driftInterval {
+			delete(d.state, k)
+		}
+	}
+	st := d.state[key]
+	if st == nil {
+		st = &driftState{}
+		d.state[key] = st
+	}
+	if st.scheduled {
+		return
+	}
+	st.scheduled = true
+	time.AfterFunc(max(0, st.last.Add(driftInterval).Sub(now)), func() {
+		d.mu.Lock()
+		st.scheduled, st.last = false, time.Now()
+		d.mu.Unlock()
+		run()
+	})
 }
 
 // declinedKey marks an offered approval whose offer the client's user
@@ -396,32 +441,6 @@ func (g *mcpGate) Declined(ctx context.Context, _ mcpproxy.Session, approvalID s
 	if g.s.Waits != nil {
 		g.s.Waits.Decided(ctx, tenant, approvalID)
 	}
-}
-
-// driftGate lets one discovery per server start per interval on a node.
-type driftGate struct {
-	mu   sync.Mutex
-	last map[string]time.Time
-}
-
-const driftInterval = time.Minute
-
-func (d *driftGate) start(key string, now time.Time) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.last == nil {
-		d.last = map[string]time.Time{}
-	}
-	if t, ok := d.last[key]; ok && now.Sub(t) < driftInterval {
-		return false
-	}
-	for k, t := range d.last {
-		if now.Sub(t) >= driftInterval {
-			delete(d.last, k)
-		}
-	}
-	d.last[key] = now
-	return true
 }
 
 // mcpRevocations keeps ended sessions in shared state, so DELETE ends a
