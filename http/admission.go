@@ -206,6 +206,25 @@ func (c *Call) admitAgent(agentID string) *Error {
 	return nil
 }
 
+// admitProxyAgent bounds an agent token's open MCP proxy requests on the
+// node (SVC_RATE_LIMIT_CAPACITY, counted apart from its authorize calls):
+// one agent's streams cannot take its tenant's whole share. 429
+// agent_concurrency past it.
+func (c *Call) admitProxyAgent(agentID string) *Error {
+	s := c.srv
+	limit := max(1, int(s.cfg.RateLimitCapacity))
+	key := "mcp-proxy:" + agentID
+	if !s.adm.enterAgent(key, limit) {
+		s.metrics.refused.WithLabelValues("agent_concurrency").Inc()
+		e := apiErr("TooManyRequests", "agent_concurrency",
+			"this agent token has %d MCP proxy requests open on this node (SVC_RATE_LIMIT_CAPACITY); retry later", limit)
+		e.RetryAfter = 1
+		return e
+	}
+	c.agentHeld = key
+	return nil
+}
+
 // takeSlot takes one of the node's SVC_MAX_CONCURRENT_REQUESTS slots for an
 // admitted call until the request ends, or answers 503 overloaded; a
 // no-op for a call not admitted (probes, streams) or holding one already.

@@ -60,7 +60,8 @@ func (s *Server) registerMCPProxy() {
 		"-32010 and nothing forwarded; the upstream failing (unreachable, silent past SVC_MCP_PROXY_IDLE_SECS, slower than " +
 		"SVC_MCP_PROXY_TIMEOUT_SECS, a message over SVC_MCP_PROXY_MAX_MESSAGE_BYTES, not JSON-RPC): JSON-RPC error -32011. A request " +
 		"with an Origin header is refused 403 unless it is same-origin on a loopback host (DNS rebinding). Unknown or other tenants' " +
-		"server keys and sessions: 404."
+		"server keys and sessions: 404. An agent token holds at most SVC_RATE_LIMIT_CAPACITY proxy requests open on a node (event " +
+		"streams included, authorize calls counted apart): 429 agent_concurrency past it."
 	for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
 		status := http.StatusOK
 		if m == http.MethodDelete {
@@ -85,6 +86,10 @@ func (s *Server) serveMCPProxy(w http.ResponseWriter, c *Call) {
 	}
 	ctx := r.Context()
 	agent := *c.Principal.agent // the record the token was looked up as
+	if e := c.admitProxyAgent(agent.ID); e != nil {
+		writeEnvelope(w, c.Version, e)
+		return
+	}
 	// The authorize path's cached server: the call's decision reads the
 	// same entry.
 	srv, found, err := s.Authorizer.MCPServer(ctx, agent.TenantID, c.Param("server_key"))

@@ -994,3 +994,61 @@ func TestE2EMCPProxyOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestE2EMCPProxyAgentBound: an agent token holds at most
+// SVC_RATE_LIMIT_CAPACITY open proxy requests on a node (its event
+// streams included), counted apart from its authorize calls; past it,
+// 429 agent_concurrency, while another agent of the tenant is served.
+func TestE2EMCPProxyAgentBound(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "sqlite", map[string]string{"SVC_ALLOW_PRIVATE_TARGETS": "true", "SVC_RATE_LIMIT_CAPACITY": "2"})
+	up := startUpstream(t)
+	_, admin := s.tenant(t, "mcpbound-"+uniq())
+	key := "up-" + uniq()
+	proxyServer(t, s, admin, key, up.URL, "echo")
+	_, tok := s.agent(t, admin, "greedy", nil)
+	_, other := s.agent(t, admin, "other", nil)
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	session := func() string {
+		resp, raw := s.do(t, "POST", "/v2/mcp/proxy/"+key, tok, init, "Accept", "application/json, text/event-stream", "Content-Type", "application/json")
+		sid := resp.Header.Get("Mcp-Session-Id")
+		if resp.StatusCode != 200 || sid == "" {
+			t.Fatalf("initialize: %d %s", resp.StatusCode, raw)
+		}
+		return sid
+	}
+	sid := session()
+	// Two event streams held open (one per session, as the upstream
+	// allows): the agent's two places.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, id := range []string{sid, session()} {
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.base+"/v2/mcp/proxy/"+key, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		r, err := http.DefaultClient.Do(req)
+		if err != nil || r.StatusCode != 200 {
+			t.Fatalf("GET stream: %v %v", err, r)
+		}
+		defer r.Body.Close()
+	}
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
+	status, m := rawMCP(t, s.base, key, tok, sid, call)
+	if status != 429 || detail(m, "error") != "agent_concurrency" {
+		t.Fatalf("a third request of the agent: %d %v, want 429 agent_concurrency", status, m)
+	}
+	// Its authorize calls are counted apart.
+	azDecide(t, s, tok, azRead(nil), "allow", "")
+	// Another agent of the tenant is served.
+	oc := connect(t, s.base, key, other, nil)
+	if res := callTool(t, oc, "echo", map[string]any{"text": "other"}); res.IsError {
+		t.Fatalf("another agent: %v", res.StructuredContent)
+	}
+	// Closing the streams gives the places back.
+	cancel()
+	checkFor(t, 10*time.Second, "the agent's places back", func() bool {
+		status, _ := rawMCP(t, s.base, key, tok, sid, call)
+		return status == 200
+	})
+}
