@@ -429,7 +429,9 @@ func (d *driftGate) request(key string, now time.Time, run func()) {
 
 // declinedKey marks an offered approval whose offer the client's user
 // declined.
-func declinedKey(tenantID, approvalID string) string { return "mcpoffer:declined:" + tenantID + ":" + approvalID }
+func declinedKey(tenantID, approvalID string) string {
+	return "mcpoffer:declined:" + tenantID + ":" + approvalID
+}
 
 // Declined ends the waits of an offered approval on every node: the mark
 // in shared state, then the approval waits hub's wake-up (the approval is

@@ -342,6 +342,13 @@ func TestE2EMCPProxy(t *testing.T) {
 			if res.IsError || !strings.Contains(resultText(res), `"text":"hi"`) {
 				t.Fatalf("echo: %v %q", res.IsError, resultText(res))
 			}
+			// The server record's credentials are never returned.
+			for _, path := range []string{"/v2/mcp/servers/" + key, "/v2/mcp/servers"} {
+				raw := s.want(t, 200, "GET", path, admin, nil)
+				if strings.Contains(string(raw), "upstream-secret") || !strings.Contains(string(raw), `"upstream_headers_set":true`) {
+					t.Fatalf("GET %s: %s", path, raw)
+				}
+			}
 			for _, h := range up.sawHeaders() {
 				if h.Get("X-Upstream-Key") != "upstream-secret" {
 					t.Errorf("a request reached the upstream without the server record's header: %v", h)
@@ -467,6 +474,33 @@ func TestE2EMCPProxy(t *testing.T) {
 			// Once consumed, the same call asks again.
 			if d := decisionOf(t, callTool(t, hi, "write", args)); d["decision"] != "require_approval" || d["approval_id"] == id {
 				t.Fatalf("the call after the consumed approval: %v", d)
+			}
+			// Two identical calls at once after an approval, on two sessions
+			// (on two nodes behind the balancer): it is consumed once, and
+			// exactly one of them runs.
+			hi2 := connect(t, s.base, key, hiTok, nil)
+			race := map[string]any{"path": "/tmp/race"}
+			rid := str(t, decisionOf(t, callTool(t, hi, "write", race)), "approval_id")
+			s.want(t, 200, "POST", "/v2/approvals/"+rid+"/approve", admin, map[string]any{"approver_user_id": "alice"})
+			before = len(up.callsOf("write"))
+			results := make(chan *mcp.CallToolResult, 2)
+			for _, sess := range []*mcp.ClientSession{hi, hi2} {
+				go func() {
+					r, err := sess.CallTool(context.Background(), &mcp.CallToolParams{Name: "write", Arguments: race})
+					if err != nil {
+						r = &mcp.CallToolResult{IsError: true}
+					}
+					results <- r
+				}()
+			}
+			ran := 0
+			for range 2 {
+				if r := <-results; !r.IsError {
+					ran++
+				}
+			}
+			if n := len(up.callsOf("write")) - before; ran != 1 || n != 1 {
+				t.Fatalf("two identical calls after one approval: %d ran, %d reached the upstream; want 1 and 1", ran, n)
 			}
 			// An edited approval is consumed by the edited arguments only.
 			d = decisionOf(t, callTool(t, hi, "write", map[string]any{"path": "/tmp/b"}))
