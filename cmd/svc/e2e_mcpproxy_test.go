@@ -1045,7 +1045,7 @@ func TestE2EMCPProxyAgentBound(t *testing.T) {
 	_, tok := s.agent(t, admin, "greedy", nil)
 	_, other := s.agent(t, admin, "other", nil)
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
-	session := func() string {
+	sessionOf := func(tok string) string {
 		resp, raw := s.do(t, "POST", "/v2/mcp/proxy/"+key, tok, init, "Accept", "application/json, text/event-stream", "Content-Type", "application/json")
 		sid := resp.Header.Get("Mcp-Session-Id")
 		if resp.StatusCode != 200 || sid == "" {
@@ -1053,6 +1053,7 @@ func TestE2EMCPProxyAgentBound(t *testing.T) {
 		}
 		return sid
 	}
+	session := func() string { return sessionOf(tok) }
 	sid := session()
 	// Two event streams held open (one per session, as the upstream
 	// allows): the agent's two places.
@@ -1076,10 +1077,10 @@ func TestE2EMCPProxyAgentBound(t *testing.T) {
 	}
 	// Its authorize calls are counted apart.
 	azDecide(t, s, tok, azRead(nil), "allow", "")
-	// Another agent of the tenant is served.
-	oc := connect(t, s.base, key, other, nil)
-	if res := callTool(t, oc, "echo", map[string]any{"text": "other"}); res.IsError {
-		t.Fatalf("another agent: %v", res.StructuredContent)
+	// Another agent of the tenant is served (one request at a time: its
+	// own places are two as well).
+	if status, m := rawMCP(t, s.base, key, other, sessionOf(other), call); status != 200 || m["result"] == nil {
+		t.Fatalf("another agent: %d %v", status, m)
 	}
 	// Closing the streams gives the places back.
 	cancel()
