@@ -6,7 +6,10 @@ Answers are written as ASCII JSON (non-ASCII characters escaped), so no reader
 splits a line on U+2028 or U+0085.
 
 Operations: canonicalize, action_hash, sign, redact, verify_receipt, retry,
-outcome. Any line that cannot be handled answers ``{"error": "<code>"}``:
+outcome, and the live operations of sdk/README.md (``client``, ``authorize``,
+``run``, ``guard``, ``wait_for_approval``, ``get_receipt``,
+``get_receipt_public_key``, ``verify_decision_receipt``, ``stats``; module
+``_live``). Any line that cannot be handled answers ``{"error": "<code>"}``:
 ``invalid_json`` (not JSON, not UTF-8, or a blank line), ``duplicate_key``,
 ``invalid_input`` (not an object, a field of the wrong type), ``unknown_op``,
 ``missing_field``, ``invalid_value`` (no canonical form), ``invalid_key``,
@@ -19,7 +22,7 @@ import json
 import sys
 from typing import IO, Any, Mapping
 
-from . import canonical, receipts, retry, signing
+from . import _live, canonical, receipts, retry, signing
 from .client import outcome
 from .errors import InvalidRedactionPath
 from .redaction import redact
@@ -114,11 +117,18 @@ _OPS = {
 }
 
 
-def handle(req: Any) -> dict[str, Any]:
-    """Answer one parsed request object."""
+def handle(req: Any, session: Any = None) -> dict[str, Any]:
+    """Answer one parsed request object. ``session`` (a ``_live.Session``)
+    answers the live operations of sdk/README.md; without it they are
+    ``unknown_op``."""
     if not isinstance(req, Mapping):
         return {"error": "invalid_input"}
     op = req.get("op")
+    if session is not None and isinstance(op, str) and op in _live.LIVE_OPS:
+        try:
+            return session.handle(op, req)
+        except Exception:  # never stop early
+            return {"error": "internal_error"}
     fn = _OPS.get(op) if isinstance(op, str) else None
     if fn is None:
         return {"error": "unknown_op"}
@@ -130,7 +140,7 @@ def handle(req: Any) -> dict[str, Any]:
         return {"error": "internal_error"}
 
 
-def handle_line(line: bytes | str) -> dict[str, Any]:
+def handle_line(line: bytes | str, session: Any = None) -> dict[str, Any]:
     """Answer one input line (JSON text, parsed strictly: duplicate member
     names refused, numbers kept as ECMAScript doubles are)."""
     if isinstance(line, (bytes, bytearray)):
@@ -147,7 +157,7 @@ def handle_line(line: bytes | str) -> dict[str, Any]:
         return {"error": "duplicate_key" if "duplicate" in str(e) else "invalid_json"}
     except Exception:
         return {"error": "invalid_json"}
-    return handle(req)
+    return handle(req, session)
 
 
 def _encode(answer: dict[str, Any]) -> bytes:
@@ -161,10 +171,11 @@ def main(stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> int
     """Read lines until EOF, answer each, flush each; exit status 0."""
     inp = stdin if stdin is not None else sys.stdin.buffer
     out = stdout if stdout is not None else sys.stdout.buffer
+    session = _live.Session()
     while True:
         line = inp.readline()
         if not line:
             break
-        out.write(_encode(handle_line(line)))
+        out.write(_encode(handle_line(line, session)))
         out.flush()
     return 0

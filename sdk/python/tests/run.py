@@ -2,7 +2,8 @@
 """Runs the Python SDK's tests (unit, vectors, live) with unittest.
 
 Prints unittest's own closing lines (``Ran N tests in Xs`` and ``OK`` or
-``FAILED (...)``), then one plain line ``python: N passed, N failed, N skipped``.
+``FAILED (...)``), then one plain line ``python: N passed, N failed, N skipped`` (``python`` is
+``SVC_SDK_LIVE_LABEL`` when set: another SDK's run of the live suite).
 Exits 1 when anything failed or errored, or when no test ran.
 """
 import os
@@ -31,7 +32,8 @@ def main(argv: list[str]) -> int:
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
     skipped = len(result.skipped)
     passed = result.testsRun - real(result.failures) - real(result.errors) - len(result.unexpectedSuccesses) - real(result.skipped)
-    print(f"python: {passed} passed, {failed} failed, {skipped} skipped", flush=True)
+    label = os.environ.get("SVC_SDK_LIVE_LABEL") or "python"
+    print(f"{label}: {passed} passed, {failed} failed, {skipped} skipped", flush=True)
     if failed or result.testsRun == 0:
         return 1
     return 0

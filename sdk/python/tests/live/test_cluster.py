@@ -17,7 +17,7 @@ import uuid
 
 from tests import util  # noqa: F401
 from tests.live.harness import Balancer, Fixtures, Gateway, make_workdir, remove_workdir, wait_until
-from tests.live.test_live import POLICY, RECEIPT_PUB_B64, SVC_BIN, quiet_logger, require_bin
+from tests.live.test_live import POLICY, RECEIPT_PUB_B64, SVC_BIN, make_client, quiet_logger, require_bin
 from svc_sdk import ApprovalExpired, ApprovalRejected, Client
 
 PG_URL = os.environ.get("SVC_TEST_POSTGRES_URL", "")
@@ -87,7 +87,7 @@ class Cluster(unittest.TestCase):
     def client(self, **kw) -> tuple[Client, dict]:
         # Wait until the new agent's token works on both nodes (caches converge).
         a = self.fx.agent()
-        c = Client(self.lb.url, a["agent_token"], signing_key=a["signing_key"], receipt_public_key=RECEIPT_PUB_B64,
+        c = make_client(self.lb.url, a["agent_token"], signing_key=a["signing_key"], receipt_public_key=RECEIPT_PUB_B64,
                    logger=quiet_logger(self.id()), **kw)
         self.addCleanup(c.close)
         return c, a

@@ -25,8 +25,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from tests import util  # noqa: F401  (puts the SDK on sys.path)
 from tests.live.harness import (ADMIN_TOKEN, RECEIPT_SEED, Fixtures, Gateway, api, free_port, make_workdir,
                                 remove_workdir, wait_until)
+from tests.live.remote import DRIVER, Cancelled as DriverCancelled, DriverClient
 from svc_sdk import (ApprovalExpired, ApprovalRejected, ApprovalRequired, AsyncClient, Client, Denied, ReceiptInvalid,
                      SvcAuthError, SvcUnavailable, action_hash, ed25519)
+from svc_sdk._http import Cancel, Cancelled
 
 SVC_BIN = os.environ.get("SVC_BIN", "")
 RECEIPT_PUB_B64 = base64.b64encode(ed25519.public_key_from_seed(RECEIPT_SEED)).decode()
@@ -42,6 +44,35 @@ results contains {"decision": "redact", "reason": "live_redact", "redact_fields"
 \tinput.tool_call.tool == "redact_tool"
 }
 """
+
+
+def make_client(*args, **kw):
+    """The client under test: the Python Client, or with SVC_SDK_LIVE_DRIVER
+    set, another SDK driven through its conformance driver (same API)."""
+    if DRIVER:
+        return DriverClient(*args, **kw)
+    return Client(*args, **kw)
+
+
+def wait_cancelled_after(c, ref, seconds: float) -> None:
+    """Wait for an approval and cancel the wait after ``seconds`` through the
+    SDK's own cancellation; returns once the cancellation was reported."""
+    if DRIVER:
+        try:
+            c.wait_for_approval_cancelled_after(ref, seconds)
+        except DriverCancelled:
+            return
+        raise AssertionError("the cancelled wait returned an approval")
+    cancel = Cancel()
+    t = threading.Timer(seconds, cancel.cancel)
+    t.start()
+    try:
+        c._wait_for_approval(ref, None, cancel)
+    except Cancelled:
+        return
+    finally:
+        t.cancel()
+    raise AssertionError("the cancelled wait returned an approval")
 
 
 def require_bin() -> None:
@@ -86,7 +117,7 @@ class LiveBase(unittest.TestCase):
         a = self.fx.agent(signing=signing, **(agent_fields or {}))
         kw.setdefault("logger", self.log)
         kw.setdefault("receipt_public_key", RECEIPT_PUB_B64)
-        c = Client(kw.pop("url", self.gw.url), a["agent_token"], signing_key=a.get("signing_key"), **kw)
+        c = make_client(kw.pop("url", self.gw.url), a["agent_token"], signing_key=a.get("signing_key"), **kw)
         self.addCleanup(c.close)
         return c, a
 
@@ -156,7 +187,7 @@ class Outcomes(LiveBase):
         wrong = base64.b64encode(b"w" * 32).decode()
         ran = []
         for key in (wrong, None):
-            c = Client(self.gw.url, a["agent_token"], signing_key=key, logger=self.log)
+            c = make_client(self.gw.url, a["agent_token"], signing_key=key, logger=self.log)
             self.addCleanup(c.close)
             with self.assertRaises(SvcAuthError) as cm:
                 c.run({"tool": "search", "action": "q"}, lambda: ran.append(1))
@@ -164,7 +195,7 @@ class Outcomes(LiveBase):
         self.assertEqual(ran, [])
 
     def test_unknown_token(self):
-        c = Client(self.gw.url, "svc_agent_" + "A" * 43, logger=self.log)
+        c = make_client(self.gw.url, "svc_agent_" + "A" * 43, logger=self.log)
         self.addCleanup(c.close)
         with self.assertRaises(SvcAuthError):
             c.authorize("search", "q")
@@ -214,7 +245,7 @@ class Outcomes(LiveBase):
         a = self.fx.agent()
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
-            c = Client(self.gw.url, a["agent_token"], signing_key=a["signing_key"], api_version="v1", logger=self.log)
+            c = make_client(self.gw.url, a["agent_token"], signing_key=a["signing_key"], api_version="v1", logger=self.log)
             self.addCleanup(c.close)
             c.authorize("search", "q")
             c.authorize("search", "q")
@@ -323,7 +354,19 @@ class Approvals(LiveBase):
         payload = json.loads(body)
         self.assertEqual((payload["approval_id"], payload["status"], payload["action_hash"]), (d.approval_id, "APPROVED", d.action_hash))
 
+    def test_wait_cancelled_promptly(self):
+        """A wait that nobody answers ends at once when cancelled through the
+        language's own cancellation (Cancel, AbortSignal, context.Context)."""
+        c, _ = self.agent_client()
+        d = c.authorize(**self.TC, mutates_state=True)
+        self.assertEqual(d.decision, "require_approval")
+        t0 = time.monotonic()
+        wait_cancelled_after(c, d, 0.5)
+        self.assertLess(time.monotonic() - t0, 3.0)  # not the 5 s expiry or the 25 s long-poll
+
     def test_async(self):
+        if DRIVER:
+            self.skipTest("Python's AsyncClient only; test_wait_cancelled_promptly covers the driver's cancellation")
         a = self.fx.agent()
 
         async def main():
@@ -398,7 +441,7 @@ class Stopped(unittest.TestCase):
         self.addCleanup(gw.stop)
         fx = Fixtures(gw.url)
         a = fx.agent()
-        c = Client(gw.url, a["agent_token"], signing_key=a["signing_key"], timeout=1.5, logger=quiet_logger(self.id()))
+        c = make_client(gw.url, a["agent_token"], signing_key=a["signing_key"], timeout=1.5, logger=quiet_logger(self.id()))
         self.addCleanup(c.close)
         self.assertTrue(c.authorize("search", "q").allowed)
         gw.proc.kill()
@@ -432,7 +475,7 @@ class RateLimited(unittest.TestCase):
 
     def client(self, timeout: float) -> Client:
         a = self.fx.agent()
-        c = Client(self.gw.url, a["agent_token"], signing_key=a["signing_key"], timeout=timeout, retries=2,
+        c = make_client(self.gw.url, a["agent_token"], signing_key=a["signing_key"], timeout=timeout, retries=2,
                    logger=quiet_logger(self.id()))
         self.addCleanup(c.close)
         return c
