@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Test step of the Go SDK (scripts/sdk.sh test): every unit test of the
+# module (the shared vectors of testdata/jcs and testdata/sdk read in place,
+# the client against a scripted fake svc, the driver), then a last line
+# "go: N passed, N failed, N skipped". Exit status non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+go test -count=1 -json ./... "$@" >"$out"
+status=$?
+# Human-readable output: the failures' logs and the package summaries.
+python3 - "$out" <<'PY' || true
+import json, sys
+passed = failed = skipped = 0
+logs = {}
+for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
+    try:
+        e = json.loads(line)
+    except ValueError:
+        print(line, end="")
+        continue
+    t, a = e.get("Test"), e.get("Action")
+    key = (e.get("Package"), t)
+    if a == "output":
+        if t:
+            logs.setdefault(key, []).append(e.get("Output", ""))
+        else:
+            print(e.get("Output", ""), end="")
+    elif t and a in ("pass", "fail", "skip"):
+        if a == "fail":
+            failed += 1
+            print("".join(logs.get(key, [])), end="")
+        elif a == "pass":
+            passed += 1
+        else:
+            skipped += 1
+with open(sys.argv[1] + ".counts", "w") as f:
+    f.write(f"{passed} {failed} {skipped}\n")
+PY
+read -r passed failed skipped <"$out.counts" 2>/dev/null || { passed=0; failed=1; skipped=0; }
+rm -f "$out.counts"
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+echo "go: $passed passed, $failed failed, $skipped skipped"
+[ "$status" -eq 0 ] && [ "$failed" -eq 0 ]
