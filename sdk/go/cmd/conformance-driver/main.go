@@ -299,8 +299,8 @@ type capture struct {
 type captureHandler struct{ c *capture }
 
 func (h captureHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (h captureHandler) WithAttrs([]slog.Attr) slog.Handler        { return h }
-func (h captureHandler) WithGroup(string) slog.Handler             { return h }
+func (h captureHandler) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h captureHandler) WithGroup(string) slog.Handler                { return h }
 func (h captureHandler) Handle(_ context.Context, r slog.Record) error {
 	msg := r.Message
 	kind := "other"
