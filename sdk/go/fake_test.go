@@ -53,7 +53,9 @@ type fake struct {
 }
 
 func newFake(t *testing.T) *fake {
-	f := &fake{handler: func(fakeReq) reply { return reply{status: 200, body: map[string]any{"decision": "allow", "reason": "ok"}} }}
+	f := &fake{handler: func(fakeReq) reply {
+		return reply{status: 200, body: map[string]any{"decision": "allow", "reason": "ok"}}
+	}}
 	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		req := fakeReq{Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: b}
