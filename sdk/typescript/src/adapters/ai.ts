@@ -106,7 +106,7 @@ export function svcTool<T extends AiToolLike>(client: Client, tool: T, opts: Svc
         return await guardedRun(client, name, input as Record<string, unknown>, (params) => execute(params, options), {
           ...opts,
           wait: mode !== "result",
-          pending,
+          prior: pending,
           signal: options?.abortSignal,
         });
       } catch (err) {

@@ -8,7 +8,7 @@
  * redaction applied) that svc returned for exactly the parameters it gets.
  */
 
-import type { Client, Decision, ToolCall } from "../index.js";
+import { actionHash, type Client, type Decision, type ToolCall } from "../index.js";
 
 /** A value, or a function of the tool's input (and the framework's tool name). */
 export type PerCall<T, I = Record<string, unknown>> = T | ((input: I, name: string) => T);
@@ -175,9 +175,10 @@ export interface GuardedRunOptions<I> extends SvcCallOptions<I> {
   /** On require_approval: wait for svc's approval (true), or refuse with a
    * result naming the approval_id (false). */
   wait?: boolean;
-  /** An approval svc already asked for, for this very call (the framework's
-   * own approval flow ran in between): wait for it and present it. */
-  pending?: Decision;
+  /** The decision svc already gave about this very call (the framework's
+   * "needs approval?" hook asked): applied rather than asked again. A
+   * require_approval is waited for and presented. */
+  prior?: Decision;
   signal?: AbortSignal;
 }
 
@@ -204,16 +205,24 @@ export async function guardedRun<I, T>(
   if (opts.approvalTimeout !== undefined) runOpts.approvalTimeout = opts.approvalTimeout;
   if (opts.mask !== undefined) runOpts.mask = opts.mask;
   try {
-    if (opts.pending && opts.pending.approvalId) {
+    const prior = opts.prior;
+    if (prior && prior.decision === "require_approval" && prior.approvalId) {
       const waitOpts: Record<string, unknown> = {};
       if (opts.approvalTimeout !== undefined) waitOpts.timeout = opts.approvalTimeout;
       if (opts.signal) waitOpts.signal = opts.signal;
-      const approval = await client.waitForApproval(opts.pending, waitOpts as never);
+      const approval = await client.waitForApproval(prior, waitOpts as never);
       // Present the approved call (as edited by the approver, if edited): svc
       // answers allow (consuming the approval) and only then does fn run.
       return await client.run(approval.call as ToolCall, body, { ...runOpts, approvalId: approval.approvalId } as never);
     }
-    return await client.run(toCall(name, input, opts), body, runOpts as never);
+    const call = toCall(name, input, opts);
+    if (prior && prior.decision !== "require_approval" && prior.toolCall && sameCall(prior, call)) {
+      // One decision per tool call: apply the one svc gave (redaction, and the
+      // receipt check when a key is pinned, are the client's own finish step).
+      const params = await finish(client, prior, opts.mask, opts.signal);
+      return await body(params);
+    }
+    return await client.run(call, body, runOpts as never);
   } catch (err) {
     if (ran) throw err;
     const r = refusalOf(err);
@@ -246,6 +255,22 @@ export async function askForApproval<I>(
     if (refusalOf(err)) return null;
     throw err;
   }
-  if (d.decision === "require_approval" && d.approvalId && toolCallId) store.set(toolCallId, d);
+  if (toolCallId) store.set(toolCallId, d);
   return d;
+}
+
+export function sameCall(d: Decision, call: ToolCall): boolean {
+  try {
+    return !!d.actionHash && actionHash(call) === d.actionHash;
+  } catch {
+    return false;
+  }
+}
+
+/** The client's finish step (`Client.finish`, @internal in the core): throws
+ * Denied unless `d` lets its call run; returns the parameters (redacted on
+ * redact, `undefined` mask meaning "remove"; receipt verified when pinned). */
+async function finish(client: Client, d: Decision, mask: unknown, signal?: AbortSignal): Promise<Record<string, unknown>> {
+  const c = client as unknown as { finish: (call: unknown, d: Decision, mask: unknown, signal?: AbortSignal) => Promise<Record<string, unknown>> };
+  return c.finish(d.toolCall, d, mask, signal);
 }

@@ -95,11 +95,11 @@ export function svcWrapToolCall(client: Client, opts: SvcLangChainOptions<any> =
     const signal = request.runtime?.signal;
     const refuse = async (r: SvcToolRefused) =>
       toolMessage(opts, { content: r.message, tool_call_id: id, name, status: "error", artifact: { svc: r.info } });
-    const run = (pending?: Decision) =>
+    const run = (prior?: Decision) =>
       guardedRun(client, name, args, (params) => handler({ ...request, toolCall: { ...call, args: params } }), {
         ...opts,
         wait: true,
-        pending,
+        prior,
         signal,
       });
 
@@ -118,9 +118,9 @@ export function svcWrapToolCall(client: Client, opts: SvcLangChainOptions<any> =
           throw err;
         }
         if (d.decision !== "require_approval" || !d.approvalId) {
-          // Decided without a human: run() asks again and applies it (allow,
-          // redact) or refuses (deny, quarantine). One more decision on record.
-          return await run();
+          // Decided without a human: apply it (allow, redact) or refuse (deny,
+          // quarantine, require_approval without an approval_id).
+          return await run(d);
         }
         if (mode === "result") return await refuse(refusalOf(Object.assign(new Error("approval required"), { name: "ApprovalRequired", decision: d }))!);
         if (id) approvals.set(id, d);

@@ -40,6 +40,7 @@ import {
   guardedRun,
   isObject,
   refusalOf,
+  sameCall,
   toCall,
 } from "./common.js";
 
@@ -127,7 +128,7 @@ export function svcFunctionTool<T extends FunctionToolLike>(
         return await guardedRun(client, name, args, (params) => invoke(runContext, JSON.stringify(params), details), {
           ...opts,
           wait: mode !== "result",
-          pending,
+          prior: pending,
           signal: details?.signal,
         });
       } catch (err) {
@@ -166,38 +167,35 @@ export function svcToolInputGuardrail(client: Client, opts: SvcAgentsOptions<any
       } catch {
         return reject("svc: the tool call's arguments are not JSON; the tool did not run.", { decision: "deny", reason: "invalid_arguments" });
       }
-      const pending = approvals.get(toolCall.callId);
+      const stored = approvals.get(toolCall.callId);
+      const call = toCall(toolCall.name, args, opts);
+      const waitOpts = (opts.approvalTimeout !== undefined ? { timeout: opts.approvalTimeout } : {}) as never;
       try {
         let d: Decision;
-        let edited = false;
         let approvalId: string | null = null;
-        if (pending) {
-          const a = await client.waitForApproval(pending, (opts.approvalTimeout !== undefined ? { timeout: opts.approvalTimeout } : {}) as never);
-          edited = !!a.edited;
+        if (stored && (stored.decision === "require_approval" || sameCall(stored, call))) {
+          d = stored; // asked by svcNeedsApproval already: one decision per call
+        } else {
+          d = await client.authorize(call, authorizeOptions(toolCall.name, args, opts) as never);
+          if (d.decision === "require_approval" && (!d.approvalId || opts.approval === "result")) {
+            const r = refusalOf(approvalRequired(d))!;
+            return reject(r.message, r.info);
+          }
+        }
+        if (d.decision === "require_approval") {
+          if (!d.approvalId) {
+            const r = refusalOf(denied(d))!;
+            return reject(r.message, r.info);
+          }
+          const a = await client.waitForApproval(d, waitOpts);
           approvalId = a.approvalId;
-          if (edited) {
+          if (a.edited) {
             return reject(
               `svc: approval ${a.approvalId} was granted with edited parameters, which a guardrail cannot apply; the tool did not run (wrap it with svcFunctionTool).`,
               { decision: "require_approval", reason: "approval_edited", approval_id: a.approvalId },
             );
           }
           d = await client.authorize(a.call as never, { ...authorizeOptions(toolCall.name, args, opts), approvalId: a.approvalId } as never);
-        } else {
-          d = await client.authorize(toCall(toolCall.name, args, opts), authorizeOptions(toolCall.name, args, opts) as never);
-          if (d.decision === "require_approval") {
-            if (!d.approvalId || opts.approval === "result") {
-              return reject(refusalOf(approvalRequired(d))!.message, refusalOf(approvalRequired(d))!.info);
-            }
-            const a = await client.waitForApproval(d, (opts.approvalTimeout !== undefined ? { timeout: opts.approvalTimeout } : {}) as never);
-            approvalId = a.approvalId;
-            if (a.edited) {
-              return reject(
-                `svc: approval ${a.approvalId} was granted with edited parameters, which a guardrail cannot apply; the tool did not run (wrap it with svcFunctionTool).`,
-                { decision: "require_approval", reason: "approval_edited", approval_id: a.approvalId },
-              );
-            }
-            d = await client.authorize(a.call as never, { ...authorizeOptions(toolCall.name, args, opts), approvalId: a.approvalId } as never);
-          }
         }
         if (d.decision === "allow") return { behavior: { type: "allow" }, outputInfo: { decision: "allow", reason: d.reason, decision_id: d.decisionId, approval_id: approvalId } };
         if (d.decision === "redact") {
@@ -213,7 +211,7 @@ export function svcToolInputGuardrail(client: Client, opts: SvcAgentsOptions<any
         if (r) return reject(r.message, r.info);
         throw err;
       } finally {
-        if (pending) approvals.delete(toolCall.callId);
+        if (stored) approvals.delete(toolCall.callId);
       }
     },
   };
