@@ -12,7 +12,10 @@ if [ ! -f dist/index.js ] || [ ! -f dist/conformance.js ]; then
 fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-node --test --test-reporter=tap --test-concurrency="${SVC_TS_TEST_CONCURRENCY:-2}" test/ "$@" | tee "$out"
+# test files only (*.test.mjs / *.test.js, test/frameworks/ included); helpers
+# beside them are imported, not run
+mapfile -t files < <(find test -name node_modules -prune -o -type f \( -name '*.test.mjs' -o -name '*.test.js' -o -name '*.test.cjs' \) -print | sort)
+node --test --test-reporter=tap --test-concurrency="${SVC_TS_TEST_CONCURRENCY:-2}" "$@" "${files[@]}" | tee "$out"
 status=${PIPESTATUS[0]}
 num() { sed -n "s/^# $1 \([0-9][0-9]*\)$/\1/p" "$out" | tail -1; }
 pass=$(num pass); fail=$(num fail); skipped=$(num skipped); todo=$(num todo); cancelled=$(num cancelled)
