@@ -68,10 +68,28 @@ export interface SvcLangChainOptions<I = Record<string, unknown>> extends SvcCal
 
 const CORE_MESSAGES = "@langchain/core/messages";
 
-async function toolMessage(opts: SvcLangChainOptions<any>, fields: { content: string; tool_call_id: string; name: string; status: "error"; artifact?: unknown }): Promise<unknown> {
+type ToolMessageFields = { content: string; tool_call_id: string; name: string; status: "error"; artifact?: unknown };
+let toolMessageClass: Promise<(new (f: ToolMessageFields) => unknown) | null> | null = null;
+
+/** ToolMessage of `@langchain/core`, resolved from where svc-sdk is installed
+ * (next to langchain in an application); null when it cannot be found. */
+function loadToolMessage(): Promise<(new (f: ToolMessageFields) => unknown) | null> {
+  toolMessageClass ??= import(CORE_MESSAGES).then(
+    (m: { ToolMessage?: new (f: ToolMessageFields) => unknown }) => m.ToolMessage ?? null,
+    () => null,
+  );
+  return toolMessageClass;
+}
+
+/** The refusal as the tool's result: an error ToolMessage when the class is at
+ * hand; else the framework's own handler builds the ToolMessage around the
+ * text, from a stand-in tool (the real tool is never called). */
+async function refusalMessage(opts: SvcLangChainOptions<any>, fields: ToolMessageFields, request: LcToolCallRequest, handler: LcToolCallHandler): Promise<unknown> {
   if (opts.toolMessage) return opts.toolMessage(fields);
-  const mod = (await import(CORE_MESSAGES)) as { ToolMessage: new (f: unknown) => unknown };
-  return new mod.ToolMessage(fields);
+  const TM = await loadToolMessage();
+  if (TM) return new TM(fields);
+  const standIn = { name: fields.name, invoke: async () => fields.content };
+  return handler({ ...request, tool: standIn });
 }
 
 function hasCheckpointer(req: LcToolCallRequest): boolean {
@@ -94,7 +112,7 @@ export function svcWrapToolCall(client: Client, opts: SvcLangChainOptions<any> =
     const args = call.args ?? {};
     const signal = request.runtime?.signal;
     const refuse = async (r: SvcToolRefused) =>
-      toolMessage(opts, { content: r.message, tool_call_id: id, name, status: "error", artifact: { svc: r.info } });
+      refusalMessage(opts, { content: r.message, tool_call_id: id, name, status: "error", artifact: { svc: r.info } }, request, handler);
     const run = (prior?: Decision) =>
       guardedRun(client, name, args, (params) => handler({ ...request, toolCall: { ...call, args: params } }), {
         ...opts,
