@@ -514,7 +514,7 @@ class Client:
         try:
             resp = self._call("POST", "/authorize", time.monotonic() + self.timeout, body, signed=True)
         except SvcUnavailable as e:
-            if self._may_fail_open(tool, action, mutates_state):
+            if approval_id is None and self._may_fail_open(tool, action, mutates_state):
                 with self._lock:
                     self.fail_open_count += 1
                     n = self.fail_open_count

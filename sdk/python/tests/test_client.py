@@ -284,6 +284,9 @@ class FailOpen(Base):
             with self.subTest(tc=tc, mut=mut):
                 with self.assertRaises(SvcUnavailable):
                     c.run(tc, lambda: ran.append(1), mutates_state=mut)
+        # nor does a presented approval, even for a listed read-only tool
+        with self.assertRaises(SvcUnavailable):
+            c.authorize("search", "q", approval_id="0190d5c2-0000-7000-8000-000000000000")
         self.assertEqual((ran, c.fail_open_count), ([], 0))
 
     def test_errors_other_than_unavailable_never_fail_open(self):
