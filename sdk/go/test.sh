@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Test step of the Go SDK (scripts/sdk.sh test): every unit test of the
 # module (the shared vectors of testdata/jcs and testdata/sdk read in place,
-# the client against a scripted fake svc, the driver), then a last line
-# "go: N passed, N failed, N skipped". Exit status non-zero on any failure.
+# the client against a scripted fake svc, the driver), then a line
+# "go: N passed, N failed, N skipped", then the shared live suite through the
+# driver ("go live: ..."). Exit status non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")"
 out=$(mktemp)
@@ -42,4 +43,10 @@ read -r passed failed skipped <"$out.counts" 2>/dev/null || { passed=0; failed=1
 rm -f "$out.counts"
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
 echo "go: $passed passed, $failed failed, $skipped skipped"
-[ "$status" -eq 0 ] && [ "$failed" -eq 0 ]
+unit=0
+[ "$status" -eq 0 ] && [ "$failed" -eq 0 ] || unit=1
+# The shared live suite against a real svc (SVC_BIN), through this SDK's
+# conformance driver (sdk/README.md; scripts/sdk-live.sh).
+live=0
+../../scripts/sdk-live.sh go || live=1
+[ "$unit" -eq 0 ] && [ "$live" -eq 0 ]
