@@ -705,8 +705,6 @@ export class Client {
     }
     if (resp.status === 403) {
       const err = SvcError.fromResponse(403, body, resp.headers);
-      let message = "";
-      if (isObj(body) && typeof body.message === "string") message = body.message;
       return new Decision({
         ...extra,
         decision: "deny",
@@ -714,7 +712,7 @@ export class Client {
         requestId: rid,
         raw: body,
         status: 403,
-        message: message || err.message,
+        message: err.message,
       });
     }
     throw errorClass(resp.status).fromResponse(resp.status, body, resp.headers, "svc: ");
