@@ -1,14 +1,14 @@
 // The Vercel AI SDK adapter (svc-sdk/adapters/ai) in generateText's own tool
 // loop, with a scripted model, against a real svc gateway.
 
-import { after, before, describe, test } from "node:test";
+import { after, before, describe } from "node:test";
 import assert from "node:assert/strict";
 import { generateText, tool, stepCountIs } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 import { z } from "zod";
 import { Client } from "../../dist/index.js";
 import { svcTool, svcTools, svcNeedsApproval, svcApprovalResponse, SvcToolRefused } from "../../dist/adapters/ai.js";
-import { agentClient, skipReason, startSvc, stoppedGatewayUrl } from "./harness.mjs";
+import { agentClient, skipReason, startSvc, stoppedGatewayUrl, test } from "./harness.mjs";
 
 const skip = skipReason();
 const usage = {
@@ -53,9 +53,10 @@ function seen(model) {
   return JSON.stringify(model.doGenerateCalls.at(-1).prompt.filter((m) => m.role === "tool"));
 }
 
-describe("ai adapter", { skip }, () => {
+describe("ai adapter", () => {
   let svc;
   before(async () => {
+    if (skip) return;
     svc = await startSvc();
   });
   after(async () => {

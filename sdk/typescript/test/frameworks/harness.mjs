@@ -3,6 +3,7 @@
 // (after sdk/python/tests/live/harness.py).
 
 import { spawn } from "node:child_process";
+import { test as nodeTest } from "node:test";
 import { mkdtempSync, openSync, readFileSync, rmSync, closeSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -29,6 +30,12 @@ results contains {"decision": "redact", "reason": "fw_redact", "redact_fields": 
 results contains {"decision": "allow", "reason": "fw_read_only"} if { named("read_tool"); input.mutates_state == false }
 results contains {"decision": "deny", "reason": "fw_read_tool_mutates"} if { named("read_tool"); input.mutates_state == true }
 `;
+
+/** node:test's test, skipped (each test counted as skipped) without SVC_BIN. */
+export function test(name, fn) {
+  const skip = skipReason();
+  return skip ? nodeTest(name, { skip }, fn) : nodeTest(name, fn);
+}
 
 /** Skip (or, under CI=true, fail) when there is no gateway binary. */
 export function skipReason() {
@@ -203,6 +210,20 @@ export class Fixtures {
     const r = await this.call("POST", `/v2/approvals/${approvalId}/${action}`, body);
     if (r.status !== 200) throw new Error(`${action} ${approvalId}: ${r.status} ${JSON.stringify(r.body)}`);
     return r.body;
+  }
+
+  /** Register an MCP server (stdio: the manifest is given) and approve its tools,
+   * so that svc authorizes mcp:<key> calls by policy. */
+  async mcpServer(key, toolNames) {
+    let r = await this.call("POST", "/v1/mcp/servers", { server_key: key, transport: "stdio" });
+    if (r.status !== 201) throw new Error(`register mcp server: ${r.status} ${JSON.stringify(r.body)}`);
+    const tools = toolNames.map((name) => ({ name, description: name, inputSchema: { type: "object" } }));
+    r = await this.call("POST", `/v1/mcp/servers/${key}/discover`, { tools });
+    if (r.status !== 200) throw new Error(`discover mcp server: ${r.status} ${JSON.stringify(r.body)}`);
+    for (const name of toolNames) {
+      r = await this.call("POST", `/v1/mcp/servers/${key}/tools/${name}/approve`);
+      if (r.status !== 200) throw new Error(`approve mcp tool ${name}: ${r.status} ${JSON.stringify(r.body)}`);
+    }
   }
 
   /** In the background: wait for the agent's PENDING approval, then decide it. */

@@ -3,14 +3,14 @@
 // against a real svc gateway; require_approval as LangGraph's interrupt()
 // (with a checkpointer) or svc's wait (without).
 
-import { after, before, describe, test } from "node:test";
+import { after, before, describe } from "node:test";
 import assert from "node:assert/strict";
 import { createAgent, FakeToolCallingModel, tool, ToolMessage } from "langchain";
 import { Command, MemorySaver } from "@langchain/langgraph";
 import { z } from "zod";
 import { Client } from "../../dist/index.js";
 import { svcMiddleware } from "../../dist/adapters/langchain.js";
-import { agentClient, skipReason, startSvc, stoppedGatewayUrl } from "./harness.mjs";
+import { agentClient, skipReason, startSvc, stoppedGatewayUrl, test } from "./harness.mjs";
 
 const skip = skipReason();
 
@@ -50,9 +50,10 @@ function recorder(name) {
   return { t, calls };
 }
 
-describe("langchain adapter", { skip }, () => {
+describe("langchain adapter", () => {
   let svc;
   before(async () => {
+    if (skip) return;
     svc = await startSvc();
   });
   after(async () => {
