@@ -4,7 +4,9 @@
 # testdata/ read in place, the client against a scripted fake server, the
 # driver as a subprocess). The last line is
 #   typescript: N passed, N failed, N skipped
-# and the exit status is non-zero when a test failed.
+# then the shared live suite against a real svc (SVC_BIN) through this SDK's
+# conformance driver (scripts/sdk-live.sh; last line "typescript live: ...").
+# The exit status is non-zero when a test failed.
 set -uo pipefail
 cd "$(dirname "$0")"
 if [ ! -f dist/index.js ] || [ ! -f dist/conformance.js ]; then
@@ -22,4 +24,10 @@ pass=$(num pass); fail=$(num fail); skipped=$(num skipped); todo=$(num todo); ca
 pass=${pass:-0}; fail=${fail:-0}; skipped=$(( ${skipped:-0} + ${todo:-0} )); fail=$(( fail + ${cancelled:-0} ))
 if [ "$status" -ne 0 ] && [ "$fail" -eq 0 ]; then fail=1; fi
 echo "typescript: $pass passed, $fail failed, $skipped skipped"
-[ "$status" -eq 0 ] && [ "$fail" -eq 0 ]
+unit=0
+[ "$status" -eq 0 ] && [ "$fail" -eq 0 ] || unit=1
+live=0
+if [ "${SVC_TS_SKIP_LIVE:-}" != 1 ]; then
+  ../../scripts/sdk-live.sh typescript || live=1
+fi
+[ "$unit" -eq 0 ] && [ "$live" -eq 0 ]

@@ -668,7 +668,7 @@ export class Client {
     try {
       resp = await this.send("POST", "/authorize", now() + this.timeout * 1000, body, true, opts.signal);
     } catch (e) {
-      if (e instanceof SvcUnavailable && this.mayFailOpen(tc.tool, tc.action, mutatesState)) {
+      if (e instanceof SvcUnavailable && plain.approval_id === undefined && this.mayFailOpen(tc.tool, tc.action, mutatesState)) {
         this.failOpenCount += 1;
         this.logAt(
           "warn",

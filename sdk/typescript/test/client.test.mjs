@@ -294,6 +294,13 @@ describe("fail-open", () => {
     assert.equal(c.failOpenCount, 3);
   });
 
+  test("presenting an approval never fails open", async () => {
+    fake.script(reply(503, envelope(503, "ServiceUnavailable")));
+    const c = client({ failOpenTools: ["search"], timeout: 1, retries: 0 });
+    await assert.rejects(c.authorize({ tool: "search", action: "q" }, { approvalId: "ap1" }), SvcUnavailable);
+    assert.equal(c.failOpenCount, 0);
+  });
+
   test("a mutating call never fails open", async () => {
     fake.script(reply(503, envelope(503, "ServiceUnavailable")));
     const c = client({ failOpenTools: ["search"], timeout: 1, retries: 0 });
