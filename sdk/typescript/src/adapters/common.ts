@@ -216,7 +216,7 @@ export async function guardedRun<I, T>(
       return await client.run(approval.call as ToolCall, body, { ...runOpts, approvalId: approval.approvalId } as never);
     }
     const call = toCall(name, input, opts);
-    if (prior && prior.decision !== "require_approval" && prior.toolCall && sameCall(prior, call)) {
+    if (prior && prior.decision !== "require_approval" && prior.toolCall && sameCall(prior, call) && hasFinish(client)) {
       // One decision per tool call: apply the one svc gave (redaction, and the
       // receipt check when a key is pinned, are the client's own finish step).
       const params = await finish(client, prior, opts.mask, opts.signal);
@@ -265,6 +265,10 @@ export function sameCall(d: Decision, call: ToolCall): boolean {
   } catch {
     return false;
   }
+}
+
+function hasFinish(client: Client): boolean {
+  return typeof (client as unknown as { finish?: unknown }).finish === "function";
 }
 
 /** The client's finish step (`Client.finish`, @internal in the core): throws

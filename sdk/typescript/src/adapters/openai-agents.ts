@@ -122,7 +122,7 @@ export function svcFunctionTool<T extends FunctionToolLike>(
       try {
         args = parseArgs(input);
       } catch {
-        return invoke(runContext, input, details); // the tool reports its own input error; nothing runs
+        return "svc: the tool call's arguments are not JSON, so svc could not be asked; the tool did not run.";
       }
       try {
         return await guardedRun(client, name, args, (params) => invoke(runContext, JSON.stringify(params), details), {

@@ -27,6 +27,10 @@ results contains {"decision": "deny", "reason": "fw_deny"} if { named("deny_tool
 results contains {"decision": "quarantine", "reason": "fw_quarantine"} if { named("quarantine_tool") }
 results contains {"decision": "require_approval", "reason": "fw_approval"} if { named("approval_tool") }
 results contains {"decision": "redact", "reason": "fw_redact", "redact_fields": ["parameters.card", "parameters.meta.ssn"]} if { named("redact_tool") }
+results contains {"decision": "require_approval", "reason": "fw_quickstart_approval"} if { named("send_email") }
+results contains {"decision": "require_approval", "reason": "fw_quickstart_approval"} if { named("refund") }
+results contains {"decision": "require_approval", "reason": "fw_quickstart_approval"} if { named("delete_branch") }
+results contains {"decision": "deny", "reason": "fw_quickstart_deny"} if { named("create_issue") }
 results contains {"decision": "allow", "reason": "fw_read_only"} if { named("read_tool"); input.mutates_state == false }
 results contains {"decision": "deny", "reason": "fw_read_tool_mutates"} if { named("read_tool"); input.mutates_state == true }
 `;
