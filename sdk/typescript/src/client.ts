@@ -418,6 +418,12 @@ export function toJsonValue(v: unknown, what = "value", depth = 0): unknown {
   return out;
 }
 
+/** Empty once white space is stripped (the reference's str.strip(): also
+ * U+001C..U+001F; not U+FEFF, which JS trim() strips). */
+function blank(s: string): boolean {
+  return /^[\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$/.test(s);
+}
+
 function hasNul(v: unknown): boolean {
   if (typeof v === "string") return v.includes("\u0000");
   if (Array.isArray(v)) return v.some(hasNul);
@@ -588,8 +594,8 @@ export class Client {
     const { tool, action } = call;
     const resource = call.resource ?? null;
     let parameters = call.parameters ?? {};
-    if (typeof tool !== "string" || !tool.trim()) throw new InvalidRequest("tool must be a non-empty string", { errorCode: "invalid_tool_call" });
-    if (typeof action !== "string" || !action.trim()) throw new InvalidRequest("action must be a non-empty string", { errorCode: "invalid_tool_call" });
+    if (typeof tool !== "string" || blank(tool)) throw new InvalidRequest("tool must be a non-empty string", { errorCode: "invalid_tool_call" });
+    if (typeof action !== "string" || blank(action)) throw new InvalidRequest("action must be a non-empty string", { errorCode: "invalid_tool_call" });
     if (resource !== null && typeof resource !== "string") throw new InvalidRequest("resource must be a string or null", { errorCode: "invalid_tool_call" });
     if (!isObj(parameters)) throw new InvalidRequest("parameters must be an object", { errorCode: "invalid_tool_call" });
     parameters = toJsonValue(parameters, "parameters") as Record<string, unknown>;

@@ -204,7 +204,7 @@ describe("authorize", () => {
     for (const [call, opts] of cases) {
       await assert.rejects(c.authorize({ tool: "t", action: "a", ...call }, opts), InvalidRequest, JSON.stringify(Object.keys(call)));
     }
-    for (const [tool, action] of [["", "a"], ["t", " "], ["t\u0000", "a"], [undefined, "a"], ["t", 5]]) {
+    for (const [tool, action] of [["", "a"], ["t", " "], ["\u001c", "a"], ["t", "\u3000"], ["t\u0000", "a"], [undefined, "a"], ["t", 5]]) {
       await assert.rejects(c.authorize({ tool, action }), InvalidRequest);
     }
     assert.deepEqual(fake.requests, []);
