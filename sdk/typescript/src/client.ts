@@ -488,7 +488,7 @@ export class Client {
     this.ua = opts.userAgent ?? `svc-sdk-typescript/${VERSION}`;
     for (const t of opts.failOpenTools ?? []) {
       if (typeof t === "string") this.failOpen.add(normalizeIdentifier(t) + "\u0000");
-      else if (Array.isArray(t) && t.length === 2) {
+      else if (Array.isArray(t) && t.length === 2 && typeof t[0] === "string" && typeof t[1] === "string") {
         this.failOpen.add(normalizeIdentifier(t[0]) + "\u0000" + normalizeIdentifier(t[1]));
       } else throw new TypeError("failOpenTools holds a tool name or a [tool, action] pair");
     }
