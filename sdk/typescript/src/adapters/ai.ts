@@ -49,8 +49,9 @@ export { SvcToolRefused, type ApprovalStore, type RefusalInfo, type SvcCallOptio
 /** The part of an AI SDK `Tool` this module touches. */
 export interface AiToolLike {
   title?: string;
-  execute?: (input: any, options: AiExecuteOptions) => unknown;
-  needsApproval?: boolean | ((input: any, options: AiApprovalOptions) => boolean | PromiseLike<boolean>);
+  // `any` parameters: the AI SDK's own option types must be assignable here
+  execute?: (input: any, options: any) => unknown;
+  needsApproval?: boolean | ((input: any, options: any) => boolean | PromiseLike<boolean>);
   [k: string]: unknown;
 }
 
@@ -149,7 +150,7 @@ export interface SvcNeedsApprovalOptions<I = Record<string, unknown>> extends Sv
   approvals?: ApprovalStore;
 }
 
-export type SvcNeedsApprovalFn = ((input: unknown, options: AiApprovalOptions) => Promise<boolean>) & {
+export type SvcNeedsApprovalFn = ((input: any, options: AiApprovalOptions) => Promise<boolean>) & {
   approvals: ApprovalStore;
   client: Client;
   options: SvcNeedsApprovalOptions<any>;

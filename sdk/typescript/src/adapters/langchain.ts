@@ -105,7 +105,8 @@ function refusedByResume(v: unknown): boolean {
 /** The `wrapToolCall` hook. */
 export function svcWrapToolCall(client: Client, opts: SvcLangChainOptions<any> = {}) {
   const approvals: ApprovalStore = opts.approvals ?? new Map<string, Decision>();
-  return async (request: LcToolCallRequest, handler: LcToolCallHandler): Promise<unknown> => {
+  // `any` in the signature: langchain's ToolCallRequest / handler types must fit.
+  return async (request: LcToolCallRequest | any, handler: LcToolCallHandler | any): Promise<any> => {
     const call = request.toolCall;
     const id = call.id ?? "";
     const name = call.name;

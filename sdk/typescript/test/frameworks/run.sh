@@ -5,7 +5,8 @@
 # older than the lockfile, builds the SDK when dist/ is missing, runs every
 # *.test.mjs with node:test, and prints, last,
 #   typescript adapters: N passed, N failed, N skipped
-# Exit status non-zero on any failure. Without SVC_BIN the tests are skipped,
+# (the type check of types/check.ts counts as one test). Exit status non-zero
+# on any failure. Without SVC_BIN the tests are skipped,
 # loudly; under CI=true that is a failure. Does not take /tmp/svc-heavy.lock
 # itself (its caller may hold it): wrap it, e.g. flock /tmp/svc-heavy.lock ./run.sh
 set -uo pipefail
@@ -43,6 +44,15 @@ if [ ! -f ../../dist/adapters/ai.js ] || [ ! -f ../../dist/index.js ]; then
   fi
 fi
 
+# The adapters' structural types against the frameworks' own (compile only).
+typefail=0
+if ../../node_modules/.bin/tsc -p types; then
+  echo "ok - adapter types fit the frameworks' types (types/check.ts)"
+else
+  echo "not ok - adapter types do not fit the frameworks' types (types/check.ts)"
+  typefail=1
+fi
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 node --test --test-reporter=tap ./*.test.mjs 2>&1 | tee "$log"
@@ -53,7 +63,8 @@ pass=$(count pass)
 fail=$(count fail)
 skip=$(count skipped)
 cancelled=$(count cancelled)
-fail=$((fail + cancelled))
+fail=$((fail + cancelled + typefail))
+pass=$((pass + 1 - typefail))
 if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then fail=1; fi
 summary "$pass" "$fail" "$skip"
 [ "$rc" -eq 0 ] && [ "$fail" -eq 0 ]
