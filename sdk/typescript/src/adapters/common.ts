@@ -216,7 +216,7 @@ export async function guardedRun<I, T>(
       return await client.run(approval.call as ToolCall, body, { ...runOpts, approvalId: approval.approvalId } as never);
     }
     const call = toCall(name, input, opts);
-    if (prior && prior.decision !== "require_approval" && prior.toolCall && sameCall(prior, call) && hasFinish(client)) {
+    if (prior && prior.decision !== "require_approval" && prior.toolCall && fresh(prior) && sameCall(prior, call) && hasFinish(client)) {
       // One decision per tool call: apply the one svc gave (redaction, and the
       // receipt check when a key is pinned, are the client's own finish step).
       const params = await finish(client, prior, opts.mask, opts.signal);
@@ -255,8 +255,21 @@ export async function askForApproval<I>(
     if (refusalOf(err)) return null;
     throw err;
   }
+  askedAt.set(d, Date.now());
   if (toolCallId) store.set(toolCallId, d);
   return d;
+}
+
+/** When the "needs approval?" hook got each decision. A decision other than
+ * require_approval is applied at execution only within PRIOR_TTL_MS of it
+ * (the same step, in practice); later, or from a store that lost the time,
+ * svc is asked again. */
+const askedAt = new WeakMap<Decision, number>();
+export const PRIOR_TTL_MS = 60_000;
+
+export function fresh(d: Decision): boolean {
+  const t = askedAt.get(d);
+  return t !== undefined && Date.now() - t <= PRIOR_TTL_MS;
 }
 
 export function sameCall(d: Decision, call: ToolCall): boolean {

@@ -40,6 +40,7 @@ import {
   guardedRun,
   isObject,
   refusalOf,
+  fresh,
   sameCall,
   toCall,
 } from "./common.js";
@@ -173,7 +174,7 @@ export function svcToolInputGuardrail(client: Client, opts: SvcAgentsOptions<any
       try {
         let d: Decision;
         let approvalId: string | null = null;
-        if (stored && (stored.decision === "require_approval" || sameCall(stored, call))) {
+        if (stored && (stored.decision === "require_approval" || (fresh(stored) && sameCall(stored, call)))) {
           d = stored; // asked by svcNeedsApproval already: one decision per call
         } else {
           d = await client.authorize(call, authorizeOptions(toolCall.name, args, opts) as never);
