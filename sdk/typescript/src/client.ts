@@ -968,8 +968,15 @@ export class Client {
     if (!wait) throw new ApprovalRequired(`svc: approval required (approval_id ${d.approvalId})`, d);
   }
 
-  /** @internal Throw unless `d` lets `call` run; return the parameters the
-   * tool receives (redacted on redact; receipt checked first when pinned). */
+  /**
+   * Apply a decision this client returned for `call` (its `decision.toolCall`):
+   * throw unless it lets the call run (Denied), and return the parameters the
+   * tool receives (redacted on redact, `mask` in place of each redacted value
+   * when given; with a pinned receipt key, the receipt of a mutating call is
+   * fetched and checked first). `run` ends with it; framework adapters use it
+   * to run a tool on the decision an earlier hook of the framework asked for,
+   * so that one tool call is one svc decision.
+   */
   async finish(call: SentToolCall, d: Decision, mask: unknown, signal?: AbortSignal): Promise<Record<string, unknown>> {
     if (!d.allowed) throw new Denied(`svc: ${d.decision} (${d.reason})`, d);
     let params: Record<string, unknown> = { ...(call.parameters ?? {}) };
@@ -990,7 +997,11 @@ export class Client {
     return [d.toolCall ?? call, d];
   }
 
-  /** @internal run's steps, returning the parameters and the decision that let the tool run. */
+  /**
+   * `run` without running the tool: authorize, wait for and present an
+   * approval when svc asks for one, and return the parameters the tool would
+   * receive with the decision that lets it run. Throws as `run` does.
+   */
   async authorizeToRun(call: ToolCall, opts: RunOptions = {}): Promise<{ parameters: Record<string, unknown>; decision: Decision }> {
     const { wait, approvalTimeout, mask, ...authOpts } = opts;
     const hasMask = Object.prototype.hasOwnProperty.call(opts, "mask") && mask !== undefined;

@@ -1,4 +1,4 @@
-// The quick starts of src/adapters/README.md, run as written (relative imports
+// The quick starts of README.md (section "Framework adapters"), run as written (relative imports
 // instead of svc-sdk/adapters/*, scripted models, and the operator deciding
 // in svc where the README says "decide it in svc").
 
