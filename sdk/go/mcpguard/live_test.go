@@ -422,3 +422,86 @@ func TestLiveSvcStoppedFailsClosed(t *testing.T) {
 		t.Fatalf("the server received %d calls, want 1 (before the stop)", n)
 	}
 }
+
+func TestLiveNoWaitExpiredApprovalAsksAgain(t *testing.T) {
+	s := newSetup(t, Options{NoWait: true}, nil)
+	args := map[string]any{"amount": 9}
+	aid, _ := structured(t, mustCall(t, s, "approval_tool", args))["approval_id"].(string)
+	if aid == "" {
+		t.Fatal("no approval_id")
+	}
+	// SVC_APPROVAL_TTL_SECS=5: wait until svc says EXPIRED.
+	if !waitFor(20*time.Second, func() bool {
+		st, a := call(s.fx.gw.url, "GET", "/v2/approvals/"+aid, s.fx.op, nil)
+		m, _ := a.(map[string]any)
+		return st == 200 && m["status"] == "EXPIRED"
+	}) {
+		t.Fatal("the approval did not expire within 20 s")
+	}
+	res := mustCall(t, s, "approval_tool", args)
+	sc := structured(t, res)
+	if !res.IsError || sc["approval_status"] != "PENDING" || sc["approval_id"] == aid || sc["approval_id"] == "" {
+		t.Fatalf("after expiry: %v %v", res.IsError, sc)
+	}
+	if n := s.rec.total(); n != 0 {
+		t.Fatalf("the server received %d calls", n)
+	}
+}
+
+func TestLiveApprovalTimeoutAnswersPendingThenTheSameCallIsSent(t *testing.T) {
+	s := newSetup(t, Options{ApprovalTimeout: 300 * time.Millisecond}, nil)
+	args := map[string]any{"amount": 5}
+	res := mustCall(t, s, "approval_tool", args) // nobody decides within 300 ms
+	sc := structured(t, res)
+	aid, _ := sc["approval_id"].(string)
+	if !res.IsError || sc["approval_status"] != "PENDING" || aid == "" {
+		t.Fatalf("after the wait's timeout: %v %v", res.IsError, sc)
+	}
+	if err := s.fx.decide(aid, "approve", nil); err != nil {
+		t.Fatal(err)
+	}
+	res = mustCall(t, s, "approval_tool", args) // finds the remembered approval, APPROVED
+	if res.IsError {
+		t.Fatalf("after approval: %q", resultText(res))
+	}
+	if got := s.rec.got("approval_tool"); len(got) != 1 {
+		t.Fatalf("the server received %d calls", len(got))
+	}
+	if d := s.lastDecision(t); d.Reason != "approved" {
+		t.Fatalf("presenting decision %s %s", d.Decision, d.Reason)
+	}
+}
+
+func TestLiveCancelledWaitIsAnErrorAndNothingIsSent(t *testing.T) {
+	s := newSetup(t, Options{}, nil)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	go func() {
+		// cancel once the approval exists, that is while the guard waits
+		if _, err := s.fx.pendingApproval(s.agent.id, 20*time.Second); err == nil {
+			cancel()
+		}
+	}()
+	res, err := s.session.CallTool(ctx, &mcp.CallToolParams{Name: "approval_tool", Arguments: map[string]any{"x": 1}})
+	if err == nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v %v", res, err)
+	}
+	if n := s.rec.total(); n != 0 {
+		t.Fatalf("the server received %d calls", n)
+	}
+}
+
+type transfer struct {
+	Amount int    `json:"amount"`
+	To     string `json:"to"`
+	Card   string `json:"card,omitempty"`
+}
+
+func TestLiveStructArguments(t *testing.T) {
+	s := newSetup(t, Options{}, nil)
+	mustCall(t, s, "redact_tool", transfer{Amount: 3, To: "acct-2", Card: "4111"})
+	got := s.rec.got("redact_tool")
+	if len(got) != 1 {
+		t.Fatalf("the server received %d calls", len(got))
+	}
+	jsonEq(t, got[0], map[string]any{"amount": 3, "to": "acct-2"})
+}
