@@ -262,6 +262,7 @@ func (g *Guard) refused(ctx context.Context, p *mcp.CallToolParams, err error,
 		expired  *svcsdk.ApprovalExpired
 		d        *svcsdk.Decision
 		res      *mcp.CallToolResult
+		pending  bool // an approval still pending after a wait or a look
 	)
 	switch {
 	case errors.As(err, &denied) && denied.Decision != nil:
@@ -280,7 +281,7 @@ func (g *Guard) refused(ctx context.Context, p *mcp.CallToolParams, err error,
 		if expired.Approval != nil && expired.Approval.Status != "" {
 			status = expired.Approval.Status
 		}
-		if status == svcsdk.StatusPending {
+		if pending = status == svcsdk.StatusPending; pending {
 			g.remember(d)
 		}
 		res = approvalResult(d, status, expired.Approval)
@@ -291,7 +292,7 @@ func (g *Guard) refused(ctx context.Context, p *mcp.CallToolParams, err error,
 		g.opts.OnDecision(ctx, p, d)
 	}
 	if g.opts.RefusalsAsErrors {
-		if expired != nil && res.StructuredContent.(map[string]any)["approval_status"] == svcsdk.StatusPending {
+		if pending {
 			// still pending: what a NoWait caller is told at first
 			err = &svcsdk.ApprovalRequired{SvcError: svcsdk.SvcError{ErrorCode: d.Reason,
 				Message: fmt.Sprintf("svc: approval required (approval_id %s, still pending)", d.ApprovalID)}, Decision: d}

@@ -41,7 +41,7 @@ var receiptSeed = func() []byte {
 	return b
 }()
 
-var receiptPub = base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed(receiptSeed).Public().(ed25519.PublicKey))
+var receiptPub = base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed(receiptSeed)[32:]) // the public half
 
 // policy decides by the MCP tool's name (the action of tool mcp:guarded);
 // read_tool and plain_tool are allowed only when the call does not change
@@ -121,7 +121,11 @@ func freePort(t *testing.T) int {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	a, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		t.Fatalf("address %v", l.Addr())
+	}
+	return a.Port
 }
 
 // startGateway starts one svc process on loopback with a fresh SQLite
@@ -290,7 +294,11 @@ func newFixtures(t *testing.T, gw *gateway) *fixtures {
 	if st != 201 {
 		t.Fatalf("create tenant: %d %v", st, body)
 	}
-	f := &fixtures{gw: gw, op: body.(map[string]any)["operator_token"].(string)}
+	m, _ := body.(map[string]any)
+	f := &fixtures{gw: gw, op: str(m, "operator_token")}
+	if f.op == "" {
+		t.Fatalf("create tenant: no operator_token in %v", body)
+	}
 	f.must(t, 201, "POST", "/v2/policies", map[string]any{"name": "mcpguard_live", "rego": policy})
 	f.must(t, 201, "POST", "/v1/mcp/servers", map[string]any{"server_key": serverKey, "transport": "stdio"})
 	var tools []map[string]any
@@ -339,7 +347,11 @@ type agent struct {
 func (f *fixtures) agent(t *testing.T) agent {
 	t.Helper()
 	a := f.must(t, 201, "POST", "/v2/agents", map[string]any{"name": fmt.Sprintf("agent-%d", time.Now().UnixNano()), "signing_key": "generate"})
-	return agent{id: a["agent_id"].(string), token: a["agent_token"].(string), key: a["signing_key"].(string)}
+	ag := agent{id: str(a, "agent_id"), token: str(a, "agent_token"), key: str(a, "signing_key")}
+	if ag.id == "" || ag.token == "" || ag.key == "" {
+		t.Fatalf("create agent: %v", a)
+	}
+	return ag
 }
 
 // client is the agent's svc client, with the receipt key pinned (so every
@@ -396,7 +408,7 @@ func (f *fixtures) approver(agentID, action string, params map[string]any) <-cha
 	go func() {
 		a, err := f.pendingApproval(agentID, 20*time.Second)
 		if err == nil {
-			err = f.decide(a["approval_id"].(string), action, params)
+			err = f.decide(str(a, "approval_id"), action, params)
 		}
 		ch <- err
 	}()
@@ -554,6 +566,12 @@ func (s *setup) decisionCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.decisions)
+}
+
+// str is m[key] when it is a string, else "".
+func str(m map[string]any, key string) string {
+	s, _ := m[key].(string)
+	return s
 }
 
 // structured returns a result's structuredContent as an object.

@@ -257,7 +257,7 @@ func TestLiveReadOnlyHintDrivesMutatesState(t *testing.T) {
 	if !res.IsError || sc["reason"] != "live_mutating" {
 		t.Fatalf("plain_tool: %v %v", res.IsError, sc)
 	}
-	if rec := s.fx.decision(t, sc["decision_id"].(string)); rec["mutates_state"] != true {
+	if rec := s.fx.decision(t, str(sc, "decision_id")); rec["mutates_state"] != true {
 		t.Fatalf("plain_tool recorded mutates_state %v", rec["mutates_state"])
 	}
 	// The guard listed the tools once, for the first call.
