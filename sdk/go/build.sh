@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p bin
 go build ./...
+(cd mcpguard && go build ./...)
 go build -o bin/conformance-driver-bin ./cmd/conformance-driver
 chmod +x conformance-driver build.sh test.sh
 echo "svc/sdk/go built (bin/conformance-driver-bin)"

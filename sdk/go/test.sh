@@ -10,6 +10,9 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 go test -count=1 -json ./... "$@" >"$out"
 status=$?
+# mcpguard is a module of its own (it pulls the MCP SDK): its tests, live
+# against SVC_BIN, are counted with the others.
+(cd mcpguard && go test -count=1 -json ./... "$@") >>"$out" || status=1
 # Human-readable output: the failures' logs and the package summaries.
 python3 - "$out" <<'PY' || true
 import json, sys
