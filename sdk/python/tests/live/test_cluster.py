@@ -7,28 +7,13 @@ loudly otherwise. A fresh database is created for the run and dropped after.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import unittest
-import urllib.parse
-import uuid
 
 from tests import util  # noqa: F401
-from tests.live.harness import Balancer, Fixtures, Gateway, make_workdir, remove_workdir, wait_until
+from tests.live.harness import Fixtures, TwoNodes
 from tests.live.test_live import POLICY, RECEIPT_PUB_B64, SVC_BIN, make_client, quiet_logger, require_bin
 from svc_sdk import ApprovalExpired, ApprovalRejected, Client
-
-PG_URL = os.environ.get("SVC_TEST_POSTGRES_URL", "")
-VALKEY_URL = os.environ.get("SVC_TEST_VALKEY_URL", "")
-PG_BIN = os.environ.get("SVC_TEST_PG_BIN", "")
-
-
-def _pg_tool(name: str) -> str:
-    if PG_BIN and os.access(os.path.join(PG_BIN, name), os.X_OK):
-        return os.path.join(PG_BIN, name)
-    return name
 
 
 class Cluster(unittest.TestCase):
@@ -37,52 +22,18 @@ class Cluster(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         require_bin()
-        if not (PG_URL and VALKEY_URL):
-            msg = "SVC_TEST_POSTGRES_URL / SVC_TEST_VALKEY_URL not set: the TWO-NODE approval cases are SKIPPED"
-            if os.environ.get("CI") == "true":
-                raise AssertionError(msg.replace("are SKIPPED", "cannot run under CI=true"))
-            print(f"\n*** {msg} ***", file=sys.stderr, flush=True)
-            raise unittest.SkipTest(msg)
-        u = urllib.parse.urlsplit(PG_URL)
-        cls.pg = dict(host=u.hostname or "127.0.0.1", port=str(u.port or 5432), user=u.username or "svc")
-        cls.dbname = f"py_sdk_{uuid.uuid4().hex[:12]}"
-        cls._pg("createdb", cls.dbname)
-        q = f"?{u.query}" if u.query else ""
-        auth = u.username + (f":{u.password}" if u.password else "") + "@" if u.username else ""
-        db_url = f"{u.scheme}://{auth}{u.hostname}:{u.port or 5432}/{cls.dbname}{q}"
-        cls.wd = make_workdir("py-live-cluster-")
-        env = {"DATABASE_URL": db_url, "SVC_VALKEY_URL": VALKEY_URL, "SVC_CLUSTER": "true"}
-        cls.nodes = []
+        cls.two = TwoNodes(SVC_BIN, "py_sdk")
+        cls.lb, cls.nodes = cls.two.lb, cls.two.nodes
         try:
-            for i in range(2):
-                cls.nodes.append(Gateway(SVC_BIN, cls.wd, env, name=f"svc-node{i}").start(ready_timeout=90))
+            cls.fx = Fixtures(cls.lb.url)
+            cls.fx.policy("sdk_live", POLICY)
         except BaseException:
-            cls._teardown()
+            cls.two.stop()
             raise
-        cls.lb = Balancer([("127.0.0.1", n.port) for n in cls.nodes])
-        cls.fx = Fixtures(cls.lb.url)
-        cls.fx.policy("sdk_live", POLICY)
-
-    @classmethod
-    def _pg(cls, tool: str, db: str) -> None:
-        subprocess.run([_pg_tool(tool), "-h", cls.pg["host"], "-p", cls.pg["port"], "-U", cls.pg["user"], db],
-                       check=True, capture_output=True, timeout=60)
-
-    @classmethod
-    def _teardown(cls) -> None:
-        for n in getattr(cls, "nodes", []):
-            n.stop()
-        if getattr(cls, "lb", None):
-            cls.lb.close()
-        try:
-            cls._pg("dropdb", cls.dbname)
-        except Exception as e:  # pragma: no cover
-            print(f"dropdb {cls.dbname} failed: {e}", file=sys.stderr)
-        remove_workdir(cls.wd) if getattr(cls, "wd", None) else None
 
     @classmethod
     def tearDownClass(cls) -> None:
-        cls._teardown()
+        cls.two.stop()
 
     def client(self, **kw) -> tuple[Client, dict]:
         # Wait until the new agent's token works on both nodes (caches converge).

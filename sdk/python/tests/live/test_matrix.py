@@ -18,7 +18,7 @@ import sys
 import unittest
 
 from tests import util  # noqa: F401
-from tests.live.harness import Fixtures, Gateway, make_workdir, remove_workdir
+from tests.live.harness import Fixtures, Gateway, TwoNodes, make_workdir, remove_workdir
 from tests.live.remote import DriverClient
 from tests.live.test_live import POLICY, RECEIPT_PUB_B64, SVC_BIN, quiet_logger, require_bin
 from svc_sdk import Client, receipts
@@ -43,6 +43,15 @@ class Matrix(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         require_bin()
+        cls.check_drivers()
+        cls.wd = make_workdir("py-live-matrix-")
+        cls.gw = Gateway(SVC_BIN, cls.wd, {"SVC_APPROVAL_TTL_SECS": "60"}, name="svc-matrix").start()
+        cls.url = cls.gw.url
+        cls.fx = Fixtures(cls.url)
+        cls.fx.policy("sdk_live", POLICY)
+
+    @classmethod
+    def check_drivers(cls) -> None:
         cls.langs = ["python"] + list(drivers())
         if len(cls.langs) < 3:
             msg = f"the matrix needs the TypeScript and Go drivers; found only {cls.langs}"
@@ -51,10 +60,6 @@ class Matrix(unittest.TestCase):
             print(f"\n*** {msg}: the MATRIX is SKIPPED ***", file=sys.stderr, flush=True)
             raise unittest.SkipTest(msg)
         cls.paths = drivers()
-        cls.wd = make_workdir("py-live-matrix-")
-        cls.gw = Gateway(SVC_BIN, cls.wd, {"SVC_APPROVAL_TTL_SECS": "60"}, name="svc-matrix").start()
-        cls.fx = Fixtures(cls.gw.url)
-        cls.fx.policy("sdk_live", POLICY)
 
     @classmethod
     def tearDownClass(cls) -> None:
@@ -64,9 +69,9 @@ class Matrix(unittest.TestCase):
     def client(self, lang: str, agent: dict):
         kw = dict(signing_key=agent["signing_key"], receipt_public_key=RECEIPT_PUB_B64, logger=quiet_logger(self.id()))
         if lang == "python":
-            c = Client(self.gw.url, agent["agent_token"], **kw)
+            c = Client(self.url, agent["agent_token"], **kw)
         else:
-            c = DriverClient(self.gw.url, agent["agent_token"], driver=self.paths[lang], **kw)
+            c = DriverClient(self.url, agent["agent_token"], driver=self.paths[lang], **kw)
         self.addCleanup(c.close)
         return c
 
@@ -118,6 +123,28 @@ class Matrix(unittest.TestCase):
                         resigned["receipt_hash"] = "0" * 64
                         self.assertEqual(self.verify(lang, c, resigned), (False, False),
                                          f"{lang} on the {name} receipt with its hash rewritten")
+
+
+class MatrixTwoNodes(Matrix):
+    """The same matrix on two clustered nodes behind a round-robin balancer:
+    every SDK's requests, and the operator's, alternate between the nodes."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        require_bin()
+        cls.check_drivers()
+        cls.two = TwoNodes(SVC_BIN, "py_matrix", {"SVC_APPROVAL_TTL_SECS": "60"})
+        cls.url = cls.two.url
+        try:
+            cls.fx = Fixtures(cls.url)
+            cls.fx.policy("sdk_live", POLICY)
+        except BaseException:
+            cls.two.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.two.stop()
 
 
 if __name__ == "__main__":
