@@ -31,6 +31,12 @@ fi
 
 echo "==> go vet ./..."
 go vet ./... || status=1
+# The Go SDK's modules (their own go.mod: ./... above does not reach them).
+SDK_MODULES=(sdk/go sdk/go/mcpguard)
+for m in "${SDK_MODULES[@]}"; do
+	echo "==> go vet ./... in $m"
+	(cd "$m" && go vet ./...) || status=1
+done
 
 installed_version() {
 	[[ -x $LINTER ]] || return 0
@@ -54,6 +60,11 @@ fi
 echo "==> golangci-lint run ./... ($GOLANGCI_LINT_VERSION)"
 # shellcheck disable=SC2086 # GOLANGCI_LINT_ARGS is a list of words by design
 "$LINTER" run ${GOLANGCI_LINT_ARGS:-} ./... || status=1
+for m in "${SDK_MODULES[@]}"; do
+	echo "==> golangci-lint run ./... in $m (the repository's .golangci config)"
+	# shellcheck disable=SC2086
+	(cd "$m" && "$LINTER" run --config "$ROOT/.golangci.yml" ${GOLANGCI_LINT_ARGS:-} ./...) || status=1
+done
 
 if [[ $status -ne 0 ]]; then
 	echo "lint: FAILED" >&2
