@@ -266,7 +266,8 @@ func hexVal(b []byte) (rune, bool) {
 // appendWTF8 writes r as UTF-8, or a lone surrogate as its 3-byte WTF-8 form.
 func appendWTF8(b []byte, r rune) []byte {
 	if r >= 0xD800 && r <= 0xDFFF {
-		return append(b, byte(0xE0|r>>12), byte(0x80|(r>>6)&0x3F), byte(0x80|r&0x3F))
+		// r is in [0xD800, 0xDFFF]: 0xE0|r>>12 is 0xED, the others are 6-bit masks.
+		return append(b, byte(0xE0|r>>12), byte(0x80|(r>>6)&0x3F), byte(0x80|r&0x3F)) //nolint:gosec // each value fits a byte (see above)
 	}
 	return utf8.AppendRune(b, r)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -205,9 +206,15 @@ func New(baseURL, agentToken string, opts ...Option) (*Client, error) {
 		}
 	}
 	if c.http == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = 16
-		c.http = &http.Client{Transport: tr}
+		// http.DefaultTransport is an *http.Transport unless the program has
+		// replaced it; a replacement cannot be cloned, so it is used as it is.
+		rt := http.DefaultTransport
+		if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+			tr := dt.Clone()
+			tr.MaxIdleConnsPerHost = 16
+			rt = tr
+		}
+		c.http = &http.Client{Transport: rt}
 	}
 	if c.apiVersion == "v1" {
 		c.deprecate("api_version='v1' uses svc's deprecated /v1 paths (sunset Wed, 31 Dec 2026 23:59:59 GMT)")
@@ -291,7 +298,9 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, sig
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	// The body is read below (up to maxAnswerBytes) before it is closed; an
+	// error from closing it says nothing about the answer, so it is dropped.
+	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 	if err != nil {
 		return nil, err
@@ -416,10 +425,9 @@ type AuthorizeOptions struct {
 // UUIDv7 returns a time-ordered UUID version 7 (RFC 9562), lower-case.
 func UUIDv7() string {
 	var b [16]byte
-	ms := uint64(time.Now().UnixMilli())
-	for i := 0; i < 6; i++ {
-		b[i] = byte(ms >> (40 - 8*i))
-	}
+	var ms [8]byte
+	binary.BigEndian.PutUint64(ms[:], uint64(time.Now().UnixMilli()))
+	copy(b[:6], ms[2:]) // the 48-bit big-endian unix_ts_ms
 	_, _ = rand.Read(b[6:])
 	b[6] = 0x70 | b[6]&0x0F
 	b[8] = 0x80 | b[8]&0x3F

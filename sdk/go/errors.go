@@ -1,6 +1,7 @@
 package svcsdk
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 )
@@ -201,7 +202,15 @@ func ErrorClass(status int) string {
 // reports it (SvcError, Denied, ...), "Cancelled" for a cancelled context,
 // and "" for an error that is not this package's.
 func TypeName(err error) string {
-	switch err.(type) {
+	// The outermost error of this package in err's chain names it: errors.As
+	// with an interface target stops at the first error that implements it,
+	// so an unwrapped error is named by its own type, and a wrapped one
+	// (fmt.Errorf("...: %w", err)) by the error it wraps.
+	var e Error
+	if !errors.As(err, &e) {
+		return ""
+	}
+	switch e.(type) {
 	case *SvcAuthError:
 		return "SvcAuthError"
 	case *SvcUnavailable:

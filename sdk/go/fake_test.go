@@ -130,12 +130,12 @@ func (f *fake) reqs(substr string) []fakeReq {
 }
 
 func envelope(status int, reason, code, msg string) map[string]any {
-	d := map[string]any{"kind": "Status", "apiVersion": "v2", "status": "Failure", "message": msg, "reason": reason,
-		"details": map[string]any{}, "code": status}
+	details := map[string]any{}
 	if code != "" {
-		d["details"].(map[string]any)["error"] = code
+		details["error"] = code
 	}
-	return d
+	return map[string]any{"kind": "Status", "apiVersion": "v2", "status": "Failure", "message": msg, "reason": reason,
+		"details": details, "code": status}
 }
 
 // logSink collects the records a client logs.
@@ -209,9 +209,20 @@ func mustHash(t *testing.T, tc ToolCall) string {
 
 // The receipt key of the tests.
 var (
-	receiptPriv = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
-	receiptPub  = base64.StdEncoding.EncodeToString(receiptPriv.Public().(ed25519.PublicKey))
+	receiptPriv   = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
+	receiptPubKey = publicKey(receiptPriv)
+	receiptPub    = base64.StdEncoding.EncodeToString(receiptPubKey)
 )
+
+// publicKey is priv's public key. It runs at package initialisation, where
+// there is no test to fail, hence the panic.
+func publicKey(priv ed25519.PrivateKey) ed25519.PublicKey {
+	pub, ok := priv.Public().(ed25519.PublicKey)
+	if !ok {
+		panic("ed25519.PrivateKey.Public returned no ed25519.PublicKey")
+	}
+	return pub
+}
 
 func makeReceipt(t *testing.T, actionHash string, signed bool) map[string]any {
 	t.Helper()
@@ -220,7 +231,7 @@ func makeReceipt(t *testing.T, actionHash string, signed bool) map[string]any {
 		"decision": "allow", "prev_receipt_hash": strings.Repeat("a", 64), "key_id": "", "created_at": "2026-01-01T00:00:00Z",
 		"signature": nil}
 	if signed {
-		r["key_id"] = KeyID(receiptPriv.Public().(ed25519.PublicKey))
+		r["key_id"] = KeyID(receiptPubKey)
 	}
 	h, err := ReceiptHash(r)
 	if err != nil {

@@ -57,7 +57,7 @@ func DecodePublicKey(b64 string) (ed25519.PublicKey, error) {
 	}
 	raw, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
-		return nil, fmt.Errorf("public key is not standard base64: %v", err)
+		return nil, fmt.Errorf("public key is not standard base64: %w", err)
 	}
 	if len(raw) != ed25519.PublicKeySize {
 		return nil, fmt.Errorf("an Ed25519 public key is 32 bytes, got %d", len(raw))

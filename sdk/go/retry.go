@@ -51,8 +51,8 @@ func RetryAfter(value string, now time.Time) (time.Duration, bool) {
 	return d, true
 }
 
-// Backoff is full jitter: a uniform delay in [0, min(cap, base*2^attempt)].
-func Backoff(attempt int, base, cap time.Duration) time.Duration {
+// Backoff is full jitter: a uniform delay in [0, min(maxDelay, base*2^attempt)].
+func Backoff(attempt int, base, maxDelay time.Duration) time.Duration {
 	if attempt < 0 {
 		attempt = 0
 	}
@@ -60,8 +60,8 @@ func Backoff(attempt int, base, cap time.Duration) time.Duration {
 		attempt = 30
 	}
 	hi := base << attempt
-	if hi > cap || hi <= 0 {
-		hi = cap
+	if hi > maxDelay || hi <= 0 {
+		hi = maxDelay
 	}
-	return time.Duration(rand.Float64() * float64(hi))
+	return time.Duration(rand.Float64() * float64(hi)) //nolint:gosec // jitter, not a secret
 }

@@ -19,7 +19,7 @@ func TestRedactAndMask(t *testing.T) {
 		t.Fatal(got, err)
 	}
 	got, err = c.Run(bg, ToolCall{Tool: "pay", Action: "charge", Parameters: params}, echo, RunOptions{Mask: "[redacted]", UseMask: true})
-	if err != nil || got.(map[string]any)["card"] != "[redacted]" {
+	if err != nil || as[map[string]any](t, got)["card"] != "[redacted]" {
 		t.Fatal(got, err)
 	}
 }
@@ -228,7 +228,7 @@ func TestEdited(t *testing.T) {
 		[]map[string]any{firstDecision(t), {"decision": "allow", "reason": "approved"}})
 	got, err := c.Run(bg, approvalTC, amount, RunOptions{})
 	rs := f.reqs("/authorize")
-	if err != nil || !sameJSON(got, 50) || !sameJSON(rs[len(rs)-1].JSON()["tool_call"].(map[string]any)["parameters"], edited) {
+	if err != nil || !sameJSON(got, 50) || !sameJSON(as[map[string]any](t, rs[len(rs)-1].JSON()["tool_call"])["parameters"], edited) {
 		t.Fatal(got, err)
 	}
 }
@@ -249,7 +249,7 @@ func TestEditWithWrongHashRefused(t *testing.T) {
 func TestApprovalForAnotherToolRefused(t *testing.T) {
 	f := newFake(t)
 	other := approvalBody(t, "APPROVED", nil, "", nil)
-	other["tool_call"].(map[string]any)["tool"] = "bank"
+	as[map[string]any](t, other["tool_call"])["tool"] = "bank"
 	serve(f, []reply{ok200(other)}, []map[string]any{firstDecision(t)})
 	c, _ := newClient(t, f.URL)
 	_, err := c.Run(bg, approvalTC, amount, RunOptions{})

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -72,8 +73,8 @@ func TestActionHashVectors(t *testing.T) {
 	for _, file := range []string{"jcs/action_hash.json", "sdk/action_hash_unicode.json"} {
 		for _, v := range loadVectors(t, file) {
 			name := field[string](t, v, "name")
-			m := parsed(t, v, "tool_call").(map[string]any)
-			tc := ToolCall{Tool: m["tool"].(string), Action: m["action"].(string)}
+			m := as[map[string]any](t, parsed(t, v, "tool_call"))
+			tc := ToolCall{Tool: as[string](t, m["tool"]), Action: as[string](t, m["action"])}
 			if r, ok := m["resource"].(string); ok {
 				tc.Resource = &r
 			}
@@ -188,7 +189,7 @@ func TestReceiptVectors(t *testing.T) {
 
 func TestFormatNumber(t *testing.T) {
 	for f, want := range map[float64]string{1e21: "1e+21", 1e20: "100000000000000000000", 0.000001: "0.000001",
-		1e-7: "1e-7", -0.0: "0", 1.5: "1.5", 123e-20: "1.23e-18", 9007199254740993: "9007199254740992", -5e-324: "-5e-324"} {
+		1e-7: "1e-7", math.Copysign(0, -1): "0", 1.5: "1.5", 123e-20: "1.23e-18", 9007199254740993: "9007199254740992", -5e-324: "-5e-324"} {
 		if got, _ := FormatNumber(f); got != want {
 			t.Errorf("%v: %s want %s", f, got, want)
 		}
@@ -227,7 +228,7 @@ func TestRedactMaskAndCopy(t *testing.T) {
 	if !sameJSON(got, map[string]any{"card": "[redacted]", "tags": []any{"a", "[redacted]"}, "meta": map[string]any{"ssn": "[redacted]"}}) {
 		t.Errorf("%v", got)
 	}
-	if p["card"] != "4242" || p["tags"].([]any)[1] != "b" {
+	if p["card"] != "4242" || as[[]any](t, p["tags"])[1] != "b" {
 		t.Error("the caller's map changed")
 	}
 }

@@ -762,15 +762,21 @@ func errorJSON(err error) (map[string]any, bool) {
 	}
 	var d *svcsdk.Decision
 	var a *svcsdk.Approval
-	switch e := err.(type) {
-	case *svcsdk.Denied:
-		d = e.Decision
-	case *svcsdk.ApprovalRequired:
-		d = e.Decision
-	case *svcsdk.ApprovalRejected:
-		d, a = e.Decision, e.Approval
-	case *svcsdk.ApprovalExpired:
-		d, a = e.Decision, e.Approval
+	var (
+		denied   *svcsdk.Denied
+		required *svcsdk.ApprovalRequired
+		rejected *svcsdk.ApprovalRejected
+		expired  *svcsdk.ApprovalExpired
+	)
+	switch {
+	case errors.As(err, &denied):
+		d = denied.Decision
+	case errors.As(err, &required):
+		d = required.Decision
+	case errors.As(err, &rejected):
+		d, a = rejected.Decision, rejected.Approval
+	case errors.As(err, &expired):
+		d, a = expired.Decision, expired.Approval
 	}
 	return map[string]any{"type": typ, "error_code": nullable(base.ErrorCode), "status": status, "message": base.Message,
 		"headers": headers, "decision": decisionJSON(d), "approval": approvalJSON(a)}, true

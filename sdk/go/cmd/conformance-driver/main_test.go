@@ -9,6 +9,17 @@ import (
 	"testing"
 )
 
+// as returns v as a T, failing the test (rather than panicking) when v holds
+// something else.
+func as[T any](t *testing.T, v any) T {
+	t.Helper()
+	x, ok := v.(T)
+	if !ok {
+		t.Fatalf("got %T (%v), want %T", v, v, x)
+	}
+	return x
+}
+
 func run(t *testing.T, input string) []map[string]any {
 	t.Helper()
 	var out bytes.Buffer
@@ -143,32 +154,32 @@ func TestLiveOps(t *testing.T) {
 	if len(out) != len(lines) || out[0]["ok"] != true {
 		t.Fatal(out)
 	}
-	d := out[1]["decision"].(map[string]any)
+	d := as[map[string]any](t, out[1]["decision"])
 	if d["decision"] != "redact" || d["decision_id"] != "d1" || d["approval_id"] != nil || d["status"] != float64(200) {
 		t.Error(d)
 	}
-	if ws := out[1]["warnings"].([]any); len(ws) != 1 || ws[0].(map[string]any)["kind"] != "deprecation" {
+	if ws := as[[]any](t, out[1]["warnings"]); len(ws) != 1 || as[map[string]any](t, ws[0])["kind"] != "deprecation" {
 		t.Error(ws)
 	}
-	if ws := out[2]["warnings"].([]any); len(ws) != 0 {
+	if ws := as[[]any](t, out[2]["warnings"]); len(ws) != 0 {
 		t.Error("deprecation warned twice", ws)
 	}
-	if p := out[2]["parameters"].(map[string]any); out[2]["ran"] != true || p["card"] != "[m]" {
+	if p := as[map[string]any](t, out[2]["parameters"]); out[2]["ran"] != true || p["card"] != "[m]" {
 		t.Error(out[2])
 	}
-	if p := out[3]["parameters"].(map[string]any); out[3]["ran"] != true || p["card"] != nil || p["n"] != 1.5 {
+	if p := as[map[string]any](t, out[3]["parameters"]); out[3]["ran"] != true || p["card"] != nil || p["n"] != 1.5 {
 		t.Error(out[3])
 	}
-	if e := out[4]["raised"].(map[string]any); e["type"] != "ApprovalRejected" || e["approval"].(map[string]any)["status"] != "REJECTED" {
+	if e := as[map[string]any](t, out[4]["raised"]); e["type"] != "ApprovalRejected" || as[map[string]any](t, e["approval"])["status"] != "REJECTED" {
 		t.Error(out[4])
 	}
-	if e := out[5]["raised"].(map[string]any); e["type"] != "SvcError" || e["status"] != float64(404) || e["error_code"] != "not_found" {
+	if e := as[map[string]any](t, out[5]["raised"]); e["type"] != "SvcError" || e["status"] != float64(404) || e["error_code"] != "not_found" {
 		t.Error(out[5])
 	}
 	if out[6]["fail_open_count"] != float64(0) {
 		t.Error(out[6])
 	}
-	if e := out[7]["raised"].(map[string]any); e["type"] != "InvalidRequest" || out[7]["ran"] != false {
+	if e := as[map[string]any](t, out[7]["raised"]); e["type"] != "InvalidRequest" || out[7]["ran"] != false {
 		t.Error(out[7])
 	}
 }
