@@ -199,8 +199,9 @@ func ErrorClass(status int) string {
 }
 
 // TypeName returns the name of the error's type as the conformance driver
-// reports it (SvcError, Denied, ...), "Cancelled" for a cancelled context,
-// and "" for an error that is not this package's.
+// reports it (SvcError, Denied, ...), and "" for an error that is not this
+// package's (a cancelled context among them: the driver names that
+// "Cancelled" itself).
 func TypeName(err error) string {
 	// The outermost error of this package in err's chain names it: errors.As
 	// with an interface target stops at the first error that implements it,
