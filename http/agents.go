@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"svc/actors"
+	"svc/control"
 	"svc/credential"
 	"svc/messages"
 	"svc/persistence"
@@ -142,7 +142,7 @@ func (s *Server) registerAgents() {
 	s.register(Route{Method: "DELETE", Path: "/agents/:agent_id", Access: AccessAdmin, Tag: "agents", Status: 204, Errors: []int{404},
 		Summary: "Soft-delete an agent (admin_action audit event, action agent_deleted); its token stops working.",
 		Handle:  s.deleteAgent})
-	for _, tr := range actors.AgentTransitions() {
+	for _, tr := range control.Transitions() {
 		s.register(Route{Method: "POST", Path: "/agents/:agent_id/" + tr.Op, Access: AccessAdmin, Tag: "agents", Resp: agentView{},
 			Errors:  []int{404, 409},
 			Summary: fmt.Sprintf("Move the agent from %s to %s (409 otherwise).", strings.Join(tr.From, " or "), tr.To),
@@ -297,46 +297,28 @@ func (s *Server) updateAgent(c *Call) (any, error) {
 
 // deleteAgent serves DELETE /agents/:agent_id.
 func (s *Server) deleteAgent(c *Call) (any, error) {
-	p := c.Principal
-	id := c.Param("agent_id")
-	_, err := s.Store.TransitionAgent(c.Ctx(), p.TenantID, id,
-		[]string{persistence.AgentActive, persistence.AgentQuarantined, persistence.AgentFrozen, persistence.AgentRevoked},
-		persistence.AgentDeleted, auditEvent(p, p.TenantID, "admin_action", "agent_deleted", id, nil))
-	if errors.Is(err, persistence.ErrStateConflict) {
-		return nil, notFound("agent") // already deleted
-	}
-	return nil, s.audited(agentNotFound(err))
+	return nil, s.Control.DeleteAgent(c.Ctx(), operator(c.Principal), c.Param("agent_id"))
 }
 
 // transitionAgent serves POST /agents/:agent_id/<tr.Op>: the agent's
 // status moves from one of tr.From to tr.To, or 409.
-func (s *Server) transitionAgent(tr actors.AgentTransition) func(c *Call) (any, error) {
+func (s *Server) transitionAgent(tr control.Transition) func(c *Call) (any, error) {
 	return func(c *Call) (any, error) {
-		p := c.Principal
-		id := c.Param("agent_id")
-		a, err := s.Store.TransitionAgent(c.Ctx(), p.TenantID, id, tr.From, tr.To,
-			auditEvent(p, p.TenantID, "admin_action", tr.Action, id, map[string]any{"to": tr.To}))
-		if errors.Is(err, persistence.ErrStateConflict) {
-			return nil, apiErr("Conflict", "invalid_transition", "the agent's status does not allow %s", tr.Op)
-		}
+		a, err := s.Control.TransitionAgent(c.Ctx(), operator(c.Principal), c.Param("agent_id"), tr)
 		if err != nil {
-			return nil, s.audited(agentNotFound(err))
+			return nil, err
 		}
-		s.auditOK()
 		return viewAgent(a), nil
 	}
 }
 
 // rotateAgentToken serves POST /agents/:agent_id/rotate-token.
 func (s *Server) rotateAgentToken(c *Call) (any, error) {
-	p := c.Principal
 	id := c.Param("agent_id")
-	tok, hash := credential.Mint(credential.AgentPrefix)
-	if _, err := s.Store.RotateAgentToken(c.Ctx(), p.TenantID, id, hash,
-		auditEvent(p, p.TenantID, "agent_token_rotated", "operator_rotation", id, nil)); err != nil {
-		return nil, s.audited(agentNotFound(err))
+	tok, err := s.Control.RotateAgentToken(c.Ctx(), operator(c.Principal), id, "operator_rotation")
+	if err != nil {
+		return nil, err
 	}
-	s.auditOK()
 	return tokenRotated{id, tok}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"svc/control"
 	"svc/persistence"
 )
 
@@ -68,6 +69,11 @@ func notFound(what string) *Error { return apiErr("NotFound", "not_found", "%s n
 
 // orNotFound turns the store's ErrNotFound into the 404 for `what` and
 // passes any other error (or nil) through.
+// Domain reports whether the error is an answer about the request rather
+// than a failure of the storage behind it (control.StorageFailure): all
+// are, but a 503 (shared state or the database unreachable).
+func (e *Error) Domain() bool { return e.Reason != "ServiceUnavailable" }
+
 func orNotFound(err error, what string) error {
 	if errors.Is(err, persistence.ErrNotFound) {
 		return notFound(what)
@@ -105,9 +111,15 @@ type envelope struct {
 // InternalError whose text is only logged.
 func toAPIError(err error) (*Error, bool) {
 	var ae *Error
+	var refusal *control.Refusal
 	switch {
 	case errors.As(err, &ae):
 		return ae, false
+	case errors.As(err, &refusal):
+		if refusal.Kind == control.NotFound {
+			return notFound(refusal.What), false
+		}
+		return apiErr("Conflict", refusal.Code, "%s", refusal.Message), false
 	case errors.Is(err, persistence.ErrNotFound):
 		return notFound("resource"), false
 	case errors.Is(err, persistence.ErrConflict):

@@ -202,10 +202,10 @@ func (s *Server) registerMCP() {
 		Handle:  s.deleteMCPServer})
 	s.register(Route{Method: "POST", Path: mcpPath + "/quarantine", Access: AccessAdmin, Tag: "mcp", Resp: mcpServerView{}, Errors: []int{404, 409},
 		Summary: "Quarantine the server: every call of its tools is denied (mcp_unknown_tool) until restore. 409 when already quarantined.",
-		Handle:  s.setMCPServerStatus(persistence.MCPServerQuarantined, persistence.MCPServerActive, "mcp_server_quarantined")})
+		Handle:  s.quarantineMCPServer})
 	s.register(Route{Method: "POST", Path: mcpPath + "/restore", Access: AccessAdmin, Tag: "mcp", Resp: mcpServerView{}, Errors: []int{404, 409},
 		Summary: "Restore a quarantined server to active. 409 when it is active.",
-		Handle:  s.setMCPServerStatus(persistence.MCPServerActive, persistence.MCPServerQuarantined, "mcp_server_restored")})
+		Handle:  s.restoreMCPServer})
 	s.register(Route{Method: "POST", Path: mcpPath + "/discover", Access: AccessAdmin, Tag: "mcp", Body: &mcpDiscoverReq{}, OptionalBody: true,
 		Resp: mcpDiscoveryView{}, Errors: []int{404, 422, 503, 504},
 		Summary: "Discover the server's tools. http: the gateway speaks MCP to url (initialize, then tools/list through every page, over " +
@@ -402,52 +402,35 @@ func (s *Server) patchMCPServer(c *Call) (any, error) {
 // updateMCPServer applies a patch with its audit event and drops the
 // cached server on every node.
 func (s *Server) updateMCPServer(c *Call, patch persistence.MCPServerPatch, action string, details map[string]any) (any, error) {
-	p, key := c.Principal, c.Param("server_key")
-	details["server_key"] = key
-	srv, err := s.Store.UpdateMCPServer(c.Ctx(), p.TenantID, key, patch, auditEvent(p, p.TenantID, "config_change", action, "", details))
+	srv, err := s.Control.UpdateMCPServer(c.Ctx(), operator(c.Principal), c.Param("server_key"), patch, action, details)
+	return mcpServerOrErr(srv, err)
+}
+
+func mcpServerOrErr(srv persistence.MCPServer, err error) (any, error) {
 	if err != nil {
-		return nil, s.audited(stateError(err, "mcp server", "invalid_transition", conflictMessage(action)))
+		return nil, err
 	}
-	s.auditOK()
-	s.MCP.Changed(c.Ctx(), p.TenantID, key)
 	return viewMCPServer(srv), nil
 }
 
-func conflictMessage(action string) string {
-	switch action {
-	case "mcp_server_quarantined":
-		return "the mcp server is already quarantined"
-	case "mcp_server_restored":
-		return "the mcp server is not quarantined"
-	case "mcp_manifest_pinned":
-		return "the mcp server has not been discovered yet: nothing to pin"
-	}
-	return "the mcp server changed meanwhile"
+// quarantineMCPServer serves POST /mcp/servers/:server_key/quarantine.
+func (s *Server) quarantineMCPServer(c *Call) (any, error) {
+	return mcpServerOrErr(s.Control.QuarantineMCPServer(c.Ctx(), operator(c.Principal), c.Param("server_key")))
 }
 
-// setMCPServerStatus serves quarantine and restore.
-func (s *Server) setMCPServerStatus(to, from, action string) func(c *Call) (any, error) {
-	return func(c *Call) (any, error) {
-		return s.updateMCPServer(c, persistence.MCPServerPatch{Status: &to, StatusFrom: []string{from}}, action, map[string]any{"to": to})
-	}
+// restoreMCPServer serves POST /mcp/servers/:server_key/restore.
+func (s *Server) restoreMCPServer(c *Call) (any, error) {
+	return mcpServerOrErr(s.Control.RestoreMCPServer(c.Ctx(), operator(c.Principal), c.Param("server_key")))
 }
 
 // pinMCPServer serves POST /mcp/servers/:server_key/pin.
 func (s *Server) pinMCPServer(c *Call) (any, error) {
-	return s.updateMCPServer(c, persistence.MCPServerPatch{Pin: true}, "mcp_manifest_pinned", map[string]any{})
+	return mcpServerOrErr(s.Control.PinMCPServer(c.Ctx(), operator(c.Principal), c.Param("server_key")))
 }
 
 // deleteMCPServer serves DELETE /mcp/servers/:server_key.
 func (s *Server) deleteMCPServer(c *Call) (any, error) {
-	p, key := c.Principal, c.Param("server_key")
-	err := s.Store.DeleteMCPServer(c.Ctx(), p.TenantID, key, auditEvent(p, p.TenantID, "config_change", "mcp_server_deleted", "",
-		map[string]any{"server_key": key}))
-	if err != nil {
-		return nil, s.audited(orNotFound(err, "mcp server"))
-	}
-	s.auditOK()
-	s.MCP.Changed(c.Ctx(), p.TenantID, key)
-	return nil, nil
+	return nil, s.Control.DeleteMCPServer(c.Ctx(), operator(c.Principal), c.Param("server_key"))
 }
 
 // discoverMCPServer serves POST /mcp/servers/:server_key/discover.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"svc/actors"
+	"svc/control"
 )
 
 // health bodies.
@@ -53,7 +54,7 @@ type versionBody struct {
 }
 
 func (s *Server) auditWriterOK() bool {
-	c, ok := s.Registry.Get(componentAuditWriter)
+	c, ok := s.Registry.Get(control.ComponentAuditWriter)
 	return !ok || c.State == actors.StateOK
 }
 
@@ -306,11 +307,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(raw)
-}
-
-// isStorageFailure reports whether err is the database failing (as opposed
-// to a not-found or a conflict).
-func isStorageFailure(err error) bool {
-	ae, internal := toAPIError(err)
-	return internal || ae.Reason == "ServiceUnavailable"
 }

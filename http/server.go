@@ -13,6 +13,7 @@ import (
 
 	"svc/actors"
 	"svc/config"
+	"svc/control"
 	"svc/mcpproxy"
 	"svc/messages"
 	"svc/persistence"
@@ -55,6 +56,9 @@ type Deps struct {
 	// MCP discovers MCP servers and drops their cached records on every
 	// node after a change.
 	MCP *actors.MCPRegistry
+	// Control carries out operator changes (the control plane); nil builds
+	// one over Store, Registry and MCP.
+	Control *control.Plane
 	// MCPRediscovery counts the leader's re-discovery passes.
 	MCPRediscovery *actors.MCPRediscoveryStats
 	// Gate counts the Security Gate's decisions, drops and code-host
@@ -140,9 +144,14 @@ func New(d Deps) *Server {
 	if d.MCPSessions != nil {
 		s.MCPProxy = mcpproxy.New(OutboundClient(d.Config.AllowPrivateTargets), d.MCPSessions, mcpRevocations{s}, d.MCPProxyLimits, s.log.Named("mcp_proxy"))
 	}
+	if s.Control == nil { // tests that build a server alone
+		cd := control.Deps{Store: d.Store, Registry: d.Registry}
+		if d.MCP != nil {
+			cd.MCP = d.MCP
+		}
+		s.Control = control.New(cd)
+	}
 	s.metrics = newMetrics(s)
-	s.Registry.Register(componentAuditWriter, false)
-	s.Registry.Set(componentAuditWriter, actors.StateOK, "")
 	s.registerProbes()
 	s.registerTenants()
 	s.registerAgents()
@@ -182,25 +191,13 @@ func (s *Server) MarkStarted() { s.ready.Store(true) }
 // RegisterOnShutdown), so clients reconnect to another node at once.
 func (s *Server) CloseStreams() { s.closeStream() }
 
-// componentAuditWriter is the registry entry that reports whether audit
-// writes are succeeding (/readyz audit_writer).
-const componentAuditWriter = "audit_writer"
-
-// audited records the outcome of a write that carried audit events and
-// returns err: the audit writer is unhealthy while such writes fail for
-// storage reasons, and healthy again after the next success.
-func (s *Server) audited(err error) error {
-	switch {
-	case err == nil:
-		s.auditOK()
-	case isStorageFailure(err):
-		s.Registry.Set(componentAuditWriter, actors.StateDegraded, err.Error())
-	}
-	return err
-}
+// audited records an audited write's outcome in the audit writer's health
+// (control.Plane.Settle) and returns err: for the writes that do not take
+// the control plane's road yet.
+func (s *Server) audited(err error) error { return s.Control.Settle(err) }
 
 // auditOK records a successful audited write.
-func (s *Server) auditOK() { s.Registry.Set(componentAuditWriter, actors.StateOK, "") }
+func (s *Server) auditOK() { _ = s.Control.Settle(nil) }
 
 // nowUTC is the current time at the storage's microsecond precision, so a
 // create response shows what later reads return.

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"svc/actors"
+	"svc/control"
 	"svc/credential"
 	"svc/persistence"
 )
@@ -74,12 +75,13 @@ func viewOpToken(t persistence.OperatorToken) opTokenView {
 
 // auditEvent builds an audit event for the caller's tenant.
 func auditEvent(p Principal, tenantID, eventType, action, agentID string, details map[string]any) persistence.AuditEvent {
-	if details == nil {
-		details = map[string]any{}
-	}
-	details["action"] = action
-	return persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: tenantID, EventType: eventType, Action: action,
-		Actor: p.Actor(), AgentID: agentID, Details: details, CreatedAt: nowUTC()}
+	return control.Event(control.Operator{TenantID: tenantID, Actor: p.Actor()}, eventType, action, agentID, details)
+}
+
+// operator is who makes a change through the control plane: the
+// principal's tenant and its audit actor.
+func operator(p Principal) control.Operator {
+	return control.Operator{TenantID: p.TenantID, Actor: p.Actor()}
 }
 
 // validName checks a 1..max character name.

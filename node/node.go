@@ -26,6 +26,7 @@ import (
 	"svc/canonical"
 	"svc/codehost"
 	"svc/config"
+	"svc/control"
 	httpapi "svc/http"
 	"svc/mcpproxy"
 	"svc/messages"
@@ -156,7 +157,8 @@ func (n *Node) build(ctx context.Context, stdout io.Writer) error {
 		return err
 	}
 	n.subscribe()
-	n.api = httpapi.New(httpapi.Deps{Config: n.cfg, Store: n.store, Shared: n.shared, Registry: n.registry, Leader: n.leader,
+	plane := control.New(control.Deps{Store: n.store, Registry: n.registry, MCP: n.mcp})
+	n.api = httpapi.New(httpapi.Deps{Control: plane, Config: n.cfg, Store: n.store, Shared: n.shared, Registry: n.registry, Leader: n.leader,
 		Pool: n.pool, Events: n.bus, Supervisor: n.sup, Authorizer: n.authorizer, Approvals: n.approvals, Waits: n.waits, Callbacks: n.callbacks,
 		SOC: actors.NewSOC(n.socStats, n.invalidations), Invalidations: n.invalidations, SOCStats: n.socStats, Feed: n.feed,
 		Notifier: n.notifyStats, Exporter: n.exports, ApprovalsDeleted: &n.approvalsDeleted, Policy: n.engine, Resealed: &n.resealed,

@@ -1,0 +1,157 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"svc/actors"
+	"svc/persistence"
+)
+
+// ComponentAuditWriter is the registry entry that reports whether audited
+// writes succeed (/readyz lists it): degraded after a write failed for
+// storage reasons, ok after the next one succeeded.
+const ComponentAuditWriter = "audit_writer"
+
+// Deps are the plane's collaborators.
+type Deps struct {
+	Store    persistence.Store
+	Registry *actors.Registry
+	// MCP drops an MCP server's cached records on every node; nil (tests)
+	// caches none.
+	MCP MCPCaches
+}
+
+// MCPCaches drops the authorize path's cached MCP server and tools on every
+// node (actors.MCPRegistry).
+type MCPCaches interface {
+	Changed(ctx context.Context, tenantID, key string)
+}
+
+// Plane carries out operator changes. It is safe for concurrent use.
+type Plane struct {
+	store    persistence.Store
+	registry *actors.Registry
+	mcp      MCPCaches
+}
+
+// New returns the plane and registers the audit writer's health entry (ok
+// until a write fails).
+func New(d Deps) *Plane {
+	if d.Registry == nil {
+		d.Registry = actors.NewRegistry()
+	}
+	d.Registry.Register(ComponentAuditWriter, false)
+	d.Registry.Set(ComponentAuditWriter, actors.StateOK, "")
+	return &Plane{store: d.Store, registry: d.Registry, mcp: d.MCP}
+}
+
+// Operator is who makes a change: the tenant it applies to and the actor
+// recorded on the audit event ("operator:<token id>", "admin", ...).
+type Operator struct {
+	TenantID string
+	Actor    string
+}
+
+// Event is the audit event of one change by op.
+func Event(op Operator, eventType, action, agentID string, details map[string]any) persistence.AuditEvent {
+	if details == nil {
+		details = map[string]any{}
+	}
+	details["action"] = action
+	return persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: op.TenantID, EventType: eventType, Action: action,
+		Actor: op.Actor, AgentID: agentID, Details: details, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+}
+
+// change runs one audited write: write stores the change with its audit
+// event in one transaction; its outcome settles the audit writer's health;
+// after a commit, committed drops what must be dropped (on every node).
+func (p *Plane) change(write func() error, committed func()) error {
+	err := p.Settle(write())
+	if err == nil && committed != nil {
+		committed()
+	}
+	return err
+}
+
+// Settle records the outcome of an audited write in the audit writer's
+// health and returns err unchanged: a storage failure marks it degraded,
+// success ok; a refusal for the domain's reasons (not found, conflict,
+// invalid input) leaves it as it is. Writes that have not moved to the
+// plane yet call it themselves.
+func (p *Plane) Settle(err error) error {
+	switch {
+	case err == nil:
+		p.registry.Set(ComponentAuditWriter, actors.StateOK, "")
+	case StorageFailure(err):
+		p.registry.Set(ComponentAuditWriter, actors.StateDegraded, err.Error())
+	}
+	return err
+}
+
+// StorageFailure reports whether err is a failure of the storage (the
+// database unavailable or busy, a deadline, anything unexpected) rather
+// than an answer about the change itself (a refusal, not found, a
+// conflict, a value that cannot be stored).
+func StorageFailure(err error) bool {
+	var r *Refusal
+	switch {
+	case err == nil, errors.As(err, &r):
+		return false
+	case errors.Is(err, persistence.ErrNotFound), errors.Is(err, persistence.ErrConflict),
+		errors.Is(err, persistence.ErrStateConflict), errors.Is(err, persistence.ErrInvalidInput),
+		errors.Is(err, persistence.ErrMCPServerLimit):
+		return false
+	}
+	// An error that knows (http/'s status errors) says whether it is one.
+	var d interface{ Domain() bool }
+	return !errors.As(err, &d) || !d.Domain()
+}
+
+// Kind is what a refusal means to the caller.
+type Kind int
+
+// Refusal kinds.
+const (
+	// NotFound: the target does not exist (or belongs to another tenant).
+	NotFound Kind = iota + 1
+	// Conflict: the target's current state does not allow the change.
+	Conflict
+)
+
+// Refusal is a change the plane refuses for the domain's reasons. What
+// names the target ("agent", "mcp server"); Code is the machine-readable
+// reason (details.error) and Message the human one.
+type Refusal struct {
+	Kind    Kind
+	What    string
+	Code    string
+	Message string
+}
+
+func (r *Refusal) Error() string {
+	if r.Message != "" {
+		return r.Message
+	}
+	return fmt.Sprintf("%s not found", r.What)
+}
+
+func notFound(what string) *Refusal { return &Refusal{Kind: NotFound, What: what} }
+
+func conflict(what, code, format string, args ...any) *Refusal {
+	return &Refusal{Kind: Conflict, What: what, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// refuse maps the store's not-found and state-conflict answers about what
+// to refusals; other errors pass through.
+func refuse(err error, what string, onConflict *Refusal) error {
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		return notFound(what)
+	case errors.Is(err, persistence.ErrStateConflict) && onConflict != nil:
+		return onConflict
+	}
+	return err
+}
