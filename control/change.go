@@ -6,8 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"svc/actors"
+	"svc/config"
+	"svc/messages"
 	"svc/persistence"
+	"svc/rules/policy"
 )
 
 // ComponentAuditWriter is the registry entry that reports whether audited
@@ -17,11 +22,30 @@ const ComponentAuditWriter = "audit_writer"
 
 // Deps are the plane's collaborators.
 type Deps struct {
+	Config   *config.Config
 	Store    persistence.Store
 	Registry *actors.Registry
 	// MCP drops an MCP server's cached records on every node; nil (tests)
 	// caches none.
 	MCP MCPCaches
+	// Invalidations drops cached records (skills, policies, risk settings,
+	// rules, webhook subscriptions) on every node after a change; nil (in
+	// tests) caches none.
+	Invalidations *actors.Invalidations
+	// Policies prepares a tenant's changed policy set on this node at once
+	// (actors.Authorizer), so its very next call sees it; nil: none.
+	Policies PolicyPreparer
+	// Engine compiles candidate policy modules (a change that does not
+	// compile is refused).
+	Engine *policy.Engine
+	// Exporter drops the webhook exporter's cached subscriptions on this
+	// node when there is no invalidation hub (tests); nil: none.
+	Exporter *actors.ExporterHandle
+}
+
+// PolicyPreparer prepares a tenant's policy set for the authorize path.
+type PolicyPreparer interface {
+	PreparePolicies(ctx context.Context, tenantID string) error
 }
 
 // MCPCaches drops the authorize path's cached MCP server and tools on every
@@ -32,9 +56,11 @@ type MCPCaches interface {
 
 // Plane carries out operator changes. It is safe for concurrent use.
 type Plane struct {
+	d        Deps
 	store    persistence.Store
 	registry *actors.Registry
 	mcp      MCPCaches
+	log      hclog.Logger
 }
 
 // New returns the plane and registers the audit writer's health entry (ok
@@ -45,7 +71,23 @@ func New(d Deps) *Plane {
 	}
 	d.Registry.Register(ComponentAuditWriter, false)
 	d.Registry.Set(ComponentAuditWriter, actors.StateOK, "")
-	return &Plane{store: d.Store, registry: d.Registry, mcp: d.MCP}
+	return &Plane{d: d, store: d.Store, registry: d.Registry, mcp: d.MCP, log: hclog.L().Named("control")}
+}
+
+// WithLogger sets the plane's logger (default: hclog's default, named
+// control).
+func (p *Plane) WithLogger(l hclog.Logger) *Plane {
+	if l != nil {
+		p.log = l.Named("control")
+	}
+	return p
+}
+
+// drop drops a cached record on every node (after a commit).
+func (p *Plane) drop(ctx context.Context, kind messages.CacheKind, tenantID, key string) {
+	if p.d.Invalidations != nil {
+		p.d.Invalidations.Invalidate(ctx, messages.Invalidation{Kind: kind, TenantID: tenantID, Key: key})
+	}
 }
 
 // Operator is who makes a change: the tenant it applies to and the actor

@@ -145,11 +145,15 @@ func New(d Deps) *Server {
 		s.MCPProxy = mcpproxy.New(OutboundClient(d.Config.AllowPrivateTargets), d.MCPSessions, mcpRevocations{s}, d.MCPProxyLimits, s.log.Named("mcp_proxy"))
 	}
 	if s.Control == nil { // tests that build a server alone
-		cd := control.Deps{Store: d.Store, Registry: d.Registry}
+		cd := control.Deps{Config: d.Config, Store: d.Store, Registry: d.Registry, Invalidations: d.Invalidations, Engine: d.Policy,
+			Exporter: d.Exporter}
 		if d.MCP != nil {
 			cd.MCP = d.MCP
 		}
-		s.Control = control.New(cd)
+		if d.Authorizer != nil {
+			cd.Policies = d.Authorizer
+		}
+		s.Control = control.New(cd).WithLogger(d.Log)
 	}
 	s.metrics = newMetrics(s)
 	s.registerProbes()
