@@ -161,16 +161,26 @@ const (
 	NotFound Kind = iota + 1
 	// Conflict: the target's current state does not allow the change.
 	Conflict
+	// Invalid: a value the change cannot take (http: 400; with Field, the
+	// invalid_field error naming it, whose message is "<field>: <Message>").
+	Invalid
+	// Unprocessable: a well-formed value the domain rejects, such as a
+	// policy that does not compile (http: 422, reason Invalid).
+	Unprocessable
 )
 
 // Refusal is a change the plane refuses for the domain's reasons. What
 // names the target ("agent", "mcp server"); Code is the machine-readable
-// reason (details.error) and Message the human one.
+// reason (details.error) and Message the human one; Field names the
+// request field at fault (Invalid), and Details are added to the error
+// envelope's details.
 type Refusal struct {
 	Kind    Kind
 	What    string
 	Code    string
 	Message string
+	Field   string
+	Details map[string]any
 }
 
 func (r *Refusal) Error() string {
@@ -181,6 +191,11 @@ func (r *Refusal) Error() string {
 }
 
 func notFound(what string) *Refusal { return &Refusal{Kind: NotFound, What: what} }
+
+// invalid refuses a value of field (a 400 invalid_field in http).
+func invalid(field, format string, args ...any) *Refusal {
+	return &Refusal{Kind: Invalid, Code: "invalid_field", Field: field, Message: fmt.Sprintf(format, args...)}
+}
 
 func conflict(what, code, format string, args ...any) *Refusal {
 	return &Refusal{Kind: Conflict, What: what, Code: code, Message: fmt.Sprintf(format, args...)}

@@ -67,13 +67,13 @@ func badRequest(code, format string, args ...any) *Error {
 
 func notFound(what string) *Error { return apiErr("NotFound", "not_found", "%s not found", what) }
 
-// orNotFound turns the store's ErrNotFound into the 404 for `what` and
-// passes any other error (or nil) through.
 // Domain reports whether the error is an answer about the request rather
 // than a failure of the storage behind it (control.StorageFailure): all
 // are, but a 503 (shared state or the database unreachable).
 func (e *Error) Domain() bool { return e.Reason != "ServiceUnavailable" }
 
+// orNotFound turns the store's ErrNotFound into the 404 for `what` and
+// passes any other error (or nil) through.
 func orNotFound(err error, what string) error {
 	if errors.Is(err, persistence.ErrNotFound) {
 		return notFound(what)
@@ -116,10 +116,7 @@ func toAPIError(err error) (*Error, bool) {
 	case errors.As(err, &ae):
 		return ae, false
 	case errors.As(err, &refusal):
-		if refusal.Kind == control.NotFound {
-			return notFound(refusal.What), false
-		}
-		return apiErr("Conflict", refusal.Code, "%s", refusal.Message), false
+		return refusalError(refusal), false
 	case errors.Is(err, persistence.ErrNotFound):
 		return notFound("resource"), false
 	case errors.Is(err, persistence.ErrConflict):
@@ -139,6 +136,32 @@ func toAPIError(err error) (*Error, bool) {
 	default:
 		return apiErr("InternalError", "internal", "internal error"), true
 	}
+}
+
+// refusalError is the status error of the control plane's refusal: 404 for
+// NotFound, 409 for Conflict, 400 for Invalid (invalid_field with
+// details.field when it names a field), 422 for Unprocessable; the
+// refusal's details are added to the envelope's.
+func refusalError(r *control.Refusal) *Error {
+	var e *Error
+	switch r.Kind {
+	case control.NotFound:
+		e = notFound(r.What)
+	case control.Invalid:
+		if r.Field != "" {
+			e = invalidField(r.Field, "%s", r.Message)
+		} else {
+			e = badRequest(r.Code, "%s", r.Message)
+		}
+	case control.Unprocessable:
+		e = apiErr("Invalid", r.Code, "%s", r.Message)
+	default:
+		e = apiErr("Conflict", r.Code, "%s", r.Message)
+	}
+	for k, v := range r.Details {
+		e.Details[k] = v
+	}
+	return e
 }
 
 func writeEnvelope(w http.ResponseWriter, version string, e *Error) {
