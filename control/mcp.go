@@ -2,8 +2,11 @@ package control
 
 import (
 	"context"
+	"time"
 
 	"svc/persistence"
+	"svc/rules/inspect"
+	"svc/rules/manifest"
 )
 
 // MCP server changes: each drops the server's cached record and tools on
@@ -67,4 +70,52 @@ func (p *Plane) mcpChanged(ctx context.Context, tenantID, key string) {
 	if p.mcp != nil {
 		p.mcp.Changed(ctx, tenantID, key)
 	}
+}
+
+// ApproveMCPTool approves a pending or disabled tool of a server (the
+// authorize path may then call it); an approved one is a Conflict.
+func (p *Plane) ApproveMCPTool(ctx context.Context, op Operator, key, tool string) (persistence.MCPTool, error) {
+	return p.setMCPToolStatus(ctx, op, key, tool, manifest.StatusApproved, "mcp_tool_approved", manifest.StatusPending, manifest.StatusDisabled)
+}
+
+// DisableMCPTool disables a pending or approved tool; a disabled one is a
+// Conflict.
+func (p *Plane) DisableMCPTool(ctx context.Context, op Operator, key, tool string) (persistence.MCPTool, error) {
+	return p.setMCPToolStatus(ctx, op, key, tool, manifest.StatusDisabled, "mcp_tool_disabled", manifest.StatusPending, manifest.StatusApproved)
+}
+
+// setMCPToolStatus moves tool (already normalized, SPEC 4.2 rule 7) of
+// server key from one of from to to.
+func (p *Plane) setMCPToolStatus(ctx context.Context, op Operator, key, tool, to, action string, from ...string) (persistence.MCPTool, error) {
+	var t persistence.MCPTool
+	err := p.change(func() (err error) {
+		t, err = p.store.SetMCPToolStatus(ctx, op.TenantID, key, tool, from, to, Event(op, "config_change", action, "",
+			map[string]any{"server_key": key, "tool_key": tool}))
+		return refuse(err, "mcp tool", conflict("mcp tool", "invalid_transition", "the mcp tool is already %s", to))
+	}, func() { p.mcpChanged(ctx, op.TenantID, key) })
+	return t, err
+}
+
+// InspectResponse scans a tool's response of srv (when the server has
+// inspection enabled, the caller checks) and raises one alert per flagged
+// category (SPEC 4.8), attributed to agentID: the inspect endpoint's and
+// the MCP proxy's. It returns the findings and the alerts' ids.
+func (p *Plane) InspectResponse(ctx context.Context, srv persistence.MCPServer, agentID string, raw []byte) ([]inspect.Finding, []string, error) {
+	findings := inspect.Response(raw)
+	specs := inspect.Alerts(findings, srv.Key)
+	if len(specs) == 0 {
+		return findings, []string{}, nil
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	alerts := make([]persistence.Alert, len(specs))
+	ids := make([]string, len(specs))
+	for i, a := range specs {
+		alerts[i] = persistence.Alert{ID: persistence.NewRecordID(), TenantID: srv.TenantID, RuleKey: a.Rule, AlertName: a.Rule,
+			Severity: a.Severity, Source: "default", AgentID: agentID, Summary: a.Summary, CreatedAt: now}
+		ids[i] = alerts[i].ID
+	}
+	if err := p.store.AppendAlerts(ctx, alerts); err != nil {
+		return nil, nil, err
+	}
+	return findings, ids, nil
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -23,13 +22,6 @@ import (
 	"svc/rules/inspect"
 	"svc/rules/manifest"
 	"svc/rules/policy"
-)
-
-// The inspection's alert rules (SPEC 4.8): polling only, never on a
-// stream, notification or export.
-const (
-	RuleMCPSensitiveData = "mcp_response_sensitive_data"
-	RuleMCPInjection     = "mcp_response_injection_attempt"
 )
 
 // defaultMCPTrust is the trust level of a server registered without one:
@@ -236,10 +228,10 @@ func (s *Server) registerMCP() {
 		Handle: s.listMCPTools})
 	s.register(Route{Method: "POST", Path: mcpPath + "/tools/:tool_key/approve", Access: AccessAdmin, Tag: "mcp", Resp: mcpToolView{},
 		Errors: []int{404, 409}, Summary: "Approve a pending or disabled tool: authorize may allow it. 409 when already approved.",
-		Handle: s.setMCPToolStatus(manifest.StatusApproved, "mcp_tool_approved", manifest.StatusPending, manifest.StatusDisabled)})
+		Handle: s.approveMCPTool})
 	s.register(Route{Method: "POST", Path: mcpPath + "/tools/:tool_key/disable", Access: AccessAdmin, Tag: "mcp", Resp: mcpToolView{},
 		Errors: []int{404, 409}, Summary: "Disable a pending or approved tool: authorize denies it. 409 when already disabled.",
-		Handle: s.setMCPToolStatus(manifest.StatusDisabled, "mcp_tool_disabled", manifest.StatusPending, manifest.StatusApproved)})
+		Handle: s.disableMCPTool})
 	s.register(Route{Method: "GET", Path: mcpPath + "/manifest-history", Access: AccessViewer, Tag: "mcp", Resp: []mcpHistoryView{},
 		Paginated: true, Errors: []int{404}, Summary: "The server's drift history, newest first.",
 		Handle: s.listMCPHistory})
@@ -248,7 +240,7 @@ func (s *Server) registerMCP() {
 		Summary: "Inspect a tool's raw response (any content type, up to SVC_MAX_BODY_BYTES; SPEC 4.8). With inspection_enabled false: " +
 			"inspected false, no scan. Otherwise findings for SSN shapes, Luhn-valid card numbers, known API-key prefixes and " +
 			"injection phrases, each a category and a count, never the matched text; each flagged category raises one alert: " +
-			RuleMCPSensitiveData + " (MEDIUM) for ssn, credit_card and api_key, " + RuleMCPInjection + " (HIGH) for prompt_injection, " +
+			inspect.RuleSensitiveData + " (MEDIUM) for ssn, credit_card and api_key, " + inspect.RuleInjection + " (HIGH) for prompt_injection, " +
 			"visible by polling GET /alerts only: never on the live feed, a watch stream, a notification or the webhook export.",
 		Handle: s.inspectMCP})
 }
@@ -504,20 +496,23 @@ func (s *Server) listMCPTools(c *Call) (any, error) {
 	return viewAll(tools, viewMCPTool), nil
 }
 
-// setMCPToolStatus serves a tool's approve and disable.
-func (s *Server) setMCPToolStatus(to, action string, from ...string) func(c *Call) (any, error) {
-	return func(c *Call) (any, error) {
-		p, key := c.Principal, c.Param("server_key")
-		tool := canonical.NormalizeIdentifier(c.Param("tool_key"))
-		t, err := s.Store.SetMCPToolStatus(c.Ctx(), p.TenantID, key, tool, from, to, auditEvent(p, p.TenantID, "config_change", action, "",
-			map[string]any{"server_key": key, "tool_key": tool}))
-		if err != nil {
-			return nil, s.audited(stateError(err, "mcp tool", "invalid_transition", fmt.Sprintf("the mcp tool is already %s", to)))
-		}
-		s.auditOK()
-		s.MCP.Changed(c.Ctx(), p.TenantID, key)
-		return viewMCPTool(t), nil
+// approveMCPTool serves POST /mcp/servers/:server_key/tools/:tool_key/approve.
+func (s *Server) approveMCPTool(c *Call) (any, error) {
+	return mcpToolOrErr(s.Control.ApproveMCPTool(c.Ctx(), operator(c.Principal), c.Param("server_key"),
+		canonical.NormalizeIdentifier(c.Param("tool_key"))))
+}
+
+// disableMCPTool serves POST /mcp/servers/:server_key/tools/:tool_key/disable.
+func (s *Server) disableMCPTool(c *Call) (any, error) {
+	return mcpToolOrErr(s.Control.DisableMCPTool(c.Ctx(), operator(c.Principal), c.Param("server_key"),
+		canonical.NormalizeIdentifier(c.Param("tool_key"))))
+}
+
+func mcpToolOrErr(t persistence.MCPTool, err error) (any, error) {
+	if err != nil {
+		return nil, err
 	}
+	return viewMCPTool(t), nil
 }
 
 // listMCPHistory serves GET /mcp/servers/:server_key/manifest-history.
@@ -561,28 +556,16 @@ func (s *Server) inspectMCP(c *Call) (any, error) {
 }
 
 // inspectResponse scans a tool's response of srv and raises one alert per
-// flagged category (SPEC 4.8): the inspect endpoint's and the MCP proxy's.
+// flagged category (control.Plane.InspectResponse; SPEC 4.8): the inspect
+// endpoint's and the MCP proxy's.
 func (s *Server) inspectResponse(ctx context.Context, srv persistence.MCPServer, agentID string, raw []byte) ([]inspectFinding, []string, error) {
-	findings, ids := []inspectFinding{}, []string{}
-	var alerts []persistence.Alert
-	now := nowUTC()
-	for _, f := range inspect.Response(raw) {
-		findings = append(findings, inspectFinding{Category: f.Category, Count: f.Count})
-		rule, sev := RuleMCPSensitiveData, "MEDIUM"
-		if f.Category == inspect.PromptInjection {
-			rule, sev = RuleMCPInjection, "HIGH"
-		}
-		alerts = append(alerts, persistence.Alert{ID: persistence.NewRecordID(), TenantID: srv.TenantID, RuleKey: rule, AlertName: rule,
-			Severity: sev, Source: "default", AgentID: agentID, Summary: fmt.Sprintf("%s: %d %s in a response of mcp:%s", rule, f.Count,
-				strings.ReplaceAll(f.Category, "_", " "), srv.Key), CreatedAt: now})
+	found, ids, err := s.Control.InspectResponse(ctx, srv, agentID, raw)
+	if err != nil {
+		return nil, nil, err
 	}
-	if len(alerts) > 0 {
-		if err := s.Store.AppendAlerts(ctx, alerts); err != nil {
-			return nil, nil, err
-		}
-		for _, a := range alerts {
-			ids = append(ids, a.ID)
-		}
+	findings := make([]inspectFinding, len(found))
+	for i, f := range found {
+		findings[i] = inspectFinding{Category: f.Category, Count: f.Count}
 	}
 	return findings, ids, nil
 }

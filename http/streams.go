@@ -15,6 +15,7 @@ import (
 
 	"svc/messages"
 	"svc/persistence"
+	"svc/rules/inspect"
 )
 
 // streamOut is a handler result that takes over the response: a server-sent
@@ -417,7 +418,7 @@ func (s *Server) watchAlerts(c *Call, f persistence.AlertFilter) (any, error) {
 	tenant := c.Principal.TenantID
 	// The MCP inspection's alerts are visible by polling only (SPEC 4.8,
 	// 6.6).
-	f.ExcludeRules = []string{RuleMCPSensitiveData, RuleMCPInjection}
+	f.ExcludeRules = []string{inspect.RuleSensitiveData, inspect.RuleInjection}
 	return s.watch(c, messages.FeedAlert, func(ctx context.Context, since int64, limit int) ([]watchRow, error) {
 		f.SinceSeq = since
 		rows, err := s.Store.ListAlerts(ctx, tenant, f, persistence.Page{Limit: limit})

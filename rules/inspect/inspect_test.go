@@ -176,3 +176,22 @@ func BenchmarkTool64KiB(b *testing.B) {
 		Tool(text)
 	}
 }
+
+func TestAlerts(t *testing.T) {
+	got := Alerts([]Finding{{Category: CreditCard, Count: 2}, {Category: PromptInjection, Count: 1}}, "github")
+	want := []AlertSpec{
+		{Rule: RuleSensitiveData, Severity: "MEDIUM", Summary: "mcp_response_sensitive_data: 2 credit card in a response of mcp:github"},
+		{Rule: RuleInjection, Severity: "HIGH", Summary: "mcp_response_injection_attempt: 1 prompt injection in a response of mcp:github"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d alerts, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("alert %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if n := len(Alerts(nil, "x")); n != 0 {
+		t.Errorf("no findings raised %d alerts", n)
+	}
+}
