@@ -6,8 +6,9 @@
 //
 // Every setting is an environment variable: DATABASE_URL plus the variables
 // with the SVC_ prefix (SPEC part 8 and CONTRACT §1 and §11). [Settings]
-// lists each one with its default and meaning, in a stable order; the README
-// configuration table is generated from it, and a test proves that [Load]
+// lists each one with its default and meaning, in a stable order; the
+// configuration table of docs/configuration.md follows it (a test checks
+// every row), and a test proves that [Load]
 // reads exactly the variables [Settings] lists.
 //
 // Values are trimmed of surrounding blanks, and a variable that is empty (or

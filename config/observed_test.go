@@ -153,14 +153,11 @@ func testBodies(t *testing.T, root string) map[string]string {
 
 // checkObserved checks observedBy (TestEverySettingTakesEffect runs it):
 // every setting has a test that sees its effect on behaviour, that test
-// exists and is tied to the setting, or README says why the setting has
-// none.
+// exists and is tied to the setting, or the documentation (README.md and
+// docs/) says why the setting has none.
 func checkObserved(t *testing.T) {
 	bodies := testBodies(t, "..")
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := documentation(t)
 	documented := map[string]bool{}
 	for _, s := range config.Settings() {
 		documented[s.Name] = true
@@ -195,4 +192,26 @@ func checkObserved(t *testing.T) {
 			t.Errorf("observedBy names %s, which Settings does not list", name)
 		}
 	}
+}
+
+// documentation is README.md followed by every page of docs/, the text in
+// which a setting's lack of effect is explained.
+func documentation(t *testing.T) []byte {
+	t.Helper()
+	doc, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no docs/*.md pages (%v)", err)
+	}
+	for _, p := range pages {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc = append(append(doc, '\n'), raw...)
+	}
+	return doc
 }

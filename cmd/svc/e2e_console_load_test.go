@@ -22,7 +22,7 @@ const feedWait = time.Minute
 // the newest 10,000, has only the rows in view in the page, keeps the
 // operator's place while items arrive, and its redraws on a filter change
 // and a scroll are measured and logged (timings are reported, not
-// asserted: README "Operator console" has the figures).
+// asserted: docs/operators.md "Operator console" has the figures).
 func TestE2EConsoleFeedLoad(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "sqlite", map[string]string{"SVC_RATE_LIMIT_CAPACITY": "1000000"})

@@ -246,7 +246,7 @@ func TestE2EClusterKillMidStorm(t *testing.T) {
 // deny_storm incidents (opened_at minus the fifth deny's created_at). The
 // alerts also reach an SSE stream held open on the balancer. It logs the
 // figures and asserts only that every one arrived: timing is measured,
-// never asserted (README, "Testing").
+// never asserted (docs/development.md, "Testing").
 func TestE2EClusterDetectionLatency(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, clusterBackend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000"})

@@ -9,7 +9,7 @@
 //	svc verify-pack [-public-key BASE64] FILE      verify an evidence pack offline
 //	svc version               print the build version
 //
-// Configuration comes from the environment (README.md lists every
+// Configuration comes from the environment (docs/configuration.md lists every
 // variable); an invalid value stops the process with a message naming it.
 package main
 
@@ -32,8 +32,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"svc/actors"
 	"svc/config"
+	"svc/control"
 	"svc/evidencepack"
 	"svc/node"
 	"svc/persistence"
@@ -105,7 +105,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stdout, "migrations applied (%s)\n", cfg.DBBackend)
 		return exitOK
 	case "tenants":
-		t, tok, err := actors.NewTenant(ctx, store, args[2], "cli")
+		t, tok, err := control.NewTenant(ctx, store, args[2], "cli")
 		if errors.Is(err, persistence.ErrConflict) {
 			_, _ = fmt.Fprintf(stderr, "svc: a tenant named %q already exists\n", args[2])
 			return exitError

@@ -249,7 +249,7 @@ type dbAdapter Store
 // low-risk reads are answered on a best-effort record, which is what the
 // replica keeps serving; a credential changed in the moments before the
 // outage and not yet replayed there could then be honoured for those
-// reads until the replica catches up (README, Read replica).
+// reads until the replica catches up (docs/operations.md, Read replica).
 func (d *dbAdapter) Reader() sqlstore.Querier {
 	primary := poolQuerier{d.pool, d.acquire}
 	if d.replica == nil {

@@ -45,7 +45,7 @@ func (s *Store) makeIncremental(ctx context.Context) error {
 // left. A database made before auto_vacuum=INCREMENTAL (an older
 // release's) cannot do that without a full VACUUM, which rewrites the
 // whole file while holding the writer: the pass says so in Note and leaves
-// it to an operator (README, "Maintenance jobs").
+// it to an operator (docs/operations.md, "Maintenance jobs").
 func (s *Store) Vacuum(ctx context.Context) (persistence.VacuumResult, error) {
 	var res persistence.VacuumResult
 	var mode, free int64
@@ -59,7 +59,7 @@ func (s *Store) Vacuum(ctx context.Context) (persistence.VacuumResult, error) {
 	if mode != incrementalVacuum {
 		if free > 0 {
 			res.Note = fmt.Sprintf("%d free pages are reused by new rows but cannot be returned to the file system: "+
-				"the database predates auto_vacuum=INCREMENTAL (see README, Maintenance jobs)", free)
+				"the database predates auto_vacuum=INCREMENTAL (see docs/operations.md, Maintenance jobs)", free)
 		}
 		return res, nil
 	}

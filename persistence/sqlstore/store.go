@@ -542,7 +542,7 @@ func (s *Store) ListAudit(ctx context.Context, tenantID string, f persistence.Au
 	}
 	// Administrative events: the hot table, and the archive (kind 2) that
 	// the archival job moves old ones to, which has no full-text index: a
-	// keyword search does not reach it (README, "Maintenance jobs").
+	// keyword search does not reach it (docs/operations.md, "Maintenance jobs").
 	for kind, table := range []string{"audit_events", "audit_archive"} {
 		if kind == 1 && len(terms) > 0 {
 			break
