@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -12,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"svc/control"
-	"svc/credential"
 	"svc/messages"
 	"svc/persistence"
 )
@@ -96,20 +93,27 @@ func viewAgent(a persistence.Agent) agentView {
 	return v
 }
 
-// signingKey parses the signing_key field: "generate" makes 32 random bytes
-// (returned base64 so the caller can show it once), otherwise standard
+// signingKey parses the signing_key field: "generate" asks the control
+// plane for a key (shown once, base64, by shownKey), otherwise standard
 // base64 of at least 32 bytes.
-func signingKey(v string) (key []byte, shown string, err error) {
+func signingKey(v string) (key []byte, generate bool, err error) {
 	if v == "generate" {
-		key = make([]byte, 32)
-		_, _ = rand.Read(key)
-		return key, base64.StdEncoding.EncodeToString(key), nil
+		return nil, true, nil
 	}
 	key, derr := base64.StdEncoding.DecodeString(v)
 	if derr != nil || len(key) < 32 {
-		return nil, "", invalidField("signing_key", `must be "generate" or standard base64 of at least 32 bytes`)
+		return nil, false, invalidField("signing_key", `must be "generate" or standard base64 of at least 32 bytes`)
 	}
-	return key, "", nil
+	return key, false, nil
+}
+
+// shownKey is the signing key the plane generated, base64 (shown once), or
+// "" when it generated none.
+func shownKey(a persistence.Agent, generated bool) string {
+	if !generated {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(a.SigningKey)
 }
 
 func validEnvironments(envs []string) error {
@@ -184,35 +188,25 @@ func (s *Server) createAgent(c *Call) (any, error) {
 	if !riskTiers[b.RiskTier] {
 		return nil, invalidField("risk_tier", "must be low, medium or high")
 	}
-	now := nowUTC()
-	p := c.Principal
-	a := persistence.Agent{ID: uuid.NewString(), TenantID: p.TenantID, Name: b.Name, Status: persistence.AgentActive,
-		RiskTier: b.RiskTier, CreatedAt: now, UpdatedAt: now}
+	n := control.NewAgent{Name: b.Name, RiskTier: b.RiskTier}
 	if b.AllowedEnvironments != nil {
 		if err := validEnvironments(*b.AllowedEnvironments); err != nil {
 			return nil, err
 		}
-		a.AllowedEnvironments = append([]string{}, *b.AllowedEnvironments...)
+		n.AllowedEnvironments = append([]string{}, *b.AllowedEnvironments...)
 	}
-	var shown string
 	if b.SigningKey != nil {
-		key, sh, err := signingKey(*b.SigningKey)
+		key, generate, err := signingKey(*b.SigningKey)
 		if err != nil {
 			return nil, err
 		}
-		a.SigningKey, shown = key, sh
+		n.SigningKey, n.GenerateSigningKey = key, generate
 	}
-	tok, hash := credential.Mint(credential.AgentPrefix)
-	err := s.Store.CreateAgent(c.Ctx(), a, hash, auditEvent(p, p.TenantID, "admin_action", "agent_registered", a.ID,
-		map[string]any{"name": a.Name, "risk_tier": a.RiskTier}))
-	if errors.Is(err, persistence.ErrConflict) {
-		return nil, apiErr("AlreadyExists", "already_exists", "an agent named %q already exists", b.Name)
-	}
+	a, tok, err := s.Control.CreateAgent(c.Ctx(), operator(c.Principal), n)
 	if err != nil {
-		return nil, s.audited(err)
+		return nil, alreadyExists(err)
 	}
-	s.auditOK()
-	return agentCreated{agentView: viewAgent(a), AgentToken: tok, SigningKey: shown}, nil
+	return agentCreated{agentView: viewAgent(a), AgentToken: tok, SigningKey: shownKey(a, n.GenerateSigningKey)}, nil
 }
 
 // listAgents serves GET /agents.
@@ -246,19 +240,18 @@ func (s *Server) updateAgent(c *Call) (any, error) {
 			return nil, invalidField(f, "may not be null")
 		}
 	}
-	var patch persistence.AgentPatch
-	details := map[string]any{}
+	var ch control.AgentChange
 	if b.Name != nil {
 		if err := validName("name", *b.Name, 128); err != nil {
 			return nil, err
 		}
-		patch.Name, details["name"] = b.Name, *b.Name
+		ch.Name = b.Name
 	}
 	if b.RiskTier != nil {
 		if !riskTiers[*b.RiskTier] {
 			return nil, invalidField("risk_tier", "must be low, medium or high")
 		}
-		patch.RiskTier, details["risk_tier"] = b.RiskTier, *b.RiskTier
+		ch.RiskTier = b.RiskTier
 	}
 	if c.HasField("allowed_environments") {
 		var envs []string
@@ -268,31 +261,26 @@ func (s *Server) updateAgent(c *Call) (any, error) {
 			}
 			envs = append([]string{}, *b.AllowedEnvironments...)
 		}
-		patch.AllowedEnvironments, details["allowed_environments"] = &envs, envs
+		ch.AllowedEnvironments = &envs
 	}
-	var shown string
 	if c.HasField("signing_key") {
 		var key []byte
 		if b.SigningKey != nil {
-			k, sh, err := signingKey(*b.SigningKey)
+			k, generate, err := signingKey(*b.SigningKey)
 			if err != nil {
 				return nil, err
 			}
-			key, shown = k, sh
+			key, ch.GenerateSigningKey = k, generate
 		}
-		patch.SigningKey, details["signing_key_changed"] = &key, true
+		if !ch.GenerateSigningKey {
+			ch.SigningKey = &key
+		}
 	}
-	p := c.Principal
-	id := c.Param("agent_id")
-	a, err := s.Store.UpdateAgent(c.Ctx(), p.TenantID, id, patch, auditEvent(p, p.TenantID, "admin_action", "agent_updated", id, details))
-	if errors.Is(err, persistence.ErrConflict) {
-		return nil, apiErr("AlreadyExists", "already_exists", "an agent with that name already exists")
-	}
+	a, err := s.Control.UpdateAgent(c.Ctx(), operator(c.Principal), c.Param("agent_id"), ch)
 	if err != nil {
-		return nil, s.audited(agentNotFound(err))
+		return nil, alreadyExists(err)
 	}
-	s.auditOK()
-	return agentPatched{agentView: viewAgent(a), SigningKey: shown}, nil
+	return agentPatched{agentView: viewAgent(a), SigningKey: shownKey(a, ch.GenerateSigningKey)}, nil
 }
 
 // deleteAgent serves DELETE /agents/:agent_id.
@@ -326,30 +314,11 @@ func (s *Server) rotateAgentToken(c *Call) (any, error) {
 func (s *Server) reportLeakedToken(c *Call) (any, error) {
 	p := c.Principal
 	id := c.Param("agent_id")
-	t, err := s.Store.GetTenant(c.Ctx(), p.TenantID)
-	if err != nil {
+	out := leakReported{AgentID: id}
+	var err error
+	if out.Rotated, out.AgentToken, err = s.Control.ReportLeakedToken(c.Ctx(), operator(p), id); err != nil {
 		return nil, err
 	}
-	out := leakReported{AgentID: id}
-	if t.AutoRotateTokenOnLeak {
-		tok, hash := credential.Mint(credential.AgentPrefix)
-		_, err = s.Store.RotateAgentToken(c.Ctx(), p.TenantID, id, hash,
-			auditEvent(p, p.TenantID, "agent_token_rotated", "leak_rotation", id, map[string]any{"reason": "token reported leaked"}))
-		out.Rotated, out.AgentToken = true, tok
-	} else {
-		var a persistence.Agent
-		if a, err = s.Store.GetAgent(c.Ctx(), p.TenantID, id); err == nil && a.Status == persistence.AgentDeleted {
-			err = persistence.ErrNotFound
-		}
-		if err == nil {
-			err = s.Store.AppendAudit(c.Ctx(), []persistence.AuditEvent{auditEvent(p, p.TenantID,
-				"agent_token_leak_detected_no_rotation", "leak_reported", id, map[string]any{"rotated": false})})
-		}
-	}
-	if err != nil {
-		return nil, s.audited(agentNotFound(err))
-	}
-	s.auditOK()
 	s.Events.Publish(messages.AseEvent{EventID: uuid.NewString(), OccurredAt: nowUTC(), TenantID: p.TenantID,
 		Kind: messages.KindAgentTokenLeakDetected, AgentID: id, Decision: "deny", Tool: "agent_token", Action: "report_leaked_token",
 		RiskScore: 90, Reason: fmt.Sprintf("agent token reported leaked; rotated=%t", out.Rotated), SchemaVersion: messages.SchemaVersion})
@@ -380,31 +349,16 @@ func (s *Server) bindPermission(c *Call) (any, error) {
 	if err := validName("tool_key", b.ToolKey, 128); err != nil {
 		return nil, err
 	}
-	p := c.Principal
-	id := c.Param("agent_id")
-	perm := persistence.Permission{TenantID: p.TenantID, AgentID: id, ToolKey: b.ToolKey, CreatedAt: nowUTC()}
-	err := s.Store.AddPermission(c.Ctx(), perm, auditEvent(p, p.TenantID, "admin_action", "agent_tool_permission_granted", id,
-		map[string]any{"tool_key": b.ToolKey}))
-	if errors.Is(err, persistence.ErrConflict) {
-		return nil, apiErr("AlreadyExists", "already_exists", "tool %q is already bound", b.ToolKey)
-	}
+	perm, err := s.Control.GrantTool(c.Ctx(), operator(c.Principal), c.Param("agent_id"), b.ToolKey)
 	if err != nil {
-		return nil, s.audited(agentNotFound(err))
+		return nil, alreadyExists(err)
 	}
-	s.auditOK()
-	return permissionView{id, b.ToolKey, perm.CreatedAt}, nil
+	return permissionView{perm.AgentID, perm.ToolKey, perm.CreatedAt}, nil
 }
 
 // unbindPermission serves DELETE /agents/:agent_id/permissions/:tool_key.
 func (s *Server) unbindPermission(c *Call) (any, error) {
-	p := c.Principal
-	id, tool := c.Param("agent_id"), c.Param("tool_key")
-	err := s.Store.DeletePermission(c.Ctx(), p.TenantID, id, tool, auditEvent(p, p.TenantID, "admin_action",
-		"agent_tool_permission_revoked", id, map[string]any{"tool_key": tool}))
-	if errors.Is(err, persistence.ErrNotFound) {
-		return nil, notFound("permission")
-	}
-	return nil, s.audited(err)
+	return nil, s.Control.RevokeTool(c.Ctx(), operator(c.Principal), c.Param("agent_id"), c.Param("tool_key"))
 }
 
 // agentHeartbeat serves POST /agents/heartbeat.

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/control"
 	"svc/messages"
 )
 
@@ -49,7 +50,7 @@ func TestLeakReportEmitsEvent(t *testing.T) {
 	defer close(stop)
 	go s.Events.Run(stop)
 
-	tenant, tok, err := actors.NewTenant(context.Background(), s.Store, "acme", "test")
+	tenant, tok, err := control.NewTenant(context.Background(), s.Store, "acme", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

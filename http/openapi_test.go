@@ -14,6 +14,7 @@ import (
 
 	"svc/actors"
 	"svc/config"
+	"svc/control"
 	"svc/messages"
 	"svc/persistence/sharedstate"
 	"svc/persistence/sqlite"
@@ -47,7 +48,7 @@ func newTestServer(t *testing.T) *Server {
 // decoded JSON answer.
 func tenantCaller(t *testing.T, s *Server) func(method, path, body string) (int, map[string]any) {
 	t.Helper()
-	_, tok, err := actors.NewTenant(context.Background(), s.Store, "acme", "test")
+	_, tok, err := control.NewTenant(context.Background(), s.Store, "acme", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"svc/actors"
+	"svc/control"
 	"svc/persistence"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestSkillStoredUnnormalizedCanBeReadAndDeleted(t *testing.T) {
 	s := newTestServer(t)
 	ctx := context.Background()
-	tenant, tok, err := actors.NewTenant(ctx, s.Store, "acme", "test")
+	tenant, tok, err := control.NewTenant(ctx, s.Store, "acme", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,11 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
-
-	"svc/actors"
 	"svc/control"
-	"svc/credential"
 	"svc/persistence"
 )
 
@@ -84,6 +80,17 @@ func operator(p Principal) control.Operator {
 	return control.Operator{TenantID: p.TenantID, Actor: p.Actor()}
 }
 
+// alreadyExists is the 409 AlreadyExists http answers a name or binding
+// taken with: the plane refuses it as a Conflict with code already_exists.
+// Other errors pass through.
+func alreadyExists(err error) error {
+	var r *control.Refusal
+	if errors.As(err, &r) && r.Kind == control.Conflict && r.Code == "already_exists" {
+		return apiErr("AlreadyExists", r.Code, "%s", r.Message)
+	}
+	return err
+}
+
 // validName checks a 1..max character name.
 func validName(field, v string, limit int) error {
 	if strings.TrimSpace(v) == "" {
@@ -135,14 +142,10 @@ func (s *Server) createTenant(c *Call) (any, error) {
 	if err := validName("name", b.Name, 128); err != nil {
 		return nil, err
 	}
-	t, tok, err := actors.NewTenant(c.Ctx(), s.Store, strings.TrimSpace(b.Name), c.Principal.Actor())
+	t, tok, err := s.Control.CreateTenant(c.Ctx(), c.Principal.Actor(), b.Name)
 	if err != nil {
-		if errors.Is(err, persistence.ErrConflict) {
-			return nil, apiErr("AlreadyExists", "already_exists", "a tenant named %q already exists", b.Name)
-		}
-		return nil, s.audited(err)
+		return nil, alreadyExists(err)
 	}
-	s.auditOK()
 	return tenantCreated{viewTenant(t), tok}, nil
 }
 
@@ -157,11 +160,7 @@ func (s *Server) listTenants(c *Call) (any, error) {
 
 // deleteTenant serves DELETE /tenants/:tenant_id.
 func (s *Server) deleteTenant(c *Call) (any, error) {
-	err := s.Store.DeleteTenant(c.Ctx(), c.Param("tenant_id"))
-	if errors.Is(err, persistence.ErrNotFound) {
-		return nil, notFound("tenant")
-	}
-	return nil, err
+	return nil, s.Control.DeleteTenant(c.Ctx(), c.Param("tenant_id"))
 }
 
 // getTenantSettings serves GET /tenants/settings.
@@ -196,30 +195,14 @@ func (s *Server) updateTenantSettings(c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := c.Principal
+	change := control.TenantSettings{AutoRotateTokenOnLeak: b.AutoRotateTokenOnLeakEnabled}
 	if hasSecret {
-		change := "set"
-		if secret == "" {
-			change = "removed"
-		}
-		// The audit says what changed, never the secret.
-		if err := s.Store.SetCodehostWebhookSecret(c.Ctx(), p.TenantID, secret, nowUTC(),
-			auditEvent(p, p.TenantID, "config_change", "tenant_settings_updated", "", map[string]any{"codehost_webhook_secret": change})); err != nil {
-			return nil, s.audited(err)
-		}
+		change.CodehostWebhookSecret = &secret
 	}
-	var t persistence.Tenant
-	if rotate {
-		t, err = s.Store.UpdateTenantSettings(c.Ctx(), p.TenantID, *b.AutoRotateTokenOnLeakEnabled,
-			auditEvent(p, p.TenantID, "config_change", "tenant_settings_updated", "",
-				map[string]any{"auto_rotate_token_on_leak_enabled": *b.AutoRotateTokenOnLeakEnabled}))
-		if err != nil {
-			return nil, s.audited(err)
-		}
-	} else if t, err = s.Store.GetTenant(c.Ctx(), p.TenantID); err != nil {
+	t, err := s.Control.UpdateTenantSettings(c.Ctx(), operator(c.Principal), change)
+	if err != nil {
 		return nil, err
 	}
-	s.auditOK()
 	v, err := s.viewSettings(c, t)
 	v.CodehostWebhookSecret = shown
 	return v, err
@@ -234,15 +217,10 @@ func (s *Server) createOperatorToken(c *Call) (any, error) {
 	if _, ok := roleRank[b.Role]; !ok {
 		return nil, invalidField("role", "must be admin, approver or viewer")
 	}
-	p := c.Principal
-	tok, hash := credential.Mint(credential.OperatorPrefix)
-	ot := persistence.OperatorToken{ID: uuid.NewString(), TenantID: p.TenantID, Name: b.Name, Role: b.Role, CreatedAt: nowUTC()}
-	err := s.Store.CreateOperatorToken(c.Ctx(), ot, hash, auditEvent(p, p.TenantID, "admin_action", "operator_token_created", "",
-		map[string]any{"token_id": ot.ID, "role": ot.Role}))
+	ot, tok, err := s.Control.CreateOperatorToken(c.Ctx(), operator(c.Principal), b.Name, b.Role)
 	if err != nil {
-		return nil, s.audited(err)
+		return nil, err
 	}
-	s.auditOK()
 	return opTokenCreated{viewOpToken(ot), tok}, nil
 }
 
@@ -257,12 +235,5 @@ func (s *Server) listOperatorTokens(c *Call) (any, error) {
 
 // deleteOperatorToken serves DELETE /operator-tokens/:token_id.
 func (s *Server) deleteOperatorToken(c *Call) (any, error) {
-	p := c.Principal
-	id := c.Param("token_id")
-	err := s.Store.DeleteOperatorToken(c.Ctx(), p.TenantID, id,
-		auditEvent(p, p.TenantID, "admin_action", "operator_token_revoked", "", map[string]any{"token_id": id}))
-	if errors.Is(err, persistence.ErrNotFound) {
-		return nil, notFound("operator token")
-	}
-	return nil, s.audited(err)
+	return nil, s.Control.DeleteOperatorToken(c.Ctx(), operator(c.Principal), c.Param("token_id"))
 }

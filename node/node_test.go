@@ -14,8 +14,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"svc/actors"
 	"svc/config"
+	"svc/control"
 	"svc/persistence/sqlite"
 )
 
@@ -41,7 +41,7 @@ func TestNodeInProcess(t *testing.T) {
 	}
 	srv := httptest.NewServer(n.Handler())
 	defer srv.Close()
-	_, admin, err := actors.NewTenant(ctx, store, "in-process", "test")
+	_, admin, err := control.NewTenant(ctx, store, "in-process", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

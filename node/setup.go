@@ -16,6 +16,7 @@ import (
 
 	"svc/actors"
 	"svc/config"
+	"svc/control"
 	httpapi "svc/http"
 	"svc/mcpclient"
 	"svc/mcpproxy"
@@ -35,7 +36,7 @@ func bootstrap(ctx context.Context, cfg *config.Config, store persistence.Store,
 	} else if !errors.Is(err, persistence.ErrNotFound) {
 		return err
 	}
-	t, tok, err := actors.NewTenant(ctx, store, cfg.BootstrapTenant, "bootstrap")
+	t, tok, err := control.NewTenant(ctx, store, cfg.BootstrapTenant, "bootstrap")
 	if errors.Is(err, persistence.ErrConflict) {
 		return nil // another node bootstrapped it first
 	}
