@@ -6,7 +6,6 @@ package httpapi
 import (
 	"time"
 
-	"svc/messages"
 	"svc/persistence"
 	"svc/rules/risk"
 )
@@ -81,13 +80,9 @@ func (s *Server) putRiskWeights(c *Call) (any, error) {
 		}
 		w[name] = *v
 	}
-	p := c.Principal
-	if err := s.Store.PutRiskWeights(c.Ctx(), p.TenantID, w, auditEvent(p, p.TenantID, "config_change", "risk_weights_updated", "",
-		map[string]any{"weights": w})); err != nil {
-		return nil, s.audited(err)
+	if err := s.Control.PutRiskWeights(c.Ctx(), operator(c.Principal), w); err != nil {
+		return nil, err
 	}
-	s.auditOK()
-	s.invalidate(c.Ctx(), messages.CacheRisk, p.TenantID, "-")
 	return weightsView(w), nil
 }
 
@@ -109,14 +104,9 @@ func (s *Server) putRiskEscalation(c *Call) (any, error) {
 	if b.WindowMinutes == nil || *b.WindowMinutes < 1 || *b.WindowMinutes > 10080 {
 		return nil, invalidField("window_minutes", "must be an integer from 1 to 10080")
 	}
-	p := c.Principal
-	if err := s.Store.PutRiskEscalation(c.Ctx(), p.TenantID, *b.DenialThreshold, *b.WindowMinutes,
-		auditEvent(p, p.TenantID, "config_change", "risk_escalation_updated", "",
-			map[string]any{"denial_threshold": *b.DenialThreshold, "window_minutes": *b.WindowMinutes})); err != nil {
-		return nil, s.audited(err)
+	if err := s.Control.PutRiskEscalation(c.Ctx(), operator(c.Principal), *b.DenialThreshold, *b.WindowMinutes); err != nil {
+		return nil, err
 	}
-	s.auditOK()
-	s.invalidate(c.Ctx(), messages.CacheRisk, p.TenantID, "-")
 	return *b, nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"svc/canonical"
-	"svc/messages"
 	"svc/persistence"
 )
 
@@ -64,35 +63,10 @@ func (s *Server) putSkill(c *Call) (any, error) {
 	if len(key) == 0 || len(key) > 128 {
 		return nil, invalidField("skill_key", "must be 1 to 128 characters")
 	}
-	// Calls are matched on their normalized tool and action (SPEC 4.2
-	// rule 7), so the registry stores its keys normalized the same way:
-	// a skill registered as "Danger" with action "Wipe" applies to a
-	// call of Danger/Wipe, danger/wipe or DANGER/WIPE.
-	actions := make(map[string]persistence.SkillAction, len(b.Actions))
-	for name, a := range b.Actions {
-		switch a.Risk {
-		case "low", "medium", "high", "critical":
-		default:
-			return nil, invalidField("actions."+name+".risk", "must be low, medium, high or critical")
-		}
-		norm := canonical.NormalizeIdentifier(name)
-		if norm == "" {
-			return nil, invalidField("actions."+name, "an action key must not be empty")
-		}
-		if _, dup := actions[norm]; dup {
-			return nil, invalidField("actions."+name, "two action keys normalize to %q", norm)
-		}
-		actions[norm] = a
-	}
-	b.Actions = actions
-	p := c.Principal
-	sk, err := s.Store.PutSkill(c.Ctx(), persistence.Skill{TenantID: p.TenantID, Key: key, Description: b.Description, Actions: b.Actions},
-		auditEvent(p, p.TenantID, "config_change", "skill_registered", "", map[string]any{"skill_key": key}))
+	sk, err := s.Control.PutSkill(c.Ctx(), operator(c.Principal), key, b.Description, b.Actions)
 	if err != nil {
-		return nil, s.audited(err)
+		return nil, err
 	}
-	s.auditOK()
-	s.invalidate(c.Ctx(), messages.CacheSkill, p.TenantID, key)
 	return viewSkill(sk), nil
 }
 
@@ -122,22 +96,5 @@ func (s *Server) getSkill(c *Call) (any, error) {
 
 // deleteSkill serves DELETE /skills/:skill_key.
 func (s *Server) deleteSkill(c *Call) (any, error) {
-	p := c.Principal
-	var key string
-	var err error
-	for _, key = range skillKeys(c) {
-		err = s.Store.DeleteSkill(c.Ctx(), p.TenantID, key, auditEvent(p, p.TenantID, "config_change", "skill_deleted", "", map[string]any{"skill_key": key}))
-		if !errors.Is(err, persistence.ErrNotFound) {
-			break
-		}
-	}
-	if errors.Is(err, persistence.ErrNotFound) {
-		return nil, notFound("skill")
-	}
-	if err != nil {
-		return nil, s.audited(err)
-	}
-	s.auditOK()
-	s.invalidate(c.Ctx(), messages.CacheSkill, p.TenantID, key)
-	return nil, nil
+	return nil, s.Control.DeleteSkill(c.Ctx(), operator(c.Principal), skillKeys(c)...)
 }
