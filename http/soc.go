@@ -131,19 +131,12 @@ func (s *Server) getIncident(c *Call) (any, error) {
 // closeIncident serves POST /incidents/:incident_id/close.
 func (s *Server) closeIncident(c *Call) (any, error) {
 	b := bodyOf[closeIncidentReq](c)
-	id, now := c.Param("incident_id"), nowUTC()
-	details := map[string]any{"action": "incident_closed", "incident_id": id}
-	if b.Reason != nil {
-		details["reason"] = *b.Reason
-	}
-	in, err := s.Store.CloseIncident(c.Ctx(), c.Principal.TenantID, id, b.Reason, now, persistence.AuditEvent{ID: persistence.NewRecordID(),
-		TenantID: c.Principal.TenantID, EventType: "admin_action", Action: "incident_closed", Actor: c.Principal.Actor(),
-		CreatedAt: now, Details: details})
+	in, err := s.Control.CloseIncident(c.Ctx(), operator(c.Principal), c.Param("incident_id"), b.Reason)
 	if err != nil {
-		return nil, stateError(err, "incident", "incident_closed", "the incident is already closed")
+		return nil, err
 	}
 	if s.SOC != nil {
-		s.SOC.IncidentClosed(in)
+		s.SOC.IncidentClosed(in) // MTTR
 	}
 	return viewIncident(in), nil
 }

@@ -2,10 +2,10 @@ package httpapi
 
 import (
 	"encoding/json"
-	"errors"
 	"time"
 
 	"svc/actors"
+	"svc/control"
 	"svc/persistence"
 	"svc/rules/detect"
 )
@@ -56,18 +56,6 @@ func viewCustomRule(r persistence.CustomRule) ruleView {
 		Condition: cond, CreatedAt: &c, UpdatedAt: &u}
 }
 
-// conditionError is the 400 for an invalid condition, naming its path.
-func conditionError(err error) error {
-	var ce *detect.ConditionError
-	if errors.As(err, &ce) {
-		e := badRequest("invalid_condition", "%s", ce.Error())
-		e.Details["path"] = ce.Path
-		e.Details["field"] = "condition"
-		return e
-	}
-	return invalidField("condition", "%v", err)
-}
-
 // maxBacktestRange bounds a backtest's range; the decisions scanned are
 // capped at detect.MaxBacktestDecisions anyway.
 const maxBacktestRange = 366 * 24 * time.Hour
@@ -111,64 +99,17 @@ func (s *Server) listSOCRules(c *Call) (any, error) {
 // putSOCRule serves POST /soc/rules.
 func (s *Server) putSOCRule(c *Call) (any, error) {
 	b := bodyOf[ruleReq](c)
-	if !detect.ValidKey(b.RuleKey) {
-		return nil, invalidField("rule_key", "must match [a-z0-9_]{1,64}")
-	}
-	if detect.IsDefaultKey(b.RuleKey) {
-		return nil, apiErr("Conflict", "default_rule", "%s is a default rule's key", b.RuleKey)
-	}
-	sev, err := detect.ParseSeverity(b.Severity)
-	if err != nil {
-		return nil, invalidField("severity", "one of INFO, LOW, MEDIUM, HIGH")
-	}
-	if b.Condition == nil {
-		return nil, conditionError(&detect.ConditionError{Path: "condition", Msg: "a condition is required"})
-	}
-	cond, err := detect.ParseCondition(b.Condition)
-	if err != nil {
-		return nil, conditionError(err)
-	}
-	name := b.RuleKey
-	if b.AlertName != nil && *b.AlertName != "" {
-		name = *b.AlertName
-	}
-	enabled := b.Enabled == nil || *b.Enabled
-	raw, err := json.Marshal(cond)
+	r, err := s.Control.PutSOCRule(c.Ctx(), operator(c.Principal), control.SOCRule{Key: b.RuleKey, AlertName: b.AlertName,
+		Severity: b.Severity, Enabled: b.Enabled, Condition: b.Condition})
 	if err != nil {
 		return nil, err
-	}
-	now := nowUTC()
-	r, err := s.Store.PutRule(c.Ctx(), persistence.CustomRule{TenantID: c.Principal.TenantID, Key: b.RuleKey, AlertName: name,
-		Severity: sev, Enabled: enabled, Condition: raw, CreatedAt: now, UpdatedAt: now},
-		persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: c.Principal.TenantID, EventType: "config_change",
-			Action: "soc_rule_saved", Actor: c.Principal.Actor(), CreatedAt: now,
-			Details: map[string]any{"action": "soc_rule_saved", "rule_key": b.RuleKey, "severity": sev, "enabled": enabled}})
-	if err != nil {
-		return nil, err
-	}
-	if s.SOC != nil {
-		s.SOC.RulesChanged(c.Ctx(), c.Principal.TenantID)
 	}
 	return viewCustomRule(r), nil
 }
 
 // deleteSOCRule serves DELETE /soc/rules/:rule_key.
 func (s *Server) deleteSOCRule(c *Call) (any, error) {
-	key := c.Param("rule_key")
-	if detect.IsDefaultKey(key) {
-		return nil, apiErr("Conflict", "default_rule", "%s is a default rule and cannot be deleted", key)
-	}
-	now := nowUTC()
-	err := s.Store.DeleteRule(c.Ctx(), c.Principal.TenantID, key, persistence.AuditEvent{ID: persistence.NewRecordID(),
-		TenantID: c.Principal.TenantID, EventType: "config_change", Action: "soc_rule_deleted", Actor: c.Principal.Actor(),
-		CreatedAt: now, Details: map[string]any{"action": "soc_rule_deleted", "rule_key": key}})
-	if err != nil {
-		return nil, orNotFound(err, "rule")
-	}
-	if s.SOC != nil {
-		s.SOC.RulesChanged(c.Ctx(), c.Principal.TenantID)
-	}
-	return nil, nil
+	return nil, s.Control.DeleteSOCRule(c.Ctx(), operator(c.Principal), c.Param("rule_key"))
 }
 
 // reloadSOCRules serves POST /soc/rules/reload.

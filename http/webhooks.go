@@ -3,19 +3,12 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
-	"net/url"
-	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"svc/actors"
-	"svc/credential"
-	"svc/messages"
+	"svc/control"
 	"svc/persistence"
 )
 
@@ -58,12 +51,6 @@ type webhookCreated struct {
 	// DeliverySecret signs every delivery (X-Svc-Signature); shown once.
 	DeliverySecret string `json:"delivery_secret"`
 }
-
-// deliveryKeyPrefix starts every delivery secret (an HMAC key).
-const deliveryKeyPrefix = "svc_whsec_"
-
-// maxWebhookURL bounds a subscription URL's length.
-const maxWebhookURL = 2048
 
 func viewWebhook(w persistence.WebhookSubscription) webhookView {
 	return webhookView{SubscriptionID: w.ID, TenantID: w.TenantID, URL: w.URL, MinSeverity: w.MinSeverity, Format: w.Format,
@@ -112,36 +99,11 @@ func (s *Server) registerWebhooks() {
 // createWebhook serves POST /webhooks/subscriptions.
 func (s *Server) createWebhook(c *Call) (any, error) {
 	b := bodyOf[webhookCreate](c)
-	if b.URL == nil {
-		return nil, invalidField("url", "is required")
-	}
-	target, err := s.webhookURL(*b.URL)
+	created, secret, err := s.Control.CreateWebhook(c.Ctx(), operator(c.Principal), control.WebhookSettings{URL: b.URL,
+		MinSeverity: b.MinSeverity, Format: b.Format, Enabled: b.Enabled})
 	if err != nil {
 		return nil, err
 	}
-	sev, format := persistence.WebhookSeverityInfo, persistence.WebhookFormatJSON
-	if b.MinSeverity != nil {
-		if sev, err = webhookEnum("min_severity", *b.MinSeverity, persistence.WebhookSeverityInfo, persistence.WebhookSeverityHigh); err != nil {
-			return nil, err
-		}
-	}
-	if b.Format != nil {
-		if format, err = webhookEnum("format", *b.Format, persistence.WebhookFormatJSON, persistence.WebhookFormatCEF); err != nil {
-			return nil, err
-		}
-	}
-	enabled := b.Enabled == nil || *b.Enabled
-	secret, _ := credential.Mint(deliveryKeyPrefix)
-	p, now := c.Principal, nowUTC()
-	w := persistence.WebhookSubscription{ID: uuid.NewString(), TenantID: p.TenantID, URL: target, MinSeverity: sev, Format: format,
-		Enabled: enabled, DeliverySecret: secret, CreatedAt: now, UpdatedAt: now}
-	created, err := s.Store.CreateWebhook(c.Ctx(), w, auditEvent(p, p.TenantID, "config_change", "webhook_subscription_created", "",
-		map[string]any{"subscription_id": w.ID, "url_host": urlHost(target), "min_severity": sev, "format": format, "enabled": enabled}))
-	if err != nil {
-		return nil, s.audited(err)
-	}
-	s.auditOK()
-	s.webhooksChanged(c.Ctx(), p.TenantID)
 	return webhookCreated{webhookView: viewWebhook(created), DeliverySecret: secret}, nil
 }
 
@@ -179,132 +141,26 @@ func (s *Server) updateWebhook(c *Call) (any, error) {
 			return nil, invalidField(f.name, "may not be null")
 		}
 	}
-	var patch persistence.WebhookPatch
-	details := map[string]any{"subscription_id": c.Param("subscription_id")}
-	if b.URL != nil {
-		target, err := s.webhookURL(*b.URL)
-		if err != nil {
-			return nil, err
-		}
-		patch.URL, details["url_host"] = &target, urlHost(target)
-	}
-	if b.MinSeverity != nil {
-		sev, err := webhookEnum("min_severity", *b.MinSeverity, persistence.WebhookSeverityInfo, persistence.WebhookSeverityHigh)
-		if err != nil {
-			return nil, err
-		}
-		patch.MinSeverity, details["min_severity"] = &sev, sev
-	}
-	if b.Format != nil {
-		format, err := webhookEnum("format", *b.Format, persistence.WebhookFormatJSON, persistence.WebhookFormatCEF)
-		if err != nil {
-			return nil, err
-		}
-		patch.Format, details["format"] = &format, format
-	}
-	if b.Enabled != nil {
-		patch.Enabled, details["enabled"] = b.Enabled, *b.Enabled
-	}
-	p := c.Principal
-	w, err := s.Store.UpdateWebhook(c.Ctx(), p.TenantID, c.Param("subscription_id"), patch, nowUTC(),
-		auditEvent(p, p.TenantID, "config_change", "webhook_subscription_updated", "", details))
+	w, err := s.Control.UpdateWebhook(c.Ctx(), operator(c.Principal), c.Param("subscription_id"), control.WebhookSettings{URL: b.URL,
+		MinSeverity: b.MinSeverity, Format: b.Format, Enabled: b.Enabled})
 	if err != nil {
-		return nil, s.audited(orNotFound(err, "webhook subscription"))
+		return nil, err
 	}
-	s.auditOK()
-	s.webhooksChanged(c.Ctx(), p.TenantID)
 	return viewWebhook(w), nil
 }
 
 // deleteWebhook serves DELETE /webhooks/subscriptions/:subscription_id.
 func (s *Server) deleteWebhook(c *Call) (any, error) {
-	p, id := c.Principal, c.Param("subscription_id")
-	err := s.Store.DeleteWebhook(c.Ctx(), p.TenantID, id, auditEvent(p, p.TenantID, "config_change", "webhook_subscription_deleted", "",
-		map[string]any{"subscription_id": id}))
-	if err != nil {
-		return nil, s.audited(orNotFound(err, "webhook subscription"))
-	}
-	s.auditOK()
-	s.webhooksChanged(c.Ctx(), p.TenantID)
-	return nil, nil
+	return nil, s.Control.DeleteWebhook(c.Ctx(), operator(c.Principal), c.Param("subscription_id"))
 }
 
-// webhooksChanged drops the exporter's cached subscriptions of the tenant
-// on this node and tells the other nodes to do the same.
-func (s *Server) webhooksChanged(ctx context.Context, tenantID string) {
-	if s.Invalidations == nil {
-		s.Exporter.Invalidate(tenantID)
-		return
-	}
-	s.Invalidations.Invalidate(ctx, messages.Invalidation{Kind: messages.CacheWebhooks, TenantID: tenantID, Key: "-"})
-}
+// webhookURL admits an outbound target's URL (control.Plane.AdmitTarget):
+// the MCP servers' registration uses it.
+func (s *Server) webhookURL(raw string) (string, error) { return s.Control.AdmitTarget(raw) }
 
-// webhookEnum checks an enumerated field (any case) and returns it lower
-// case.
-func webhookEnum(field, v string, allowed ...string) (string, error) {
-	low := strings.ToLower(strings.TrimSpace(v))
-	for _, a := range allowed {
-		if low == a {
-			return a, nil
-		}
-	}
-	return "", invalidField(field, "must be %s", strings.Join(allowed, " or "))
-}
-
-// webhookURL validates a subscription URL: absolute http or https with a
-// host, at most 2048 bytes, no white space, and not a literal address that
-// outbound requests may not reach (CONTRACT §7). Names are checked again
-// where each delivery dials (OutboundClient), so DNS cannot redirect them.
-func (s *Server) webhookURL(raw string) (string, error) {
-	if strings.TrimSpace(raw) == "" {
-		return "", invalidField("url", "is required")
-	}
-	if len(raw) > maxWebhookURL {
-		return "", invalidField("url", "must be at most %d bytes", maxWebhookURL)
-	}
-	if strings.ContainsAny(raw, " \t\r\n") {
-		return "", invalidField("url", "must not contain white space")
-	}
-	u, err := url.Parse(raw)
-	if err != nil || !u.IsAbs() || u.Opaque != "" {
-		return "", invalidField("url", "must be an absolute http or https URL")
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", invalidField("url", "scheme must be http or https, not %q", u.Scheme)
-	}
-	if u.Hostname() == "" {
-		return "", invalidField("url", "must name a host")
-	}
-	if err := checkTargetHost(u.Hostname(), s.cfg.AllowPrivateTargets); err != nil {
-		e := invalidField("url", "%v", err)
-		e.Details["error"] = "forbidden_target"
-		return "", e
-	}
-	return raw, nil
-}
-
-// checkTargetHost applies CheckTarget to a host that is an IP literal, and
-// treats localhost names as loopback; other names are left to the dial-time
-// check.
-func checkTargetHost(host string, allowPrivate bool) error {
-	if ip, err := netip.ParseAddr(host); err == nil {
-		return CheckTarget(ip, allowPrivate)
-	}
-	h := strings.TrimSuffix(strings.ToLower(host), ".")
-	if !allowPrivate && (h == "localhost" || strings.HasSuffix(h, ".localhost")) {
-		return fmt.Errorf("%w: %s is loopback (SVC_ALLOW_PRIVATE_TARGETS is false)", ErrForbiddenTarget, host)
-	}
-	return nil
-}
-
-// urlHost is the host of a validated URL, for audit details (the rest of a
-// URL may carry a receiver's credentials).
-func urlHost(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Host
-	}
-	return ""
-}
+// urlHost is the host of an admitted URL, for audit details
+// (control.URLHost).
+func urlHost(raw string) string { return control.URLHost(raw) }
 
 // WebhookExportPoster is the webhook exporter's transport
 // (actors.ExportPost): one POST per call to the subscription's URL, through

@@ -1,46 +1,11 @@
 package httpapi
 
 import (
-	"errors"
 	"strings"
 	"testing"
-)
 
-func TestWebhookTargetHost(t *testing.T) {
-	tests := []struct {
-		name         string
-		host         string
-		allowPrivate bool
-		refused      bool
-	}{
-		{name: "public address", host: "93.184.216.34"},
-		{name: "a name is left to the dial-time check", host: "hooks.example.com"},
-		{name: "metadata", host: "169.254.169.254", allowPrivate: true, refused: true},
-		{name: "IPv6 link-local", host: "fe80::1", allowPrivate: true, refused: true},
-		{name: "unspecified", host: "0.0.0.0", allowPrivate: true, refused: true},
-		{name: "multicast", host: "224.0.0.1", allowPrivate: true, refused: true},
-		{name: "loopback", host: "127.0.0.1", refused: true},
-		{name: "loopback allowed", host: "127.0.0.1", allowPrivate: true},
-		{name: "IPv6 loopback", host: "::1", refused: true},
-		{name: "IPv4-mapped loopback", host: "::ffff:127.0.0.1", refused: true},
-		{name: "private", host: "10.1.2.3", refused: true},
-		{name: "shared", host: "100.64.0.1", refused: true},
-		{name: "localhost", host: "LocalHost.", refused: true},
-		{name: "a .localhost name", host: "api.localhost", refused: true},
-		{name: "localhost allowed", host: "localhost", allowPrivate: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := checkTargetHost(tc.host, tc.allowPrivate)
-			if (err != nil) != tc.refused {
-				t.Fatalf("checkTargetHost(%q, %v) = %v, want refused %v", tc.host, tc.allowPrivate, err, tc.refused)
-			}
-			if err != nil && !errors.Is(err, ErrForbiddenTarget) {
-				t.Fatalf("error %v is not ErrForbiddenTarget", err)
-			}
-		})
-	}
-}
+	"svc/control"
+)
 
 func TestWebhookSubscriptionValidation(t *testing.T) {
 	s := newTestServer(t) // SVC_ALLOW_PRIVATE_TARGETS unset
@@ -49,7 +14,7 @@ func TestWebhookSubscriptionValidation(t *testing.T) {
 	secret, _ := created["delivery_secret"].(string)
 	id, _ := created["subscription_id"].(string)
 	if code != 201 || created["min_severity"] != "info" || created["format"] != "json" || created["enabled"] != true ||
-		created["delivery_status"] != "healthy" || !strings.HasPrefix(secret, deliveryKeyPrefix) || id == "" {
+		created["delivery_status"] != "healthy" || !strings.HasPrefix(secret, control.DeliveryKeyPrefix) || id == "" {
 		t.Fatalf("create with defaults = %d %v", code, created)
 	}
 	path := "/v2/webhooks/subscriptions/" + id
