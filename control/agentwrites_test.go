@@ -53,7 +53,7 @@ func TestCreateAgent(t *testing.T) {
 	}
 	before := len(f.audit(t))
 	_, _, err := f.plane.CreateAgent(ctx, f.op, control.NewAgent{Name: "plain", RiskTier: "low"})
-	if r := refusal(t, err); r.Kind != control.Conflict || r.Code != "already_exists" || r.Message != `an agent named "plain" already exists` {
+	if r := refusal(t, err); r.Kind != control.Exists || r.Code != "already_exists" || r.Message != `an agent named "plain" already exists` {
 		t.Fatalf("duplicate: %+v", r)
 	}
 	if len(f.audit(t)) != before {
@@ -121,7 +121,7 @@ func TestUpdateAgent(t *testing.T) {
 		id   string
 		want control.Refusal
 	}{
-		{"name taken", f.op, id, control.Refusal{Kind: control.Conflict, What: "agent", Code: "already_exists", Message: "an agent with that name already exists"}},
+		{"name taken", f.op, id, control.Refusal{Kind: control.Exists, What: "agent", Code: "already_exists", Message: "an agent with that name already exists"}},
 		{"unknown agent", f.op, uuid.NewString(), control.Refusal{Kind: control.NotFound, What: "agent"}},
 		{"another tenant's agent", other, id, control.Refusal{Kind: control.NotFound, What: "agent"}},
 	} {
@@ -158,7 +158,7 @@ func TestToolBindings(t *testing.T) {
 		id   string
 		want control.Refusal
 	}{
-		{"bound already", f.op, id, control.Refusal{Kind: control.Conflict, What: "permission", Code: "already_exists",
+		{"bound already", f.op, id, control.Refusal{Kind: control.Exists, What: "permission", Code: "already_exists",
 			Message: `tool "github.create_issue" is already bound`}},
 		{"unknown agent", f.op, uuid.NewString(), control.Refusal{Kind: control.NotFound, What: "agent"}},
 		{"another tenant's agent", other, id, control.Refusal{Kind: control.NotFound, What: "agent"}},

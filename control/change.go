@@ -167,6 +167,9 @@ const (
 	// Unprocessable: a well-formed value the domain rejects, such as a
 	// policy that does not compile (http: 422, reason Invalid).
 	Unprocessable
+	// Exists: the change would duplicate what exists, a name or binding
+	// taken (http: 409, reason AlreadyExists).
+	Exists
 )
 
 // Refusal is a change the plane refuses for the domain's reasons. What

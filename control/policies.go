@@ -25,7 +25,7 @@ type PolicyPatch struct {
 // CreatePolicy stores a new tenant policy (pol's tenant is op's) with a
 // policy_created config_change event. A module that does not compile is
 // Unprocessable (policy_compile_error, details.errors); a name already
-// taken is the store's persistence.ErrConflict.
+// taken is Exists.
 func (p *Plane) CreatePolicy(ctx context.Context, op Operator, pol persistence.Policy) (persistence.Policy, error) {
 	if r := p.compile(pol.Name, pol.Rego); r != nil {
 		return persistence.Policy{}, r
@@ -34,6 +34,9 @@ func (p *Plane) CreatePolicy(ctx context.Context, op Operator, pol persistence.P
 	var out persistence.Policy
 	err := p.change(func() (err error) {
 		out, err = p.store.CreatePolicy(ctx, pol, Event(op, "config_change", "policy_created", "", map[string]any{"name": pol.Name}))
+		if errors.Is(err, persistence.ErrConflict) {
+			return exists("policy", "a policy named %q already exists", pol.Name)
+		}
 		return err
 	}, func() { p.policiesChanged(ctx, op.TenantID) })
 	return out, err

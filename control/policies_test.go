@@ -320,7 +320,7 @@ func TestPolicyChanges(t *testing.T) {
 	cases := []settingsCase{
 		{name: "create", change: create("charges", goodRego), action: "policy_created", details: named, prepared: true, drops: policyDrop},
 		{name: "create, not compiling", change: create("broken", badRego), refusal: compileRefusal},
-		{name: "create, name taken", change: create("charges", goodRego), err: persistence.ErrConflict},
+		{name: "create, name taken", change: create("charges", goodRego), refusal: &control.Refusal{Kind: control.Exists, What: "policy", Code: "already_exists", Message: `a policy named "charges" already exists`}},
 		{name: "create, database down", change: create("other", goodRego), fail: persistence.ErrUnavailable, err: persistence.ErrUnavailable},
 		{name: "update", change: update("charges", control.PolicyPatch{Description: &desc, Enabled: &off},
 			func(p persistence.Policy) bool {

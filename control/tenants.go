@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -128,7 +129,7 @@ func (p *Plane) DeleteOperatorToken(ctx context.Context, op Operator, id string)
 }
 
 // exists refuses a change that would duplicate what exists (a name taken):
-// a Conflict with code already_exists (http: 409 AlreadyExists).
+// Exists, code already_exists (http: 409 AlreadyExists).
 func exists(what, format string, args ...any) *Refusal {
-	return conflict(what, "already_exists", format, args...)
+	return &Refusal{Kind: Exists, What: what, Code: "already_exists", Message: fmt.Sprintf(format, args...)}
 }

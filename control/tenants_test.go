@@ -149,7 +149,7 @@ func TestCreateTenant(t *testing.T) {
 	}
 	for _, name := range []string{"acme", " acme"} {
 		_, _, err = f.plane.CreateTenant(ctx, "admin", name)
-		if r := refusal(t, err); r.Kind != control.Conflict || r.Code != "already_exists" || r.Message != `a tenant named "`+name+`" already exists` {
+		if r := refusal(t, err); r.Kind != control.Exists || r.Code != "already_exists" || r.Message != `a tenant named "`+name+`" already exists` {
 			t.Fatalf("duplicate %q: %+v", name, r)
 		}
 	}

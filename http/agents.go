@@ -204,7 +204,7 @@ func (s *Server) createAgent(c *Call) (any, error) {
 	}
 	a, tok, err := s.Control.CreateAgent(c.Ctx(), operator(c.Principal), n)
 	if err != nil {
-		return nil, alreadyExists(err)
+		return nil, err
 	}
 	return agentCreated{agentView: viewAgent(a), AgentToken: tok, SigningKey: shownKey(a, n.GenerateSigningKey)}, nil
 }
@@ -278,7 +278,7 @@ func (s *Server) updateAgent(c *Call) (any, error) {
 	}
 	a, err := s.Control.UpdateAgent(c.Ctx(), operator(c.Principal), c.Param("agent_id"), ch)
 	if err != nil {
-		return nil, alreadyExists(err)
+		return nil, err
 	}
 	return agentPatched{agentView: viewAgent(a), SigningKey: shownKey(a, ch.GenerateSigningKey)}, nil
 }
@@ -351,7 +351,7 @@ func (s *Server) bindPermission(c *Call) (any, error) {
 	}
 	perm, err := s.Control.GrantTool(c.Ctx(), operator(c.Principal), c.Param("agent_id"), b.ToolKey)
 	if err != nil {
-		return nil, alreadyExists(err)
+		return nil, err
 	}
 	return permissionView{perm.AgentID, perm.ToolKey, perm.CreatedAt}, nil
 }

@@ -139,8 +139,9 @@ func toAPIError(err error) (*Error, bool) {
 }
 
 // refusalError is the status error of the control plane's refusal: 404 for
-// NotFound, 409 for Conflict, 400 for Invalid (invalid_field with
-// details.field when it names a field), 422 for Unprocessable; the
+// NotFound, 409 for Conflict (reason Conflict) and Exists (reason
+// AlreadyExists), 400 for Invalid (invalid_field with details.field when it
+// names a field), 422 for Unprocessable; the
 // refusal's details are added to the envelope's.
 func refusalError(r *control.Refusal) *Error {
 	var e *Error
@@ -155,6 +156,8 @@ func refusalError(r *control.Refusal) *Error {
 		}
 	case control.Unprocessable:
 		e = apiErr("Invalid", r.Code, "%s", r.Message)
+	case control.Exists:
+		e = apiErr("AlreadyExists", r.Code, "%s", r.Message)
 	default:
 		e = apiErr("Conflict", r.Code, "%s", r.Message)
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"regexp"
 	"time"
 
@@ -78,9 +77,6 @@ func (s *Server) createPolicy(c *Call) (any, error) {
 	}
 	out, err := s.Control.CreatePolicy(c.Ctx(), operator(c.Principal), persistence.Policy{Name: b.Name, Rego: b.Rego, Description: b.Description,
 		Enabled: b.Enabled == nil || *b.Enabled})
-	if errors.Is(err, persistence.ErrConflict) {
-		return nil, apiErr("AlreadyExists", "already_exists", "a policy named %q already exists", b.Name)
-	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -80,17 +79,6 @@ func operator(p Principal) control.Operator {
 	return control.Operator{TenantID: p.TenantID, Actor: p.Actor()}
 }
 
-// alreadyExists is the 409 AlreadyExists http answers a name or binding
-// taken with: the plane refuses it as a Conflict with code already_exists.
-// Other errors pass through.
-func alreadyExists(err error) error {
-	var r *control.Refusal
-	if errors.As(err, &r) && r.Kind == control.Conflict && r.Code == "already_exists" {
-		return apiErr("AlreadyExists", r.Code, "%s", r.Message)
-	}
-	return err
-}
-
 // validName checks a 1..max character name.
 func validName(field, v string, limit int) error {
 	if strings.TrimSpace(v) == "" {
@@ -144,7 +132,7 @@ func (s *Server) createTenant(c *Call) (any, error) {
 	}
 	t, tok, err := s.Control.CreateTenant(c.Ctx(), c.Principal.Actor(), b.Name)
 	if err != nil {
-		return nil, alreadyExists(err)
+		return nil, err
 	}
 	return tenantCreated{viewTenant(t), tok}, nil
 }
