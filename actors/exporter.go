@@ -44,7 +44,7 @@ const (
 
 // ExportPost sends one delivery body to target with the given headers and
 // returns the answer's HTTP status (0 when there was none). The transport
-// layer provides it (httpapi.WebhookExportPoster): actors do no HTTP
+// layer provides it (outbound.ExportPoster): actors do no HTTP
 // themselves. Errors must not carry the target URL.
 type ExportPost func(ctx context.Context, target string, body []byte, header map[string]string) (int, error)
 

@@ -34,7 +34,7 @@ const (
 // the defaults.
 type NotifierOptions struct {
 	// Post delivers one body to the chat webhook (SVC_WEBHOOK_URL); the
-	// transport layer provides it (httpapi.WebhookPoster), actors do no
+	// transport layer provides it (outbound.Poster), actors do no
 	// HTTP themselves. Nil makes the notifier a null sink that drops
 	// everything and counts it as Disabled.
 	Post Post

@@ -575,7 +575,7 @@ func TestNotifierDisabledWithoutURL(t *testing.T) {
 }
 
 // ntPoster is a plain POST transport for the tests (cmd/svc wires
-// httpapi.WebhookPoster, tested in http/).
+// outbound.Poster, tested in outbound/).
 func ntPoster(target string) actors.Post {
 	return func(ctx context.Context, body []byte, header map[string]string) (int, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))

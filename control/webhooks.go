@@ -2,9 +2,6 @@ package control
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -13,6 +10,7 @@ import (
 
 	"svc/credential"
 	"svc/messages"
+	"svc/outbound"
 	"svc/persistence"
 )
 
@@ -162,11 +160,6 @@ func webhookEnum(field, v string, allowed ...string) (string, error) {
 	return "", invalid(field, "must be %s", strings.Join(allowed, " or "))
 }
 
-// ErrForbiddenTarget is an address outbound requests may not reach. Its
-// text is the one the API has always answered with (the dial-time check in
-// http/outbound.go gives the same).
-var ErrForbiddenTarget = errors.New("httpapi: outbound target address not allowed")
-
 // AdmitTarget admits the URL of an outbound target (a webhook
 // subscription's, an MCP server's): absolute http or https with a host, at
 // most 2048 bytes, no white space, and not a literal address outbound
@@ -174,7 +167,7 @@ var ErrForbiddenTarget = errors.New("httpapi: outbound target address not allowe
 // whether loopback and private ones may be). A refusal is Invalid naming
 // the field url; an address not allowed has the code forbidden_target.
 // Names are checked again where each request dials (http's
-// OutboundClient), so DNS cannot redirect them.
+// outbound.Client), so DNS cannot redirect them.
 func (p *Plane) AdmitTarget(raw string) (string, error) {
 	if strings.TrimSpace(raw) == "" {
 		return "", invalid("url", "is required")
@@ -195,46 +188,13 @@ func (p *Plane) AdmitTarget(raw string) (string, error) {
 	if u.Hostname() == "" {
 		return "", invalid("url", "must name a host")
 	}
-	if err := CheckTargetHost(u.Hostname(), p.d.Config != nil && p.d.Config.AllowPrivateTargets); err != nil {
+	if err := outbound.CheckTargetHost(u.Hostname(), p.d.Config != nil && p.d.Config.AllowPrivateTargets); err != nil {
 		r := invalid("url", "%v", err)
 		r.Code, r.Details = "forbidden_target", map[string]any{"error": "forbidden_target"}
 		return "", r
 	}
 	return raw, nil
 }
-
-// CheckTargetHost applies CheckTarget to a host that is an IP literal, and
-// treats localhost names as loopback; other names are left to the
-// dial-time check.
-func CheckTargetHost(host string, allowPrivate bool) error {
-	if ip, err := netip.ParseAddr(host); err == nil {
-		return CheckTarget(ip, allowPrivate)
-	}
-	h := strings.TrimSuffix(strings.ToLower(host), ".")
-	if !allowPrivate && (h == "localhost" || strings.HasSuffix(h, ".localhost")) {
-		return fmt.Errorf("%w: %s is loopback (SVC_ALLOW_PRIVATE_TARGETS is false)", ErrForbiddenTarget, host)
-	}
-	return nil
-}
-
-// CheckTarget refuses link-local (cloud metadata among them), multicast and
-// unspecified addresses always, and loopback, private (RFC 1918, unique
-// local) and shared (100.64.0.0/10) addresses unless allowPrivate. The
-// same rule as http's dial-time check (http/outbound.go CheckTarget).
-func CheckTarget(ip netip.Addr, allowPrivate bool) error {
-	ip = ip.Unmap()
-	switch {
-	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast(), ip.IsInterfaceLocalMulticast(), ip.IsMulticast(), ip.IsUnspecified():
-		return fmt.Errorf("%w: %s is link-local, multicast or unspecified", ErrForbiddenTarget, ip)
-	case ip.IsLoopback(), ip.IsPrivate(), sharedAddressRange.Contains(ip):
-		if !allowPrivate {
-			return fmt.Errorf("%w: %s is loopback or private (SVC_ALLOW_PRIVATE_TARGETS is false)", ErrForbiddenTarget, ip)
-		}
-	}
-	return nil
-}
-
-var sharedAddressRange = netip.MustParsePrefix("100.64.0.0/10")
 
 // URLHost is the host of an admitted URL, for audit details (the rest of a
 // URL may carry a receiver's credentials).

@@ -16,6 +16,7 @@ import (
 	"svc/config"
 	"svc/control"
 	"svc/messages"
+	"svc/outbound"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
 )
@@ -362,11 +363,11 @@ func TestCheckTargetHost(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := control.CheckTargetHost(tc.host, tc.allowPrivate)
+			err := outbound.CheckTargetHost(tc.host, tc.allowPrivate)
 			if (err != nil) != tc.refused {
 				t.Fatalf("CheckTargetHost(%q, %v) = %v, want refused %v", tc.host, tc.allowPrivate, err, tc.refused)
 			}
-			if err != nil && !errors.Is(err, control.ErrForbiddenTarget) {
+			if err != nil && !errors.Is(err, outbound.ErrForbiddenTarget) {
 				t.Fatalf("error %v is not ErrForbiddenTarget", err)
 			}
 		})

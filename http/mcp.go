@@ -18,6 +18,7 @@ import (
 	"svc/actors"
 	"svc/canonical"
 	"svc/mcpclient"
+	"svc/outbound"
 	"svc/persistence"
 	"svc/rules/inspect"
 	"svc/rules/manifest"
@@ -466,7 +467,7 @@ func discoveryError(err error, transport string) error {
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
 		return notFound("mcp server")
-	case errors.Is(err, ErrForbiddenTarget):
+	case errors.Is(err, outbound.ErrForbiddenTarget):
 		return apiErr("Invalid", "forbidden_target", "the mcp server's address may not be reached (CONTRACT §7)")
 	case errors.Is(err, actors.ErrMCPBusy):
 		e := apiErr("ServiceUnavailable", "mcp_discovery_busy", "every mcp discovery slot of the node stayed taken for %s; retry later",

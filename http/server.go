@@ -16,6 +16,7 @@ import (
 	"svc/control"
 	"svc/mcpproxy"
 	"svc/messages"
+	"svc/outbound"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
 	"svc/receipt"
@@ -142,7 +143,7 @@ func New(d Deps) *Server {
 		s.receiptKey, s.keyID = d.ReceiptSigner.PublicKey(), d.ReceiptSigner.KeyID()
 	}
 	if d.MCPSessions != nil {
-		s.MCPProxy = mcpproxy.New(OutboundClient(d.Config.AllowPrivateTargets), d.MCPSessions, mcpRevocations{s}, d.MCPProxyLimits, s.log.Named("mcp_proxy"))
+		s.MCPProxy = mcpproxy.New(outbound.Client(d.Config.AllowPrivateTargets), d.MCPSessions, mcpRevocations{s}, d.MCPProxyLimits, s.log.Named("mcp_proxy"))
 	}
 	if s.Control == nil { // tests that build a server alone
 		cd := control.Deps{Config: d.Config, Store: d.Store, Registry: d.Registry, Invalidations: d.Invalidations, Engine: d.Policy,

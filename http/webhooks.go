@@ -1,13 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
-	"context"
-	"io"
-	"net/http"
 	"time"
 
-	"svc/actors"
 	"svc/control"
 	"svc/persistence"
 )
@@ -161,29 +156,3 @@ func (s *Server) webhookURL(raw string) (string, error) { return s.Control.Admit
 // urlHost is the host of an admitted URL, for audit details
 // (control.URLHost).
 func urlHost(raw string) string { return control.URLHost(raw) }
-
-// WebhookExportPoster is the webhook exporter's transport
-// (actors.ExportPost): one POST per call to the subscription's URL, through
-// OutboundClient (redirects not followed; every connection's address
-// checked where it is dialled: never link-local or metadata, loopback and
-// private only when allowPrivate), reading at most 64 KiB of the answer.
-// Its errors never carry the URL.
-func WebhookExportPoster(allowPrivate bool) actors.ExportPost {
-	client := OutboundClient(allowPrivate)
-	return func(ctx context.Context, target string, body []byte, header map[string]string) (int, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
-		if err != nil {
-			return 0, scrubURL(err)
-		}
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, scrubURL(err)
-		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		_ = resp.Body.Close()
-		return resp.StatusCode, nil
-	}
-}

@@ -30,6 +30,7 @@ import (
 	httpapi "svc/http"
 	"svc/mcpproxy"
 	"svc/messages"
+	"svc/outbound"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
 	"svc/receipt"
@@ -230,7 +231,7 @@ func (n *Node) newActors() {
 	n.waits = actors.NewApprovalWaits(n.shared, log.Named("approvals"))
 	waits := n.waits
 	n.goroutines.Go(func() { waits.Run(feedCtx) })
-	n.callbacks = actors.NewApprovalCallbacks(feedCtx, n.store, httpapi.WebhookExportPoster(cfg.AllowPrivateTargets), log.Named("approvals"))
+	n.callbacks = actors.NewApprovalCallbacks(feedCtx, n.store, outbound.ExportPoster(cfg.AllowPrivateTargets), log.Named("approvals"))
 	callbacks := n.callbacks
 	n.approvals.OnDecided(func(a persistence.Approval) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -240,7 +241,7 @@ func (n *Node) newActors() {
 	})
 	n.writerMetrics = httpapi.NewWriterMetrics()
 	if cfg.CodehostAppToken != "" {
-		host, err := codehost.New(cfg.CodehostAPIURL, cfg.CodehostAppToken, httpapi.OutboundClient(cfg.AllowPrivateTargets), codehost.Timeout)
+		host, err := codehost.New(cfg.CodehostAPIURL, cfg.CodehostAppToken, outbound.Client(cfg.AllowPrivateTargets), codehost.Timeout)
 		if err != nil {
 			log.Error("the security gate is off: SVC_CODEHOST_API_URL is not usable", "error", err)
 		} else {
@@ -340,7 +341,7 @@ func (n *Node) children() []actors.ChildSpec {
 			FailureThreshold: cfg.WebhookFailureThreshold, Cooldown: cfg.WebhookCooldown}, n.notifyStats, log.Named("notify")),
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "webhook_exporter", Producer: actors.NewExporter(store, n.exports, actors.ExporterOptions{
-			Post: httpapi.WebhookExportPoster(cfg.AllowPrivateTargets), Version: n.version, Died: n.webhookDied}, log.Named("export")),
+			Post: outbound.ExportPoster(cfg.AllowPrivateTargets), Version: n.version, Died: n.webhookDied}, log.Named("export")),
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},
 		{Name: "soc_pipeline", Producer: actors.NewSOCPipeline(store, n.socStats, socOptions, log.Named("soc")),
 			MaxRestarts: 10, Within: time.Minute, Backoff: 100 * time.Millisecond},

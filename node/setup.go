@@ -17,9 +17,9 @@ import (
 	"svc/actors"
 	"svc/config"
 	"svc/control"
-	httpapi "svc/http"
 	"svc/mcpclient"
 	"svc/mcpproxy"
+	"svc/outbound"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
 	"svc/rules/manifest"
@@ -90,7 +90,7 @@ func serveListener(srv *http.Server, ln net.Listener, cfg *config.Config) error 
 // presenting the server's upstream headers (decrypted with creds) as the
 // MCP proxy does.
 func mcpFetch(allowPrivate bool, version string, creds *mcpproxy.Sealer) actors.MCPFetch {
-	client := httpapi.OutboundClient(allowPrivate)
+	client := outbound.Client(allowPrivate)
 	return func(ctx context.Context, srv persistence.MCPServer) ([]manifest.Tool, error) {
 		c := client
 		if len(srv.UpstreamAuth) > 0 {
@@ -122,7 +122,7 @@ func webhookPost(target string, allowPrivate bool) actors.Post {
 	if target == "" {
 		return nil
 	}
-	return httpapi.WebhookPoster(target, allowPrivate)
+	return outbound.Poster(target, allowPrivate)
 }
 
 // setGCPercent applies SVC_GC_PERCENT unless the operator set GOGC, and

@@ -1,4 +1,4 @@
-package httpapi
+package outbound
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"testing"
 )
 
-// TestWebhookPoster checks the notifier's transport: headers and body
+// TestPoster checks the notifier's transport: headers and body
 // arrive, a redirect is answered as its 3xx status (not followed), and a
 // transport error does not carry the URL, whose path is a secret.
-func TestWebhookPoster(t *testing.T) {
+func TestPoster(t *testing.T) {
 	var gotBody, gotSig string
 	followed := false
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -32,16 +32,16 @@ func TestWebhookPoster(t *testing.T) {
 	defer srv.Close()
 	ctx := context.Background()
 
-	status, err := WebhookPoster(srv.URL+"/hooks/T1", true)(ctx, []byte(`{"text":"hi"}`), map[string]string{"X-Svc-Webhook-Signature": "sha256=ab"})
+	status, err := Poster(srv.URL+"/hooks/T1", true)(ctx, []byte(`{"text":"hi"}`), map[string]string{"X-Svc-Webhook-Signature": "sha256=ab"})
 	if err != nil || status != http.StatusAccepted || gotBody != `{"text":"hi"}` || gotSig != "sha256=ab" {
 		t.Fatalf("post: %d %v body %q sig %q", status, err, gotBody, gotSig)
 	}
-	status, err = WebhookPoster(srv.URL+"/moved", true)(ctx, []byte(`{}`), nil)
+	status, err = Poster(srv.URL+"/moved", true)(ctx, []byte(`{}`), nil)
 	if err != nil || status != http.StatusFound || followed {
 		t.Fatalf("redirect: status %d err %v followed %v", status, err, followed)
 	}
 	secretPath := "/services/T000/B000/very-secret-token"
-	_, err = WebhookPoster("http://127.0.0.1:1"+secretPath, true)(ctx, []byte(`{}`), nil)
+	_, err = Poster("http://127.0.0.1:1"+secretPath, true)(ctx, []byte(`{}`), nil)
 	if err == nil || strings.Contains(err.Error(), "very-secret-token") {
 		t.Fatalf("transport error %v must exist and not name the URL", err)
 	}
@@ -53,10 +53,10 @@ func TestOutboundTargets(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 	defer srv.Close()
 	ctx := context.Background()
-	if _, err := WebhookPoster(srv.URL, false)(ctx, []byte(`{}`), nil); !errors.Is(err, ErrForbiddenTarget) {
+	if _, err := Poster(srv.URL, false)(ctx, []byte(`{}`), nil); !errors.Is(err, ErrForbiddenTarget) {
 		t.Errorf("loopback without SVC_ALLOW_PRIVATE_TARGETS: %v, want ErrForbiddenTarget", err)
 	}
-	if status, err := WebhookPoster(srv.URL, true)(ctx, []byte(`{}`), nil); err != nil || status != http.StatusOK {
+	if status, err := Poster(srv.URL, true)(ctx, []byte(`{}`), nil); err != nil || status != http.StatusOK {
 		t.Errorf("loopback with SVC_ALLOW_PRIVATE_TARGETS: %d %v", status, err)
 	}
 	for _, tc := range []struct {
