@@ -10,6 +10,7 @@ import (
 
 	"svc/actors"
 	"svc/config"
+	"svc/mcpproxy"
 	"svc/messages"
 	"svc/persistence"
 	"svc/rules/policy"
@@ -41,6 +42,9 @@ type Deps struct {
 	// Exporter drops the webhook exporter's cached subscriptions on this
 	// node when there is no invalidation hub (tests); nil: none.
 	Exporter *actors.ExporterHandle
+	// MCPCredentials seals MCP servers' upstream headers (the key derived
+	// from the installation secret); nil: they cannot be stored here.
+	MCPCredentials *mcpproxy.Sealer
 }
 
 // PolicyPreparer prepares a tenant's policy set for the authorize path.
@@ -170,6 +174,9 @@ const (
 	// Exists: the change would duplicate what exists, a name or binding
 	// taken (http: 409, reason AlreadyExists).
 	Exists
+	// Unavailable: this node cannot make the change now (http: 503 with
+	// Retry-After), e.g. without the key that seals credentials.
+	Unavailable
 )
 
 // Refusal is a change the plane refuses for the domain's reasons. What

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"svc/control"
 	"svc/persistence"
 	"svc/rules/inspect"
 	"svc/rules/manifest"
@@ -101,5 +102,66 @@ func TestMCPToolStatus(t *testing.T) {
 		if ev := f.audit(t)[0]; ev.Details["tool_key"] != "search" || ev.Details["server_key"] != "kb" {
 			t.Fatalf("audit event %+v", ev)
 		}
+	}
+}
+
+// Registration's domain checks and refusals, each before anything is
+// written, and the changes that pass.
+func TestRegisterMCPServer(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	str := func(s string) *string { return &s }
+	hdrs := func(h map[string]string) *map[string]string { return &h }
+	for _, c := range []struct {
+		name string
+		reg  control.MCPRegistration
+		want control.Refusal
+	}{
+		{"http without url", control.MCPRegistration{Key: "a", Transport: "http"}, control.Refusal{Kind: control.Invalid, Field: "url"}},
+		{"stdio with url", control.MCPRegistration{Key: "a", Transport: "stdio", URL: str("https://example.com/mcp")},
+			control.Refusal{Kind: control.Invalid, Field: "url"}},
+		{"loopback target", control.MCPRegistration{Key: "a", Transport: "http", URL: str("http://127.0.0.1:9/mcp")},
+			control.Refusal{Kind: control.Invalid, Field: "url", Code: "forbidden_target"}},
+		{"unknown trust", control.MCPRegistration{Key: "a", Transport: "stdio", TrustLevel: str("somewhat")},
+			control.Refusal{Kind: control.Invalid, Field: "trust_level"}},
+		{"headers on stdio", control.MCPRegistration{Key: "a", Transport: "stdio", UpstreamHeaders: hdrs(map[string]string{"X-K": "v"})},
+			control.Refusal{Kind: control.Invalid, Field: "upstream_headers"}},
+		{"reserved header", control.MCPRegistration{Key: "a", Transport: "http", URL: str("https://example.com/mcp"),
+			UpstreamHeaders: hdrs(map[string]string{"host": "x"})}, control.Refusal{Kind: control.Invalid, Field: "upstream_headers"}},
+		{"no sealing key", control.MCPRegistration{Key: "a", Transport: "http", URL: str("https://example.com/mcp"),
+			UpstreamHeaders: hdrs(map[string]string{"Authorization": "Bearer x"})},
+			control.Refusal{Kind: control.Unavailable, Code: "mcp_credentials_unavailable"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := len(f.audit(t))
+			_, err := f.plane.RegisterMCPServer(ctx, f.op, c.reg)
+			r := refusal(t, err)
+			if r.Kind != c.want.Kind || r.Field != c.want.Field || (c.want.Code != "" && r.Code != c.want.Code) {
+				t.Fatalf("refusal %+v, want %+v", r, c.want)
+			}
+			if len(f.audit(t)) != before {
+				t.Fatal("a refused registration wrote an audit event")
+			}
+		})
+	}
+	srv, err := f.plane.RegisterMCPServer(ctx, f.op, control.MCPRegistration{Key: "kb", Transport: "stdio", TrustLevel: str(" semi_trusted_customer ")})
+	if err != nil || srv.TrustLevel != "semi_trusted_customer" || srv.Status != persistence.MCPServerActive {
+		t.Fatalf("registered %+v, error %v", srv, err)
+	}
+	if ev := f.audit(t)[0]; ev.Action != "mcp_server_registered" || ev.Details["server_key"] != "kb" {
+		t.Fatalf("audit event %+v", ev)
+	}
+	if _, err := f.plane.RegisterMCPServer(ctx, f.op, control.MCPRegistration{Key: "kb", Transport: "stdio"}); refusal(t, err).Kind != control.Exists {
+		t.Fatalf("a taken key: %v", err)
+	}
+	changed, err := f.plane.ChangeMCPServer(ctx, f.op, srv, control.MCPServerChange{TrustLevel: str("untrusted_external")})
+	if err != nil || changed.TrustLevel != "untrusted_external" {
+		t.Fatalf("changed %+v, error %v", changed, err)
+	}
+	if _, err := f.plane.ChangeMCPServer(ctx, f.op, srv, control.MCPServerChange{URL: str("https://example.com")}); refusal(t, err).Field != "url" {
+		t.Fatalf("a url on a stdio server: %v", err)
+	}
+	if got := len(f.mcp.list()); got != 2 {
+		t.Fatalf("%d cache drops, want one per committed change (2)", got)
 	}
 }

@@ -141,7 +141,7 @@ func toAPIError(err error) (*Error, bool) {
 // refusalError is the status error of the control plane's refusal: 404 for
 // NotFound, 409 for Conflict (reason Conflict) and Exists (reason
 // AlreadyExists), 400 for Invalid (invalid_field with details.field when it
-// names a field), 422 for Unprocessable; the
+// names a field), 422 for Unprocessable, 503 for Unavailable; the
 // refusal's details are added to the envelope's.
 func refusalError(r *control.Refusal) *Error {
 	var e *Error
@@ -158,6 +158,8 @@ func refusalError(r *control.Refusal) *Error {
 		e = apiErr("Invalid", r.Code, "%s", r.Message)
 	case control.Exists:
 		e = apiErr("AlreadyExists", r.Code, "%s", r.Message)
+	case control.Unavailable:
+		e = unavailable(r.Code, r.Message)
 	default:
 		e = apiErr("Conflict", r.Code, "%s", r.Message)
 	}

@@ -7,27 +7,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
-	"golang.org/x/net/http/httpguts"
-
 	"svc/actors"
 	"svc/canonical"
+	"svc/control"
 	"svc/mcpclient"
 	"svc/outbound"
 	"svc/persistence"
 	"svc/rules/inspect"
 	"svc/rules/manifest"
-	"svc/rules/policy"
 )
-
-// defaultMCPTrust is the trust level of a server registered without one:
-// a tool server is outside the gateway, so untrusted until said otherwise.
-const defaultMCPTrust = "untrusted_external"
 
 var serverKeyRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 
@@ -178,7 +170,7 @@ func (s *Server) registerMCP() {
 		Summary: "Register an MCP server (CONTRACT §8): server_key ([a-z0-9_-]{1,64}; taken: 409 AlreadyExists), transport http or " +
 			"stdio, url (http only: an absolute http or https URL; an address outbound requests may not reach, link-local or metadata " +
 			"always and loopback or private unless SVC_ALLOW_PRIVATE_TARGETS=true, is 400 forbidden_target), trust_level (a trust " +
-			"level; default " + defaultMCPTrust + "), inspection_enabled (default false). Status active; no tools until discovered. " +
+			"level; default " + control.DefaultMCPTrust + "), inspection_enabled (default false). Status active; no tools until discovered. " +
 			"A tenant registers at most SVC_MCP_MAX_SERVERS_PER_TENANT servers (default 50), counted on every node alike: one more " +
 			"is 409 Conflict mcp_server_limit with details.limit (delete one to register another).",
 		Handle: s.createMCPServer})
@@ -252,14 +244,6 @@ func (s *Server) mcpServer(c *Call) (persistence.MCPServer, error) {
 	return srv, orNotFound(err, "mcp server")
 }
 
-func checkTrust(v string) (string, error) {
-	v = strings.TrimSpace(v)
-	if !slices.Contains(policy.TrustLevels(), v) {
-		return "", invalidField("trust_level", "must be one of %s", strings.Join(policy.TrustLevels(), ", "))
-	}
-	return v, nil
-}
-
 // createMCPServer serves POST /mcp/servers.
 func (s *Server) createMCPServer(c *Call) (any, error) {
 	b := bodyOf[mcpServerCreate](c)
@@ -269,56 +253,9 @@ func (s *Server) createMCPServer(c *Call) (any, error) {
 	if b.Transport == nil || (*b.Transport != persistence.MCPTransportHTTP && *b.Transport != persistence.MCPTransportStdio) {
 		return nil, invalidField("transport", "must be http or stdio")
 	}
-	srv := persistence.MCPServer{TenantID: c.Principal.TenantID, Key: *b.ServerKey, Transport: *b.Transport, TrustLevel: defaultMCPTrust,
-		InspectionEnabled: b.InspectionEnabled != nil && *b.InspectionEnabled}
-	switch {
-	case srv.Transport == persistence.MCPTransportHTTP && b.URL == nil:
-		return nil, invalidField("url", "is required for an http server")
-	case srv.Transport == persistence.MCPTransportHTTP:
-		target, err := s.webhookURL(*b.URL)
-		if err != nil {
-			return nil, err
-		}
-		srv.URL = target
-	case b.URL != nil:
-		return nil, invalidField("url", "is for http servers only")
-	}
-	if b.TrustLevel != nil {
-		t, err := checkTrust(*b.TrustLevel)
-		if err != nil {
-			return nil, err
-		}
-		srv.TrustLevel = t
-	}
-	if b.UpstreamHeaders != nil {
-		if srv.Transport != persistence.MCPTransportHTTP {
-			return nil, invalidField("upstream_headers", "are for http servers only")
-		}
-		sealed, err := s.sealUpstreamHeaders(srv.TenantID, srv.Key, *b.UpstreamHeaders)
-		if err != nil {
-			return nil, err
-		}
-		srv.UpstreamAuth = sealed
-	}
-	p := c.Principal
-	created, err := s.Store.CreateMCPServer(c.Ctx(), srv, s.cfg.MCPMaxServersPerTenant, auditEvent(p, p.TenantID, "config_change", "mcp_server_registered", "",
-		map[string]any{"server_key": srv.Key, "transport": srv.Transport, "url_host": urlHost(srv.URL), "trust_level": srv.TrustLevel,
-			"inspection_enabled": srv.InspectionEnabled, "upstream_headers": headerNames(b.UpstreamHeaders)}))
-	if errors.Is(err, persistence.ErrConflict) {
-		return nil, apiErr("AlreadyExists", "already_exists", "an mcp server %q exists", srv.Key)
-	}
-	if errors.Is(err, persistence.ErrMCPServerLimit) {
-		e := apiErr("Conflict", "mcp_server_limit", "the tenant has %d mcp servers, as many as it may register (SVC_MCP_MAX_SERVERS_PER_TENANT); "+
-			"delete one to register another", s.cfg.MCPMaxServersPerTenant)
-		e.Details["limit"] = s.cfg.MCPMaxServersPerTenant
-		return nil, e
-	}
-	if err != nil {
-		return nil, s.audited(err)
-	}
-	s.auditOK()
-	s.MCP.Changed(c.Ctx(), p.TenantID, srv.Key) // an unknown server may be cached
-	return viewMCPServer(created), nil
+	return mcpServerOrErr(s.Control.RegisterMCPServer(c.Ctx(), operator(c.Principal), control.MCPRegistration{Key: *b.ServerKey,
+		Transport: *b.Transport, URL: b.URL, TrustLevel: b.TrustLevel, InspectionEnabled: b.InspectionEnabled != nil && *b.InspectionEnabled,
+		UpstreamHeaders: b.UpstreamHeaders}))
 }
 
 // listMCPServers serves GET /mcp/servers.
@@ -355,48 +292,8 @@ func (s *Server) patchMCPServer(c *Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var patch persistence.MCPServerPatch
-	details := map[string]any{"server_key": srv.Key}
-	if b.URL != nil {
-		if srv.Transport != persistence.MCPTransportHTTP {
-			return nil, invalidField("url", "is for http servers only")
-		}
-		target, err := s.webhookURL(*b.URL)
-		if err != nil {
-			return nil, err
-		}
-		patch.URL, details["url_host"] = &target, urlHost(target)
-	}
-	if b.TrustLevel != nil {
-		t, err := checkTrust(*b.TrustLevel)
-		if err != nil {
-			return nil, err
-		}
-		patch.TrustLevel, details["trust_level"] = &t, t
-	}
-	if b.InspectionEnabled != nil {
-		patch.InspectionEnabled, details["inspection_enabled"] = b.InspectionEnabled, *b.InspectionEnabled
-	}
-	if b.UpstreamHeaders != nil {
-		if srv.Transport != persistence.MCPTransportHTTP {
-			return nil, invalidField("upstream_headers", "are for http servers only")
-		}
-		sealed := []byte{}
-		if len(*b.UpstreamHeaders) > 0 {
-			if sealed, err = s.sealUpstreamHeaders(srv.TenantID, srv.Key, *b.UpstreamHeaders); err != nil {
-				return nil, err
-			}
-		}
-		patch.UpstreamAuth, details["upstream_headers"] = &sealed, headerNames(b.UpstreamHeaders)
-	}
-	return s.updateMCPServer(c, patch, "mcp_server_updated", details)
-}
-
-// updateMCPServer applies a patch with its audit event and drops the
-// cached server on every node.
-func (s *Server) updateMCPServer(c *Call, patch persistence.MCPServerPatch, action string, details map[string]any) (any, error) {
-	srv, err := s.Control.UpdateMCPServer(c.Ctx(), operator(c.Principal), c.Param("server_key"), patch, action, details)
-	return mcpServerOrErr(srv, err)
+	return mcpServerOrErr(s.Control.ChangeMCPServer(c.Ctx(), operator(c.Principal), srv, control.MCPServerChange{URL: b.URL,
+		TrustLevel: b.TrustLevel, InspectionEnabled: b.InspectionEnabled, UpstreamHeaders: b.UpstreamHeaders}))
 }
 
 func mcpServerOrErr(srv persistence.MCPServer, err error) (any, error) {
@@ -569,50 +466,4 @@ func (s *Server) inspectResponse(ctx context.Context, srv persistence.MCPServer,
 		findings[i] = inspectFinding{Category: f.Category, Count: f.Count}
 	}
 	return findings, ids, nil
-}
-
-// reservedUpstreamHeaders are the headers the proxy sets itself: a server
-// record may not name them.
-var reservedUpstreamHeaders = map[string]bool{"Host": true, "Content-Length": true, "Content-Type": true, "Accept": true,
-	"Connection": true, "Transfer-Encoding": true, "Upgrade": true, "Te": true, "Trailer": true, "Keep-Alive": true,
-	"Proxy-Authorization": true, "Proxy-Connection": true, "Mcp-Session-Id": true, "Mcp-Protocol-Version": true, "Last-Event-Id": true}
-
-// sealUpstreamHeaders checks and encrypts a server's upstream headers:
-// at most 16, names HTTP tokens the proxy does not set itself, values of
-// at most 8192 bytes without control characters.
-func (s *Server) sealUpstreamHeaders(tenantID, key string, h map[string]string) ([]byte, error) {
-	if len(h) > 16 {
-		return nil, invalidField("upstream_headers", "has %d headers, at most 16", len(h))
-	}
-	clean := make(map[string]string, len(h))
-	for name, value := range h {
-		canon := http.CanonicalHeaderKey(name)
-		switch {
-		case name == "" || !httpguts.ValidHeaderFieldName(name):
-			return nil, invalidField("upstream_headers", "%q is not a header name", name)
-		case reservedUpstreamHeaders[canon]:
-			return nil, invalidField("upstream_headers", "%s is set by the proxy itself", canon)
-		case len(value) > 8192 || !httpguts.ValidHeaderFieldValue(value):
-			return nil, invalidField("upstream_headers", "the value of %s must be at most 8192 bytes without control characters", canon)
-		}
-		clean[canon] = value
-	}
-	if s.MCPCredentials == nil {
-		return nil, unavailable("mcp_credentials_unavailable", "upstream headers cannot be stored on this node")
-	}
-	return s.MCPCredentials.SealCredentials(tenantID, key, clean)
-}
-
-// headerNames lists the names of upstream headers (for audit details:
-// never their values).
-func headerNames(h *map[string]string) []string {
-	if h == nil {
-		return nil
-	}
-	names := make([]string, 0, len(*h))
-	for n := range *h {
-		names = append(names, http.CanonicalHeaderKey(n))
-	}
-	slices.Sort(names)
-	return names
 }

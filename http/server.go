@@ -147,7 +147,7 @@ func New(d Deps) *Server {
 	}
 	if s.Control == nil { // tests that build a server alone
 		cd := control.Deps{Config: d.Config, Store: d.Store, Registry: d.Registry, Invalidations: d.Invalidations, Engine: d.Policy,
-			Exporter: d.Exporter}
+			Exporter: d.Exporter, MCPCredentials: d.MCPCredentials}
 		if d.MCP != nil {
 			cd.MCP = d.MCP
 		}

@@ -148,11 +148,3 @@ func (s *Server) updateWebhook(c *Call) (any, error) {
 func (s *Server) deleteWebhook(c *Call) (any, error) {
 	return nil, s.Control.DeleteWebhook(c.Ctx(), operator(c.Principal), c.Param("subscription_id"))
 }
-
-// webhookURL admits an outbound target's URL (control.Plane.AdmitTarget):
-// the MCP servers' registration uses it.
-func (s *Server) webhookURL(raw string) (string, error) { return s.Control.AdmitTarget(raw) }
-
-// urlHost is the host of an admitted URL, for audit details
-// (control.URLHost).
-func urlHost(raw string) string { return control.URLHost(raw) }
