@@ -169,7 +169,7 @@ func (s *Server) codehostWebhook(c *Call) (any, error) {
 	digest := sha256.Sum256([]byte(want))
 	d := persistence.CodehostDelivery{TenantID: tenantID, DeliveryID: deliveryID, Digest: hex.EncodeToString(digest[:]),
 		EventID: ev.EventID, Event: pair, ReceivedAt: ev.OccurredAt}
-	first, fresh, err := s.Store.ClaimCodehostDelivery(c.Ctx(), d, ev.OccurredAt.Add(-deliveryWindow))
+	first, fresh, err := s.Control.ClaimCodehostDelivery(c.Ctx(), d, ev.OccurredAt.Add(-deliveryWindow))
 	if err != nil {
 		return nil, err
 	}

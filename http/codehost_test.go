@@ -20,7 +20,7 @@ func codehostServer(t *testing.T) (s *Server, tenantID, admin string, post func(
 	t.Helper()
 	s = newTestServer(t)
 	s.cfg.CodehostWebhookSecret = testCodehostSecret
-	tn, tok, err := control.NewTenant(context.Background(), s.Store, "acme", "test")
+	tn, tok, err := control.NewTenant(context.Background(), fullStore(s), "acme", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestCodehostWebhookRefusesTwoDeliveryIDs(t *testing.T) {
 // and so is a known id with another body.
 func TestCodehostWebhookRefusesReplays(t *testing.T) {
 	s, _, _, post := codehostServer(t)
-	other, _, err := control.NewTenant(context.Background(), s.Store, "other", "test")
+	other, _, err := control.NewTenant(context.Background(), fullStore(s), "other", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

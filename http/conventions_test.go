@@ -50,7 +50,7 @@ func TestLeakReportEmitsEvent(t *testing.T) {
 	defer close(stop)
 	go s.Events.Run(stop)
 
-	tenant, tok, err := control.NewTenant(context.Background(), s.Store, "acme", "test")
+	tenant, tok, err := control.NewTenant(context.Background(), fullStore(s), "acme", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

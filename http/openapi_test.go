@@ -16,6 +16,7 @@ import (
 	"svc/config"
 	"svc/control"
 	"svc/messages"
+	"svc/persistence"
 	"svc/persistence/sharedstate"
 	"svc/persistence/sqlite"
 )
@@ -38,9 +39,17 @@ func newTestServer(t *testing.T) *Server {
 	shared := sharedstate.NewMemory()
 	t.Cleanup(func() { _ = store.Close(); _ = shared.Close() })
 	sys := actors.NewSystem(hclog.NewNullLogger())
-	return New(Deps{Config: cfg, Store: store, Shared: shared, Registry: actors.NewRegistry(), Leader: &actors.Leadership{},
+	registry := actors.NewRegistry()
+	plane := control.New(control.Deps{Config: cfg, Store: store, Registry: registry})
+	return New(Deps{Control: plane, Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: &actors.Leadership{},
 		Pool: &actors.PoolSample{}, Events: actors.NewEventBus(sys.Root, 8), Log: hclog.NewNullLogger(),
 		Heartbeat: func(messages.Heartbeat) {}, Version: "test"})
+}
+
+// fullStore is the whole store behind s's read-only view, for a test's
+// set-up (handlers only read: every change goes through s.Control).
+func fullStore(s *Server) persistence.Store {
+	return s.Store.(persistence.Store)
 }
 
 // tenantCaller creates a tenant on s and returns a function that calls s
@@ -48,7 +57,7 @@ func newTestServer(t *testing.T) *Server {
 // decoded JSON answer.
 func tenantCaller(t *testing.T, s *Server) func(method, path, body string) (int, map[string]any) {
 	t.Helper()
-	_, tok, err := control.NewTenant(context.Background(), s.Store, "acme", "test")
+	_, tok, err := control.NewTenant(context.Background(), fullStore(s), "acme", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

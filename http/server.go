@@ -17,7 +17,6 @@ import (
 	"svc/mcpproxy"
 	"svc/messages"
 	"svc/outbound"
-	"svc/persistence"
 	"svc/persistence/sharedstate"
 	"svc/receipt"
 	"svc/rules/policy"
@@ -25,8 +24,9 @@ import (
 
 // Deps are the server's collaborators, built in cmd/svc.
 type Deps struct {
-	Config     *config.Config
-	Store      persistence.Store
+	Config *config.Config
+	// Store is read only (Reads): every change goes through Control.
+	Store      Reads
 	Shared     sharedstate.State
 	Registry   *actors.Registry
 	Leader     *actors.Leadership
@@ -57,8 +57,7 @@ type Deps struct {
 	// MCP discovers MCP servers and drops their cached records on every
 	// node after a change.
 	MCP *actors.MCPRegistry
-	// Control carries out operator changes (the control plane); nil builds
-	// one over Store, Registry and MCP.
+	// Control carries out every change (the control plane); required.
 	Control *control.Plane
 	// MCPRediscovery counts the leader's re-discovery passes.
 	MCPRediscovery *actors.MCPRediscoveryStats
@@ -144,17 +143,6 @@ func New(d Deps) *Server {
 	}
 	if d.MCPSessions != nil {
 		s.MCPProxy = mcpproxy.New(outbound.Client(d.Config.AllowPrivateTargets), d.MCPSessions, mcpRevocations{s}, d.MCPProxyLimits, s.log.Named("mcp_proxy"))
-	}
-	if s.Control == nil { // tests that build a server alone
-		cd := control.Deps{Config: d.Config, Store: d.Store, Registry: d.Registry, Invalidations: d.Invalidations, Engine: d.Policy,
-			Exporter: d.Exporter, MCPCredentials: d.MCPCredentials}
-		if d.MCP != nil {
-			cd.MCP = d.MCP
-		}
-		if d.Authorizer != nil {
-			cd.Policies = d.Authorizer
-		}
-		s.Control = control.New(cd).WithLogger(d.Log)
 	}
 	s.metrics = newMetrics(s)
 	s.registerProbes()

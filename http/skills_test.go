@@ -16,11 +16,11 @@ import (
 func TestSkillStoredUnnormalizedCanBeReadAndDeleted(t *testing.T) {
 	s := newTestServer(t)
 	ctx := context.Background()
-	tenant, tok, err := control.NewTenant(ctx, s.Store, "acme", "test")
+	tenant, tok, err := control.NewTenant(ctx, fullStore(s), "acme", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Store.PutSkill(ctx, persistence.Skill{TenantID: tenant.ID, Key: "Danger", Description: "old",
+	if _, err := fullStore(s).PutSkill(ctx, persistence.Skill{TenantID: tenant.ID, Key: "Danger", Description: "old",
 		Actions: map[string]persistence.SkillAction{}}); err != nil {
 		t.Fatal(err)
 	}
