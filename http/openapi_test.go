@@ -49,7 +49,11 @@ func newTestServer(t *testing.T) *Server {
 // fullStore is the whole store behind s's read-only view, for a test's
 // set-up (handlers only read: every change goes through s.Control).
 func fullStore(s *Server) persistence.Store {
-	return s.Store.(persistence.Store)
+	full, ok := s.Store.(persistence.Store)
+	if !ok {
+		panic("the test server's store is not a persistence.Store")
+	}
+	return full
 }
 
 // tenantCaller creates a tenant on s and returns a function that calls s
