@@ -17,10 +17,18 @@
 // that does not allow it, what may be changed in which state) are decided
 // here and returned as a [*Refusal], which http/ maps to its status codes.
 //
-// Migration in progress (issue 39): agent lifecycle transitions, agent
-// deletion and token rotation, and MCP server quarantine, restore, pin and
-// deletion take this road; the other operator writes still do their own
-// bookkeeping in http/ through [Plane.Settle] until they move here.
+// Every store write the API makes takes this road: tenants and their
+// settings and operator tokens; agents, their tokens, signing keys, tool
+// bindings and lifecycle; tenant policies and the base policy reload;
+// skills; risk settings; webhook subscriptions (with target admission);
+// SOC rules and incident closing; MCP servers (registration, changes,
+// quarantine, pins, tool approval) and the response inspection's alerts;
+// the code host's delivery claims. http/ sees the store only through a
+// read-only interface (httpapi.Reads), so a handler that writes does not
+// compile. Still outside it (issue 39): MCP discovery runs in
+// actors.MCPRegistry (shared with the leader's re-discovery), which writes
+// with its own audit event and the handler settles the health through
+// [Plane.Settle]; approvals are decided by their actors.
 //
 // actors/, rules/ and persistence/ never import control (a depguard rule).
 package control
