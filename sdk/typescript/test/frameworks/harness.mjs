@@ -10,7 +10,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomUUID } from "node:crypto";
 
-export const ADMIN_TOKEN = "sdk-fw-admin-token-" + "a".repeat(32);
+export const ADMIN_TOKEN = process.env.SVC_FW_ADMIN_TOKEN || "sdk-fw-admin-token-" + "a".repeat(32);
+/** A gateway already running (e.g. `SVC_ADMIN_TOKEN=... make run`) that
+ * startSvc uses instead of starting one: SVC_FW_GATEWAY_URL, with its
+ * SVC_ADMIN_TOKEN in SVC_FW_ADMIN_TOKEN. For running the README's quick
+ * starts by hand; the suite itself starts its own gateways. */
+export const EXTERNAL_URL = process.env.SVC_FW_GATEWAY_URL || "";
 const RECEIPT_SEED = Buffer.from(Array.from({ length: 32 }, (_, i) => 100 + i));
 export const SVC_BIN = process.env.SVC_BIN ?? "";
 
@@ -43,7 +48,7 @@ export function test(name, fn) {
 
 /** Skip (or, under CI=true, fail) when there is no gateway binary. */
 export function skipReason() {
-  if (SVC_BIN) return undefined;
+  if (SVC_BIN || EXTERNAL_URL) return undefined;
   if (process.env.CI === "true") throw new Error("SVC_BIN is not set under CI=true: the framework adapter tests cannot run");
   return "SVC_BIN is not set: the framework adapter tests are SKIPPED";
 }
@@ -242,7 +247,7 @@ export class Fixtures {
 
 /** One gateway, one tenant with the policy, for a test file. */
 export async function startSvc() {
-  const gw = await new Gateway().start();
+  const gw = EXTERNAL_URL ? { url: EXTERNAL_URL, close: async () => {} } : await new Gateway().start();
   const fx = await Fixtures.create(gw.url);
   await fx.policy("sdk_frameworks", POLICY);
   return { gw, fx };
