@@ -253,30 +253,8 @@ func VerifyExport(r io.Reader) (Report, error) {
 	// The receipts, from the chain head.
 	v := chainVerifier{pub: pub, tenant: h.TenantID, expectHead: h.Format == ExportFormat, gaps: h.Format == SelectionFormat,
 		keep: MaxReportedErrors}
-	lines := 0
-	var lastSeq int64
-	for {
-		line, tooLong, ok := nextLine()
-		if !ok {
-			break
-		}
-		i := lines
-		lines++
-		var rec Receipt
-		if tooLong {
-			err = fmt.Errorf("line longer than %d bytes", maxLineBytes)
-		} else {
-			err = decodeLine(line, &rec)
-		}
-		if err != nil {
-			v.failLazy(i, "", 0, func() string { return "malformed receipt: " + err.Error() })
-			v.skip()
-			rep.HeadHash = ""
-			continue
-		}
-		v.add(i, rec)
-		rep.HeadHash, lastSeq = rec.ReceiptHash, rec.Seq
-	}
+	lines, headHash, lastSeq := verifyReceiptLines(&v, nextLine)
+	rep.HeadHash = headHash
 	v.finish()
 	rep.Checked = v.checked
 	rep.Errors = append(rep.Errors, v.errs...)
@@ -291,6 +269,37 @@ func VerifyExport(r io.Reader) (Report, error) {
 		fileErr("head seq mismatch")
 	}
 	return finish()
+}
+
+// verifyReceiptLines adds every receipt line after the header to v, a
+// malformed one (or one longer than maxLineBytes) as a failure. It returns
+// how many lines there were, the receipt_hash of the last one ("" when the
+// last line was malformed) and the seq of the last well-formed one.
+func verifyReceiptLines(v *chainVerifier, nextLine func() (line []byte, tooLong, ok bool)) (lines int, headHash string, lastSeq int64) {
+	for {
+		line, tooLong, ok := nextLine()
+		if !ok {
+			break
+		}
+		i := lines
+		lines++
+		var rec Receipt
+		var err error
+		if tooLong {
+			err = fmt.Errorf("line longer than %d bytes", maxLineBytes)
+		} else {
+			err = decodeLine(line, &rec)
+		}
+		if err != nil {
+			v.failLazy(i, "", 0, func() string { return "malformed receipt: " + err.Error() })
+			v.skip()
+			headHash = ""
+			continue
+		}
+		v.add(i, rec)
+		headHash, lastSeq = rec.ReceiptHash, rec.Seq
+	}
+	return lines, headHash, lastSeq
 }
 
 // parseHeader decodes and checks an export's header line. pub is nil when
