@@ -218,36 +218,10 @@ func addRoute(doc *openapi3.T, g schemaGens, rt Route, statusRef *openapi3.Schem
 				"with watch=true: server-sent events, each data line one row of the JSON array's item schema"))
 		}
 	}
-	responses := func(version string) *openapi3.Responses {
-		ok := *resp
-		ok.Headers = versionHeaders(version)
-		if rt.Paginated {
-			ok.Headers["X-Next-Cursor"] = stringHeader("cursor of the next page; absent at the end", false)
-		}
-		if rt.Method == http.MethodGet && rt.Status == http.StatusOK {
-			ok.Headers["ETag"] = stringHeader("quoted SHA-256 of the body (not on a stream)", false)
-		}
-		rs := openapi3.NewResponses()
-		rs.Set(fmt.Sprint(rt.Status), &openapi3.ResponseRef{Value: &ok})
-		if rt.Method == http.MethodGet && rt.Status == http.StatusOK {
-			h := versionHeaders(version)
-			h["ETag"] = stringHeader("the matching ETag", false)
-			nm := openapi3.NewResponse().WithDescription("Not Modified: If-None-Match matched the ETag")
-			nm.Headers = h
-			rs.Set("304", &openapi3.ResponseRef{Value: nm})
-		}
-		for _, code := range errorsFor(rt) {
-			rs.Set(fmt.Sprint(code), errorResponseFor(rt, code, version, statusRef, respRef))
-		}
-		if rt.Proxy != nil {
-			proxyResponses(rs, rt, version, statusRef)
-		}
-		return rs
-	}
 	if rt.Unversioned {
 		o := *op
 		o.OperationID = operationID(rt.Method, rt.Path)
-		o.Responses = responses("")
+		o.Responses = routeResponses(rt, resp, "", statusRef, respRef)
 		doc.AddOperation(openAPIPath(rt.Path), rt.Method, &o)
 		return nil
 	}
@@ -255,10 +229,41 @@ func addRoute(doc *openapi3.T, g schemaGens, rt Route, statusRef *openapi3.Schem
 		o := *op
 		o.OperationID = operationID(rt.Method, "/"+v+rt.Path)
 		o.Deprecated = v == "v1"
-		o.Responses = responses(v)
+		o.Responses = routeResponses(rt, resp, v, statusRef, respRef)
 		doc.AddOperation(openAPIPath("/"+v+rt.Path), rt.Method, &o)
 	}
 	return nil
+}
+
+// routeResponses are a route's responses in one API version: its success
+// (with the version's headers, the cursor of a paginated list, the ETag of
+// a GET), 304 for a GET, every error status it can answer, and the MCP
+// proxy's own.
+func routeResponses(rt Route, resp *openapi3.Response, version string, statusRef, respRef *openapi3.SchemaRef) *openapi3.Responses {
+	ok := *resp
+	ok.Headers = versionHeaders(version)
+	if rt.Paginated {
+		ok.Headers["X-Next-Cursor"] = stringHeader("cursor of the next page; absent at the end", false)
+	}
+	if rt.Method == http.MethodGet && rt.Status == http.StatusOK {
+		ok.Headers["ETag"] = stringHeader("quoted SHA-256 of the body (not on a stream)", false)
+	}
+	rs := openapi3.NewResponses()
+	rs.Set(fmt.Sprint(rt.Status), &openapi3.ResponseRef{Value: &ok})
+	if rt.Method == http.MethodGet && rt.Status == http.StatusOK {
+		h := versionHeaders(version)
+		h["ETag"] = stringHeader("the matching ETag", false)
+		nm := openapi3.NewResponse().WithDescription("Not Modified: If-None-Match matched the ETag")
+		nm.Headers = h
+		rs.Set("304", &openapi3.ResponseRef{Value: nm})
+	}
+	for _, code := range errorsFor(rt) {
+		rs.Set(fmt.Sprint(code), errorResponseFor(rt, code, version, statusRef, respRef))
+	}
+	if rt.Proxy != nil {
+		proxyResponses(rs, rt, version, statusRef)
+	}
+	return rs
 }
 
 // versionHeaders are the headers every response of the version carries:

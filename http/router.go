@@ -310,27 +310,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 			return fail(e)
 		}
 	}
-	if streaming && rt.Proxy == nil && bearer(r) == "" && r.URL.Query().Get("ticket") != "" {
-		p, err := s.redeemTicket(r)
-		if err != nil {
-			ae, _ := toAPIError(err)
-			return fail(ae)
-		}
-		c.Principal = p
-	} else if rt.Access != AccessPublic && !rt.SelfAuth {
-		p, err := s.authenticate(r, rt.Access)
-		if err != nil {
-			ae, _ := toAPIError(err)
-			return fail(ae)
-		}
-		c.Principal = p
-		if wait := r.URL.Query().Get("wait"); rt.Waits && wait != "" && wait != "0" && s.waiters.enter(p.TenantID) {
-			c.waiterHeld = p.TenantID
-		} else if !rt.Unversioned && !streaming {
-			if e := c.admitTenant(p.TenantID); e != nil {
-				return fail(e)
-			}
-		}
+	if e := s.identify(c, rt, streaming); e != nil {
+		return fail(e)
 	}
 	if e := checkURL(c); e != nil {
 		return fail(e)
@@ -343,24 +324,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		}
 		c.streamHeld = c.Principal.TenantID
 	}
-	switch {
-	case rt.Body != nil && rt.SelfAuth:
-		c.readBody = func() *Error { return s.readBody(c, rt) }
-	case rt.Body != nil:
-		if e := s.readBody(c, rt); e != nil {
-			return fail(e)
-		}
-	case !rt.OwnBody && r.Method != http.MethodGet && r.Method != http.MethodHead:
-		if e := s.checkUnusedBody(c, rt); e != nil {
-			return fail(e)
-		}
-	}
-	// A call whose handler reads no body of its own works from here: it
-	// takes its node slot now (a no-op when its body took it already).
-	if !rt.SelfAuth && !rt.OwnBody {
-		if e := c.takeSlot(); e != nil {
-			return fail(e)
-		}
+	if e := s.takeBody(c, rt); e != nil {
+		return fail(e)
 	}
 	if rt.Proxy != nil {
 		sw := &statusWriter{ResponseWriter: w}
@@ -376,6 +341,61 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		return fail(ae)
 	}
 	return s.writeOK(w, r, rt, out)
+}
+
+// identify authenticates the call (a stream's ticket, or the route's
+// credential) and admits it: a long poll (?wait) into the waiters' own
+// bound, any other request against its tenant's share.
+func (s *Server) identify(c *Call, rt Route, streaming bool) *Error {
+	r := c.R
+	if streaming && rt.Proxy == nil && bearer(r) == "" && r.URL.Query().Get("ticket") != "" {
+		p, err := s.redeemTicket(r)
+		if err != nil {
+			ae, _ := toAPIError(err)
+			return ae
+		}
+		c.Principal = p
+		return nil
+	}
+	if rt.Access == AccessPublic || rt.SelfAuth {
+		return nil
+	}
+	p, err := s.authenticate(r, rt.Access)
+	if err != nil {
+		ae, _ := toAPIError(err)
+		return ae
+	}
+	c.Principal = p
+	if wait := r.URL.Query().Get("wait"); rt.Waits && wait != "" && wait != "0" && s.waiters.enter(p.TenantID) {
+		c.waiterHeld = p.TenantID
+	} else if !rt.Unversioned && !streaming {
+		return c.admitTenant(p.TenantID)
+	}
+	return nil
+}
+
+// takeBody reads the call's body as its route declares (a self-authenticating
+// route reads it later, through c.readBody), refuses one a route without
+// a body was sent, and takes the call's node slot when its handler reads
+// no body of its own (a no-op when its body took it already).
+func (s *Server) takeBody(c *Call, rt Route) *Error {
+	r := c.R
+	switch {
+	case rt.Body != nil && rt.SelfAuth:
+		c.readBody = func() *Error { return s.readBody(c, rt) }
+	case rt.Body != nil:
+		if e := s.readBody(c, rt); e != nil {
+			return e
+		}
+	case !rt.OwnBody && r.Method != http.MethodGet && r.Method != http.MethodHead:
+		if e := s.checkUnusedBody(c, rt); e != nil {
+			return e
+		}
+	}
+	if !rt.SelfAuth && !rt.OwnBody {
+		return c.takeSlot()
+	}
+	return nil
 }
 
 // statusWriter records the status a Proxy route answered (for metrics);
