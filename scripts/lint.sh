@@ -29,6 +29,9 @@ if [[ -n $unformatted ]]; then
 	status=1
 fi
 
+echo "==> sizes (no file over 500 lines, no function over 100: scripts/sizes.sh)"
+bash scripts/sizes.sh || status=1
+
 echo "==> go vet ./..."
 go vet ./... || status=1
 # The Go SDK's modules (their own go.mod: ./... above does not reach them).
