@@ -3,13 +3,11 @@ package actors
 // The security pipeline's counters and its front for the HTTP layer.
 
 import (
-	"context"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"svc/messages"
 	"svc/persistence"
 )
 
@@ -84,23 +82,14 @@ func (s *SOCStats) Skipped() uint64 {
 }
 
 // SOC is the front of the security-operations pipeline (SPEC 6): the HTTP
-// layer tells it about rule changes and closed incidents.
+// layer tells it about closed incidents (rule changes drop their caches
+// through the control plane).
 type SOC struct {
 	stats *SOCStats
-	inv   *Invalidations
 }
 
-// NewSOC returns the pipeline's front; inv carries rule invalidations to
-// every node.
-func NewSOC(stats *SOCStats, inv *Invalidations) *SOC { return &SOC{stats: stats, inv: inv} }
-
-// RulesChanged drops the tenant's cached custom rules on every node, so
-// the next event is evaluated with the change.
-func (s *SOC) RulesChanged(ctx context.Context, tenantID string) {
-	if s.inv != nil {
-		s.inv.Invalidate(ctx, messages.Invalidation{Kind: messages.CacheSOCRules, TenantID: tenantID, Key: "-"})
-	}
-}
+// NewSOC returns the pipeline's front.
+func NewSOC(stats *SOCStats) *SOC { return &SOC{stats: stats} }
 
 // IncidentClosed records the time to resolve for MTTR.
 func (s *SOC) IncidentClosed(in persistence.Incident) {

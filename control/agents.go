@@ -36,7 +36,7 @@ func (p *Plane) CreateAgent(ctx context.Context, op Operator, n NewAgent) (persi
 	}
 	tok, hash := credential.Mint(credential.AgentPrefix)
 	err := p.change(func() error {
-		err := p.store.CreateAgent(ctx, a, hash, Event(op, "admin_action", "agent_registered", a.ID,
+		err := p.d.Store.CreateAgent(ctx, a, hash, Event(op, "admin_action", "agent_registered", a.ID,
 			map[string]any{"name": a.Name, "risk_tier": a.RiskTier}))
 		if errors.Is(err, persistence.ErrConflict) {
 			return exists("agent", "an agent named %q already exists", n.Name)
@@ -86,7 +86,7 @@ func (p *Plane) UpdateAgent(ctx context.Context, op Operator, id string, ch Agen
 	}
 	var a persistence.Agent
 	err := p.change(func() (err error) {
-		a, err = p.store.UpdateAgent(ctx, op.TenantID, id, patch, Event(op, "admin_action", "agent_updated", id, details))
+		a, err = p.d.Store.UpdateAgent(ctx, op.TenantID, id, patch, Event(op, "admin_action", "agent_updated", id, details))
 		if errors.Is(err, persistence.ErrConflict) {
 			return exists("agent", "an agent with that name already exists")
 		}
@@ -109,7 +109,7 @@ func newSigningKey() []byte {
 func (p *Plane) GrantTool(ctx context.Context, op Operator, id, tool string) (persistence.Permission, error) {
 	perm := persistence.Permission{TenantID: op.TenantID, AgentID: id, ToolKey: tool, CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
 	err := p.change(func() error {
-		err := p.store.AddPermission(ctx, perm, Event(op, "admin_action", "agent_tool_permission_granted", id,
+		err := p.d.Store.AddPermission(ctx, perm, Event(op, "admin_action", "agent_tool_permission_granted", id,
 			map[string]any{"tool_key": tool}))
 		if errors.Is(err, persistence.ErrConflict) {
 			return exists("permission", "tool %q is already bound", tool)
@@ -127,7 +127,7 @@ func (p *Plane) GrantTool(ctx context.Context, op Operator, id, tool string) (pe
 // an unknown agent) is NotFound (a permission).
 func (p *Plane) RevokeTool(ctx context.Context, op Operator, id, tool string) error {
 	return p.change(func() error {
-		return refuse(p.store.DeletePermission(ctx, op.TenantID, id, tool, Event(op, "admin_action", "agent_tool_permission_revoked", id,
+		return refuse(p.d.Store.DeletePermission(ctx, op.TenantID, id, tool, Event(op, "admin_action", "agent_tool_permission_revoked", id,
 			map[string]any{"tool_key": tool})), "permission", nil)
 	}, nil)
 }
@@ -138,7 +138,7 @@ func (p *Plane) RevokeTool(ctx context.Context, op Operator, id, tool string) er
 // (shown once); otherwise an agent_token_leak_detected_no_rotation event is
 // recorded and the token is "". An unknown or deleted agent is NotFound.
 func (p *Plane) ReportLeakedToken(ctx context.Context, op Operator, id string) (rotated bool, token string, err error) {
-	t, err := p.store.GetTenant(ctx, op.TenantID)
+	t, err := p.d.Store.GetTenant(ctx, op.TenantID)
 	if err != nil {
 		return false, "", err
 	}
@@ -147,14 +147,14 @@ func (p *Plane) ReportLeakedToken(ctx context.Context, op Operator, id string) (
 		return err == nil, tok, err
 	}
 	return false, "", p.change(func() error {
-		a, err := p.store.GetAgent(ctx, op.TenantID, id)
+		a, err := p.d.Store.GetAgent(ctx, op.TenantID, id)
 		if err == nil && a.Status == persistence.AgentDeleted {
 			err = persistence.ErrNotFound
 		}
 		if err != nil {
 			return refuse(err, "agent", nil)
 		}
-		return p.store.AppendAudit(ctx, []persistence.AuditEvent{Event(op, "agent_token_leak_detected_no_rotation", "leak_reported", id,
+		return p.d.Store.AppendAudit(ctx, []persistence.AuditEvent{Event(op, "agent_token_leak_detected_no_rotation", "leak_reported", id,
 			map[string]any{"rotated": false})})
 	}, nil)
 }
@@ -190,7 +190,7 @@ func Transitions() []Transition {
 func (p *Plane) TransitionAgent(ctx context.Context, op Operator, id string, tr Transition) (persistence.Agent, error) {
 	var a persistence.Agent
 	err := p.change(func() (err error) {
-		a, err = p.store.TransitionAgent(ctx, op.TenantID, id, tr.From, tr.To,
+		a, err = p.d.Store.TransitionAgent(ctx, op.TenantID, id, tr.From, tr.To,
 			Event(op, "admin_action", tr.Action, id, map[string]any{"to": tr.To}))
 		return refuse(err, "agent", conflict("agent", "invalid_transition", "the agent's status does not allow %s", tr.Op))
 	}, nil)
@@ -202,7 +202,7 @@ func (p *Plane) TransitionAgent(ctx context.Context, op Operator, id string, tr 
 // deleted is NotFound, as an unknown one.
 func (p *Plane) DeleteAgent(ctx context.Context, op Operator, id string) error {
 	return p.change(func() error {
-		_, err := p.store.TransitionAgent(ctx, op.TenantID, id,
+		_, err := p.d.Store.TransitionAgent(ctx, op.TenantID, id,
 			[]string{persistence.AgentActive, persistence.AgentQuarantined, persistence.AgentFrozen, persistence.AgentRevoked},
 			persistence.AgentDeleted, Event(op, "admin_action", "agent_deleted", id, nil))
 		if errors.Is(err, persistence.ErrStateConflict) {
@@ -223,7 +223,7 @@ func (p *Plane) RotateAgentToken(ctx context.Context, op Operator, id, action st
 func (p *Plane) rotateAgentToken(ctx context.Context, op Operator, id, action string, details map[string]any) (string, error) {
 	tok, hash := credential.Mint(credential.AgentPrefix)
 	err := p.change(func() error {
-		_, err := p.store.RotateAgentToken(ctx, op.TenantID, id, hash, Event(op, "agent_token_rotated", action, id, details))
+		_, err := p.d.Store.RotateAgentToken(ctx, op.TenantID, id, hash, Event(op, "agent_token_rotated", action, id, details))
 		return refuse(err, "agent", nil)
 	}, nil)
 	if err != nil {

@@ -60,11 +60,8 @@ type MCPCaches interface {
 
 // Plane carries out operator changes. It is safe for concurrent use.
 type Plane struct {
-	d        Deps
-	store    persistence.Store
-	registry *actors.Registry
-	mcp      MCPCaches
-	log      hclog.Logger
+	d   Deps
+	log hclog.Logger
 }
 
 // New returns the plane and registers the audit writer's health entry (ok
@@ -75,7 +72,7 @@ func New(d Deps) *Plane {
 	}
 	d.Registry.Register(ComponentAuditWriter, false)
 	d.Registry.Set(ComponentAuditWriter, actors.StateOK, "")
-	return &Plane{d: d, store: d.Store, registry: d.Registry, mcp: d.MCP, log: hclog.L().Named("control")}
+	return &Plane{d: d, log: hclog.L().Named("control")}
 }
 
 // WithLogger sets the plane's logger (default: hclog's default, named
@@ -130,9 +127,9 @@ func (p *Plane) change(write func() error, committed func()) error {
 func (p *Plane) Settle(err error) error {
 	switch {
 	case err == nil:
-		p.registry.Set(ComponentAuditWriter, actors.StateOK, "")
+		p.d.Registry.Set(ComponentAuditWriter, actors.StateOK, "")
 	case StorageFailure(err):
-		p.registry.Set(ComponentAuditWriter, actors.StateDegraded, err.Error())
+		p.d.Registry.Set(ComponentAuditWriter, actors.StateDegraded, err.Error())
 	}
 	return err
 }

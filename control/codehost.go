@@ -13,5 +13,5 @@ import (
 // but the one write the API makes on an outside system's behalf, so it
 // takes the plane's road too (http/ only reads).
 func (p *Plane) ClaimCodehostDelivery(ctx context.Context, d persistence.CodehostDelivery, since time.Time) (first persistence.CodehostDelivery, fresh bool, err error) {
-	return p.store.ClaimCodehostDelivery(ctx, d, since)
+	return p.d.Store.ClaimCodehostDelivery(ctx, d, since)
 }

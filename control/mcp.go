@@ -51,7 +51,7 @@ func (p *Plane) updateMCPServer(ctx context.Context, op Operator, key string, pa
 	details["server_key"] = key
 	var srv persistence.MCPServer
 	err := p.change(func() (err error) {
-		srv, err = p.store.UpdateMCPServer(ctx, op.TenantID, key, patch, Event(op, "config_change", action, "", details))
+		srv, err = p.d.Store.UpdateMCPServer(ctx, op.TenantID, key, patch, Event(op, "config_change", action, "", details))
 		return refuse(err, "mcp server", conflict("mcp server", "invalid_transition", "%s", conflictMsg))
 	}, func() { p.mcpChanged(ctx, op.TenantID, key) })
 	return srv, err
@@ -60,15 +60,15 @@ func (p *Plane) updateMCPServer(ctx context.Context, op Operator, key string, pa
 // DeleteMCPServer removes the server's registration, tools and pins.
 func (p *Plane) DeleteMCPServer(ctx context.Context, op Operator, key string) error {
 	return p.change(func() error {
-		err := p.store.DeleteMCPServer(ctx, op.TenantID, key, Event(op, "config_change", "mcp_server_deleted", "",
+		err := p.d.Store.DeleteMCPServer(ctx, op.TenantID, key, Event(op, "config_change", "mcp_server_deleted", "",
 			map[string]any{"server_key": key}))
 		return refuse(err, "mcp server", nil)
 	}, func() { p.mcpChanged(ctx, op.TenantID, key) })
 }
 
 func (p *Plane) mcpChanged(ctx context.Context, tenantID, key string) {
-	if p.mcp != nil {
-		p.mcp.Changed(ctx, tenantID, key)
+	if p.d.MCP != nil {
+		p.d.MCP.Changed(ctx, tenantID, key)
 	}
 }
 
@@ -89,7 +89,7 @@ func (p *Plane) DisableMCPTool(ctx context.Context, op Operator, key, tool strin
 func (p *Plane) setMCPToolStatus(ctx context.Context, op Operator, key, tool, to, action string, from ...string) (persistence.MCPTool, error) {
 	var t persistence.MCPTool
 	err := p.change(func() (err error) {
-		t, err = p.store.SetMCPToolStatus(ctx, op.TenantID, key, tool, from, to, Event(op, "config_change", action, "",
+		t, err = p.d.Store.SetMCPToolStatus(ctx, op.TenantID, key, tool, from, to, Event(op, "config_change", action, "",
 			map[string]any{"server_key": key, "tool_key": tool}))
 		return refuse(err, "mcp tool", conflict("mcp tool", "invalid_transition", "the mcp tool is already %s", to))
 	}, func() { p.mcpChanged(ctx, op.TenantID, key) })
@@ -114,7 +114,7 @@ func (p *Plane) InspectResponse(ctx context.Context, srv persistence.MCPServer, 
 			Severity: a.Severity, Source: "default", AgentID: agentID, Summary: a.Summary, CreatedAt: now}
 		ids[i] = alerts[i].ID
 	}
-	if err := p.store.AppendAlerts(ctx, alerts); err != nil {
+	if err := p.d.Store.AppendAlerts(ctx, alerts); err != nil {
 		return nil, nil, err
 	}
 	return findings, ids, nil

@@ -71,7 +71,7 @@ func (p *Plane) RegisterMCPServer(ctx context.Context, op Operator, r MCPRegistr
 	}
 	var created persistence.MCPServer
 	err := p.change(func() (err error) {
-		created, err = p.store.CreateMCPServer(ctx, srv, limit, Event(op, "config_change", "mcp_server_registered", "",
+		created, err = p.d.Store.CreateMCPServer(ctx, srv, limit, Event(op, "config_change", "mcp_server_registered", "",
 			map[string]any{"server_key": srv.Key, "transport": srv.Transport, "url_host": URLHost(srv.URL), "trust_level": srv.TrustLevel,
 				"inspection_enabled": srv.InspectionEnabled, "upstream_headers": HeaderNames(r.UpstreamHeaders)}))
 		switch {

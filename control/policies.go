@@ -33,7 +33,7 @@ func (p *Plane) CreatePolicy(ctx context.Context, op Operator, pol persistence.P
 	pol.TenantID = op.TenantID
 	var out persistence.Policy
 	err := p.change(func() (err error) {
-		out, err = p.store.CreatePolicy(ctx, pol, Event(op, "config_change", "policy_created", "", map[string]any{"name": pol.Name}))
+		out, err = p.d.Store.CreatePolicy(ctx, pol, Event(op, "config_change", "policy_created", "", map[string]any{"name": pol.Name}))
 		if errors.Is(err, persistence.ErrConflict) {
 			return exists("policy", "a policy named %q already exists", pol.Name)
 		}
@@ -46,7 +46,7 @@ func (p *Plane) CreatePolicy(ctx context.Context, op Operator, pol persistence.P
 // config_change event. An unknown policy is NotFound; new rego that does not
 // compile is Unprocessable.
 func (p *Plane) UpdatePolicy(ctx context.Context, op Operator, name string, patch PolicyPatch) (persistence.Policy, error) {
-	cur, err := p.store.GetPolicy(ctx, op.TenantID, name)
+	cur, err := p.d.Store.GetPolicy(ctx, op.TenantID, name)
 	if err != nil {
 		return persistence.Policy{}, refuse(err, "policy", nil)
 	}
@@ -64,7 +64,7 @@ func (p *Plane) UpdatePolicy(ctx context.Context, op Operator, name string, patc
 	}
 	var out persistence.Policy
 	err = p.change(func() (err error) {
-		out, err = p.store.UpdatePolicy(ctx, cur, Event(op, "config_change", "policy_updated", "", map[string]any{"name": cur.Name}))
+		out, err = p.d.Store.UpdatePolicy(ctx, cur, Event(op, "config_change", "policy_updated", "", map[string]any{"name": cur.Name}))
 		return refuse(err, "policy", nil)
 	}, func() { p.policiesChanged(ctx, op.TenantID) })
 	return out, err
@@ -74,7 +74,7 @@ func (p *Plane) UpdatePolicy(ctx context.Context, op Operator, name string, patc
 // event; an unknown policy is NotFound.
 func (p *Plane) DeletePolicy(ctx context.Context, op Operator, name string) error {
 	return p.change(func() error {
-		err := p.store.DeletePolicy(ctx, op.TenantID, name, Event(op, "config_change", "policy_deleted", "", map[string]any{"name": name}))
+		err := p.d.Store.DeletePolicy(ctx, op.TenantID, name, Event(op, "config_change", "policy_deleted", "", map[string]any{"name": name}))
 		return refuse(err, "policy", nil)
 	}, func() { p.policiesChanged(ctx, op.TenantID) })
 }
@@ -101,7 +101,7 @@ func (p *Plane) ReloadBasePolicies(ctx context.Context, op Operator) (string, er
 		src = p.d.Config.PolicyFile
 	}
 	err := p.change(func() error {
-		return p.store.AppendAudit(ctx, []persistence.AuditEvent{Event(op, "config_change", "policy_file_reload", "", map[string]any{"source": src})})
+		return p.d.Store.AppendAudit(ctx, []persistence.AuditEvent{Event(op, "config_change", "policy_file_reload", "", map[string]any{"source": src})})
 	}, func() {
 		if p.d.Invalidations != nil {
 			p.d.Invalidations.Broadcast(ctx, messages.Invalidation{Kind: messages.CacheBasePolicy, TenantID: "-", Key: "-"})

@@ -14,7 +14,7 @@ import (
 // event.
 func (p *Plane) PutRiskWeights(ctx context.Context, op Operator, weights map[string]float64) error {
 	return p.change(func() error {
-		return p.store.PutRiskWeights(ctx, op.TenantID, weights, Event(op, "config_change", "risk_weights_updated", "",
+		return p.d.Store.PutRiskWeights(ctx, op.TenantID, weights, Event(op, "config_change", "risk_weights_updated", "",
 			map[string]any{"weights": weights}))
 	}, func() { p.drop(ctx, messages.CacheRisk, op.TenantID, "-") })
 }
@@ -24,7 +24,7 @@ func (p *Plane) PutRiskWeights(ctx context.Context, op Operator, weights map[str
 // checks their ranges) with a risk_escalation_updated config_change event.
 func (p *Plane) PutRiskEscalation(ctx context.Context, op Operator, threshold, windowMinutes int) error {
 	return p.change(func() error {
-		return p.store.PutRiskEscalation(ctx, op.TenantID, threshold, windowMinutes, Event(op, "config_change", "risk_escalation_updated", "",
+		return p.d.Store.PutRiskEscalation(ctx, op.TenantID, threshold, windowMinutes, Event(op, "config_change", "risk_escalation_updated", "",
 			map[string]any{"denial_threshold": threshold, "window_minutes": windowMinutes}))
 	}, func() { p.drop(ctx, messages.CacheRisk, op.TenantID, "-") })
 }

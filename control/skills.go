@@ -38,7 +38,7 @@ func (p *Plane) PutSkill(ctx context.Context, op Operator, key, description stri
 	}
 	var sk persistence.Skill
 	err := p.change(func() (err error) {
-		sk, err = p.store.PutSkill(ctx, persistence.Skill{TenantID: op.TenantID, Key: key, Description: description, Actions: norm},
+		sk, err = p.d.Store.PutSkill(ctx, persistence.Skill{TenantID: op.TenantID, Key: key, Description: description, Actions: norm},
 			Event(op, "config_change", "skill_registered", "", map[string]any{"skill_key": key}))
 		return err
 	}, func() { p.drop(ctx, messages.CacheSkill, op.TenantID, key) })
@@ -53,7 +53,7 @@ func (p *Plane) DeleteSkill(ctx context.Context, op Operator, keys ...string) er
 	return p.change(func() error {
 		err := persistence.ErrNotFound
 		for _, key = range keys {
-			err = p.store.DeleteSkill(ctx, op.TenantID, key, Event(op, "config_change", "skill_deleted", "", map[string]any{"skill_key": key}))
+			err = p.d.Store.DeleteSkill(ctx, op.TenantID, key, Event(op, "config_change", "skill_deleted", "", map[string]any{"skill_key": key}))
 			if !errors.Is(err, persistence.ErrNotFound) {
 				break
 			}

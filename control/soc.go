@@ -20,7 +20,7 @@ func (p *Plane) CloseIncident(ctx context.Context, op Operator, id string, reaso
 	ev.CreatedAt = now // the incident's closed_at
 	var in persistence.Incident
 	err := p.change(func() (err error) {
-		in, err = p.store.CloseIncident(ctx, op.TenantID, id, reason, now, ev)
+		in, err = p.d.Store.CloseIncident(ctx, op.TenantID, id, reason, now, ev)
 		return refuse(err, "incident", conflict("incident", "incident_closed", "the incident is already closed"))
 	}, nil)
 	return in, err

@@ -64,7 +64,7 @@ func (p *Plane) PutSOCRule(ctx context.Context, op Operator, r SOCRule) (persist
 	ev.CreatedAt = now
 	var saved persistence.CustomRule
 	err = p.change(func() (err error) {
-		saved, err = p.store.PutRule(ctx, persistence.CustomRule{TenantID: op.TenantID, Key: r.Key, AlertName: name, Severity: sev,
+		saved, err = p.d.Store.PutRule(ctx, persistence.CustomRule{TenantID: op.TenantID, Key: r.Key, AlertName: name, Severity: sev,
 			Enabled: enabled, Condition: raw, CreatedAt: now, UpdatedAt: now}, ev)
 		return err
 	}, func() { p.drop(ctx, messages.CacheSOCRules, op.TenantID, "-") })
@@ -79,7 +79,7 @@ func (p *Plane) DeleteSOCRule(ctx context.Context, op Operator, key string) erro
 		return conflict("rule", "default_rule", "%s is a default rule and cannot be deleted", key)
 	}
 	return p.change(func() error {
-		return refuse(p.store.DeleteRule(ctx, op.TenantID, key, Event(op, "config_change", "soc_rule_deleted", "",
+		return refuse(p.d.Store.DeleteRule(ctx, op.TenantID, key, Event(op, "config_change", "soc_rule_deleted", "",
 			map[string]any{"rule_key": key})), "rule", nil)
 	}, func() { p.drop(ctx, messages.CacheSOCRules, op.TenantID, "-") })
 }

@@ -42,7 +42,7 @@ func (p *Plane) CreateTenant(ctx context.Context, actor, name string) (persisten
 	var t persistence.Tenant
 	var tok string
 	err := p.change(func() (err error) {
-		t, tok, err = NewTenant(ctx, p.store, strings.TrimSpace(name), actor)
+		t, tok, err = NewTenant(ctx, p.d.Store, strings.TrimSpace(name), actor)
 		if errors.Is(err, persistence.ErrConflict) {
 			return exists("tenant", "a tenant named %q already exists", name)
 		}
@@ -59,7 +59,7 @@ func (p *Plane) CreateTenant(ctx context.Context, actor, name string) (persisten
 // and leaves the audit writer's health as it is. An unknown tenant is
 // NotFound. The store drops its cached records of the tenant.
 func (p *Plane) DeleteTenant(ctx context.Context, id string) error {
-	return refuse(p.store.DeleteTenant(ctx, id), "tenant", nil)
+	return refuse(p.d.Store.DeleteTenant(ctx, id), "tenant", nil)
 }
 
 // TenantSettings is a change of the tenant's settings; a nil field is left
@@ -81,7 +81,7 @@ func (p *Plane) UpdateTenantSettings(ctx context.Context, op Operator, s TenantS
 			change = "removed"
 		}
 		err := p.change(func() error {
-			return p.store.SetCodehostWebhookSecret(ctx, op.TenantID, *secret, time.Now().UTC().Truncate(time.Microsecond),
+			return p.d.Store.SetCodehostWebhookSecret(ctx, op.TenantID, *secret, time.Now().UTC().Truncate(time.Microsecond),
 				Event(op, "config_change", "tenant_settings_updated", "", map[string]any{"codehost_webhook_secret": change}))
 		}, nil)
 		if err != nil {
@@ -89,11 +89,11 @@ func (p *Plane) UpdateTenantSettings(ctx context.Context, op Operator, s TenantS
 		}
 	}
 	if s.AutoRotateTokenOnLeak == nil {
-		return p.store.GetTenant(ctx, op.TenantID)
+		return p.d.Store.GetTenant(ctx, op.TenantID)
 	}
 	var t persistence.Tenant
 	err := p.change(func() (err error) {
-		t, err = p.store.UpdateTenantSettings(ctx, op.TenantID, *s.AutoRotateTokenOnLeak,
+		t, err = p.d.Store.UpdateTenantSettings(ctx, op.TenantID, *s.AutoRotateTokenOnLeak,
 			Event(op, "config_change", "tenant_settings_updated", "",
 				map[string]any{"auto_rotate_token_on_leak_enabled": *s.AutoRotateTokenOnLeak}))
 		return err
@@ -109,7 +109,7 @@ func (p *Plane) CreateOperatorToken(ctx context.Context, op Operator, name, role
 	ot := persistence.OperatorToken{ID: uuid.NewString(), TenantID: op.TenantID, Name: name, Role: role,
 		CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
 	err := p.change(func() error {
-		return p.store.CreateOperatorToken(ctx, ot, hash, Event(op, "admin_action", "operator_token_created", "",
+		return p.d.Store.CreateOperatorToken(ctx, ot, hash, Event(op, "admin_action", "operator_token_created", "",
 			map[string]any{"token_id": ot.ID, "role": ot.Role}))
 	}, nil)
 	if err != nil {
@@ -123,7 +123,7 @@ func (p *Plane) CreateOperatorToken(ctx context.Context, op Operator, name, role
 // event. An unknown token, or another tenant's, is NotFound.
 func (p *Plane) DeleteOperatorToken(ctx context.Context, op Operator, id string) error {
 	return p.change(func() error {
-		return refuse(p.store.DeleteOperatorToken(ctx, op.TenantID, id,
+		return refuse(p.d.Store.DeleteOperatorToken(ctx, op.TenantID, id,
 			Event(op, "admin_action", "operator_token_revoked", "", map[string]any{"token_id": id})), "operator token", nil)
 	}, nil)
 }

@@ -67,7 +67,7 @@ func (p *Plane) CreateWebhook(ctx context.Context, op Operator, settings Webhook
 		Enabled: enabled, DeliverySecret: secret, CreatedAt: now, UpdatedAt: now}
 	var created persistence.WebhookSubscription
 	err = p.change(func() (err error) {
-		created, err = p.store.CreateWebhook(ctx, w, Event(op, "config_change", "webhook_subscription_created", "",
+		created, err = p.d.Store.CreateWebhook(ctx, w, Event(op, "config_change", "webhook_subscription_created", "",
 			map[string]any{"subscription_id": w.ID, "url_host": URLHost(target), "min_severity": sev, "format": format, "enabled": enabled}))
 		return err
 	}, func() { p.webhooksChanged(ctx, op.TenantID) })
@@ -112,7 +112,7 @@ func (p *Plane) UpdateWebhook(ctx context.Context, op Operator, id string, setti
 	}
 	var w persistence.WebhookSubscription
 	err := p.change(func() (err error) {
-		w, err = p.store.UpdateWebhook(ctx, op.TenantID, id, patch, time.Now().UTC().Truncate(time.Microsecond),
+		w, err = p.d.Store.UpdateWebhook(ctx, op.TenantID, id, patch, time.Now().UTC().Truncate(time.Microsecond),
 			Event(op, "config_change", "webhook_subscription_updated", "", details))
 		return refuse(err, "webhook subscription", nil)
 	}, func() { p.webhooksChanged(ctx, op.TenantID) })
@@ -124,7 +124,7 @@ func (p *Plane) UpdateWebhook(ctx context.Context, op Operator, id string, setti
 // subscription: NotFound.
 func (p *Plane) DeleteWebhook(ctx context.Context, op Operator, id string) error {
 	return p.change(func() error {
-		err := p.store.DeleteWebhook(ctx, op.TenantID, id, Event(op, "config_change", "webhook_subscription_deleted", "",
+		err := p.d.Store.DeleteWebhook(ctx, op.TenantID, id, Event(op, "config_change", "webhook_subscription_deleted", "",
 			map[string]any{"subscription_id": id}))
 		return refuse(err, "webhook subscription", nil)
 	}, func() { p.webhooksChanged(ctx, op.TenantID) })
