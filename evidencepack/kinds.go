@@ -10,7 +10,7 @@ import (
 )
 
 // The kinds of pack (the manifest's kind) that the gateway writes
-// (http/evidence.go).
+// (packcontents).
 const (
 	KindIncident   = "incident"
 	KindCompliance = "compliance"
