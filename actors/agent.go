@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"time"
 
@@ -26,7 +25,7 @@ import (
 // per-agent serialization) but never on the database commit, which the
 // caller awaits. It stops itself after AgentIdle without calls.
 type AgentActor struct {
-	facts *factSource
+	facts agentFacts  // the node's *factSource; a fake in the unit tests
 	table *actorTable // where its incarnation is registered
 	idle  time.Duration
 	key   string
@@ -91,10 +90,10 @@ func (g *AgentActor) decide(ctx context.Context, m *messages.Authorize) *draft {
 	}
 
 	// Rule 3: last seen (best effort), rate limit, quota.
-	f.heartbeat(messages.Heartbeat{TenantID: m.TenantID, AgentID: m.AgentID, At: m.ReceivedAt})
+	f.touch(messages.Heartbeat{TenantID: m.TenantID, AgentID: m.AgentID, At: m.ReceivedAt})
 	lim, err := f.limits(ctx, m.TenantID, m.AgentID)
 	if err != nil {
-		return &draft{outcome: sharedFailure(f.log, err)}
+		return &draft{outcome: sharedFailure(f.logger(), err)}
 	}
 	if r := authz.Throttle(lim); r != nil {
 		return refuse(r)
@@ -120,9 +119,9 @@ func (g *AgentActor) decide(ctx context.Context, m *messages.Authorize) *draft {
 	}
 	// Rule 13: replay nonce (not consumed by a dry run).
 	if req.Nonce != nil && !req.DryRun {
-		fresh, err := f.shared.SetNX(ctx, nonceKey(m.TenantID, m.AgentID, *req.Nonce), "1", f.opt.ReplayWindow)
+		fresh, err := f.claimNonce(ctx, m.TenantID, m.AgentID, *req.Nonce)
 		if err != nil {
-			return &draft{outcome: sharedFailure(f.log, err)}
+			return &draft{outcome: sharedFailure(f.logger(), err)}
 		}
 		if !fresh {
 			facts.Replay = authz.NonceReplay
@@ -131,7 +130,7 @@ func (g *AgentActor) decide(ctx context.Context, m *messages.Authorize) *draft {
 	}
 	// Rule 9: policy.
 	res, facts := g.evaluate(ctx, m, ad, facts)
-	if req.ApprovalID != nil && *req.ApprovalID != "" && res.Decision != authz.DecisionDeny && !res.Quarantine && f.opt.Approvals != nil {
+	if _, on := f.approvalTTL(); req.ApprovalID != nil && *req.ApprovalID != "" && res.Decision != authz.DecisionDeny && !res.Quarantine && on {
 		return g.presentApproval(ctx, m, ad, res, facts)
 	}
 	return g.draftDecision(ctx, m, ad, res, facts)
@@ -157,15 +156,15 @@ func (g *AgentActor) evaluate(ctx context.Context, m *messages.Authorize, ad aut
 	if server, ok := strings.CutPrefix(tc.Tool, "mcp:"); ok {
 		// The registry's server and tool (CONTRACT §8); the base policy
 		// denies an unknown or quarantined server and a tool not approved.
-		in.MCP = f.mcp.input(ctx, m.TenantID, server, tc.Action)
+		in.MCP = f.mcpInput(ctx, m.TenantID, server, tc.Action)
 	}
 	if err := f.ensurePolicies(ctx, m.TenantID); err != nil {
-		f.log.Error("tenant policies unavailable; failing closed", "tenant_id", m.TenantID, "error", err)
+		f.logger().Error("tenant policies unavailable; failing closed", "tenant_id", m.TenantID, "error", err)
 		return policy.Result{Decision: authz.DecisionDeny, Reason: "policy_unavailable"}, authz.Facts{RequestMutates: req.MutatesState}
 	}
-	res, err := f.engine.Evaluate(ctx, m.TenantID, in)
+	res, err := f.evaluatePolicy(ctx, m.TenantID, in)
 	if err != nil {
-		f.log.Error("policy evaluation failed; failing closed", "tenant_id", m.TenantID, "error", err)
+		f.logger().Error("policy evaluation failed; failing closed", "tenant_id", m.TenantID, "error", err)
 		res = policy.Result{Decision: authz.DecisionDeny, Reason: "policy_error"}
 	}
 	return res, facts
@@ -198,17 +197,12 @@ func (g *AgentActor) presentApproval(ctx context.Context, m *messages.Authorize,
 	var err error
 	if m.Request.DryRun {
 		// Nothing is reserved or consumed by a dry run: only the check.
-		var ap persistence.Approval
-		ap, err = f.store.GetApproval(ctx, m.TenantID, id)
-		if errors.Is(err, persistence.ErrNotFound) {
-			ap, err = persistence.Approval{}, nil
-		}
-		reason = ClassifyApproval(ap, m.AgentID, hash, f.opt.Approvals.Now(), false)
+		reason, err = f.checkApproval(ctx, m.TenantID, id, m.AgentID, hash)
 	} else {
-		reason, _, err = f.opt.Approvals.Reserve(ctx, m.TenantID, id, m.AgentID, hash)
+		reason, err = f.reserveApproval(ctx, m.TenantID, id, m.AgentID, hash)
 	}
 	if err != nil {
-		f.log.Error("approval check failed; failing closed", "approval_id", id, "error", err)
+		f.logger().Error("approval check failed; failing closed", "approval_id", id, "error", err)
 		return &draft{outcome: ptr(failure(messages.RefusalStoreUnavailable, "database_unavailable", "the database is unavailable", 1))}
 	}
 	if reason != "" {
@@ -260,9 +254,9 @@ func (g *AgentActor) draftDecision(ctx context.Context, m *messages.Authorize, a
 	// One record: the decision, its receipt and its authorize_decision
 	// audit event (rec.AuditID; persistence.Decision.AuditEvent).
 	w := &persistence.DecisionWrite{Decision: rec, Receipt: receipt}
-	if v.Decision == "require_approval" && f.opt.Approvals != nil {
+	if ttl, on := f.approvalTTL(); v.Decision == "require_approval" && on {
 		// The approval is created in the decision's transaction.
-		expires := now.Add(f.opt.Approvals.TTL())
+		expires := now.Add(ttl)
 		w.Approval = &persistence.Approval{ID: uuid.NewString(), TenantID: m.TenantID, DecisionID: decisionID, AgentID: m.AgentID,
 			ToolCall: toolCall, ActionHash: hash, Status: persistence.ApprovalPending, CreatedAt: now, ExpiresAt: expires}
 		if wh := req.Webhook; wh != nil && wh.URL != "" {

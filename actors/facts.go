@@ -25,6 +25,37 @@ import (
 // a node; its caches are safe for concurrent use and dropped by the
 // invalidation hub.
 
+// agentFacts is what an agent actor reads to decide a call: exactly the
+// methods its rules call (agent.go), so that the rule order can be tested
+// over a fake. *factSource is the node's implementation.
+type agentFacts interface {
+	// touch records the agent's last-seen time (rule 3, best effort).
+	touch(h messages.Heartbeat)
+	limits(ctx context.Context, tenantID, agentID string) (authz.Limits, error)
+	bindings(ctx context.Context, tenantID, agentID string) ([]string, error)
+	// claimNonce takes the agent's replay nonce for the replay window
+	// (rule 13): fresh false when it was taken before.
+	claimNonce(ctx context.Context, tenantID, agentID, nonce string) (fresh bool, err error)
+	skill(ctx context.Context, tenantID, key string) skillEntry
+	// mcpInput is the policy input's mcp object of an "mcp:" tool.
+	mcpInput(ctx context.Context, tenantID, serverKey, toolKey string) *policy.MCPInput
+	ensurePolicies(ctx context.Context, tenantID string) error
+	evaluatePolicy(ctx context.Context, tenantID string, in policy.Input) (policy.Result, error)
+	// approvalTTL is the lifetime of a new approval; on false when the
+	// node creates and checks no approvals.
+	approvalTTL() (ttl time.Duration, on bool)
+	// checkApproval is the check of a presented approval without
+	// reserving it (a dry run), reserveApproval the check that reserves
+	// it: "" when it grants the call, else the deny reason (CONTRACT §4).
+	checkApproval(ctx context.Context, tenantID, id, agentID, hash string) (string, error)
+	reserveApproval(ctx context.Context, tenantID, id, agentID, hash string) (string, error)
+	riskSettings(ctx context.Context, tenantID string) persistence.RiskSettings
+	recentDenials(ctx context.Context, tenantID, agentID string) int
+	logger() hclog.Logger
+}
+
+var _ agentFacts = (*factSource)(nil)
+
 type factSource struct {
 	store     persistence.Store
 	shared    sharedstate.State
@@ -112,6 +143,42 @@ func (f *factSource) limits(ctx context.Context, tenantID, agentID string) (auth
 	}
 	lim.QuotaUsed, lim.QuotaAfter, err = f.shared.Incr(ctx, "quota:"+tenantID+":"+agentID, f.opt.QuotaWindow)
 	return lim, err
+}
+
+func (f *factSource) touch(h messages.Heartbeat) { f.heartbeat(h) }
+
+func (f *factSource) logger() hclog.Logger { return f.log }
+
+func (f *factSource) claimNonce(ctx context.Context, tenantID, agentID, nonce string) (bool, error) {
+	return f.shared.SetNX(ctx, nonceKey(tenantID, agentID, nonce), "1", f.opt.ReplayWindow)
+}
+
+func (f *factSource) mcpInput(ctx context.Context, tenantID, serverKey, toolKey string) *policy.MCPInput {
+	return f.mcp.input(ctx, tenantID, serverKey, toolKey)
+}
+
+func (f *factSource) evaluatePolicy(ctx context.Context, tenantID string, in policy.Input) (policy.Result, error) {
+	return f.engine.Evaluate(ctx, tenantID, in)
+}
+
+func (f *factSource) approvalTTL() (time.Duration, bool) {
+	if f.opt.Approvals == nil {
+		return 0, false
+	}
+	return f.opt.Approvals.TTL(), true
+}
+
+func (f *factSource) checkApproval(ctx context.Context, tenantID, id, agentID, hash string) (string, error) {
+	ap, err := f.store.GetApproval(ctx, tenantID, id)
+	if errors.Is(err, persistence.ErrNotFound) {
+		ap, err = persistence.Approval{}, nil
+	}
+	return ClassifyApproval(ap, agentID, hash, f.opt.Approvals.Now(), false), err
+}
+
+func (f *factSource) reserveApproval(ctx context.Context, tenantID, id, agentID, hash string) (string, error) {
+	reason, _, err := f.opt.Approvals.Reserve(ctx, tenantID, id, agentID, hash)
+	return reason, err
 }
 
 // bindings are the agent's tool permission bindings (rule 6's facts).

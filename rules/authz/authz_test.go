@@ -1,6 +1,9 @@
 package authz
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -69,6 +72,15 @@ func TestAdmit(t *testing.T) {
 			RootTrust: strp("trusted_internal_signed")}, effective: "untrusted_external"},
 		{name: "rule 8: an empty root is no upstream hop", c: Call{AgentStatus: "active", ToolCall: call, SourceTrust: "trusted_internal_signed",
 			RootTrust: strp("")}, effective: "trusted_internal_signed"},
+		{name: "rule 8: a missing source_trust is unknown", c: Call{AgentStatus: "active", ToolCall: call}, effective: "unknown"},
+		{name: "rule 8: root semi_trusted_customer over a signed source", c: Call{AgentStatus: "active", ToolCall: call,
+			SourceTrust: "trusted_internal_signed", RootTrust: strp("semi_trusted_customer")}, effective: "semi_trusted_customer"},
+		{name: "rule 8: root unknown over an unsigned source", c: Call{AgentStatus: "active", ToolCall: call,
+			SourceTrust: "trusted_internal_unsigned", RootTrust: strp("unknown")}, effective: "unknown"},
+		{name: "rule 8: a signed root keeps an unsigned source", c: Call{AgentStatus: "active", ToolCall: call,
+			SourceTrust: "trusted_internal_unsigned", RootTrust: strp("trusted_internal_signed")}, effective: "trusted_internal_unsigned"},
+		{name: "rule 8: a malicious root over a signed source", c: Call{AgentStatus: "active", ToolCall: call,
+			SourceTrust: "trusted_internal_signed", RootTrust: strp("malicious_suspected")}, effective: "malicious_suspected"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := Admit(tc.c)
@@ -79,6 +91,11 @@ func TestAdmit(t *testing.T) {
 			}
 			if a.EffectiveTrust != tc.effective {
 				t.Errorf("effective trust %q, want %q", a.EffectiveTrust, tc.effective)
+			}
+			// The source is kept as sent (a missing one is unknown): the
+			// record stores it next to the effective trust.
+			if want, _ := policy.ParseTrust(tc.c.SourceTrust); a.SourceTrust != want {
+				t.Errorf("source trust %q, want %q", a.SourceTrust, want)
 			}
 			switch {
 			case tc.frozen:
@@ -102,6 +119,44 @@ func TestAdmit(t *testing.T) {
 			t.Fatalf("got %+v", a.Refused)
 		}
 	})
+}
+
+// Rule 7 on every shipped svc-jcs-1 vector (testdata/jcs/action_hash.json,
+// CONTRACT §4): Admit normalizes once and hashes what it normalized, so the
+// call's action_hash is the vector's ("percent-decoding happens once"
+// among them).
+func TestAdmitActionHashVectors(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "jcs", "action_hash.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vectors []struct {
+		Name       string            `json:"name"`
+		ToolCall   messages.ToolCall `json:"tool_call"`
+		Normalized string            `json:"normalized"`
+		ActionHash string            `json:"action_hash"`
+	}
+	if err := json.Unmarshal(raw, &vectors); err != nil {
+		t.Fatal(err)
+	}
+	if len(vectors) < 20 {
+		t.Fatalf("%d vectors in action_hash.json, expected the full set", len(vectors))
+	}
+	for _, v := range vectors {
+		t.Run("rule 7: "+v.Name, func(t *testing.T) {
+			a := Admit(Call{AgentStatus: "active", ToolCall: v.ToolCall, SourceTrust: "trusted_internal_signed"})
+			if a.Refused != nil || a.ActionHash != v.ActionHash {
+				t.Fatalf("action hash %s (refused %+v), want %s", a.ActionHash, a.Refused, v.ActionHash)
+			}
+			var norm struct{ Tool, Action string }
+			if err := json.Unmarshal([]byte(v.Normalized), &norm); err != nil {
+				t.Fatal(err)
+			}
+			if a.ToolCall.Tool != norm.Tool || a.ToolCall.Action != norm.Action {
+				t.Errorf("normalized %q/%q, want %q/%q", a.ToolCall.Tool, a.ToolCall.Action, norm.Tool, norm.Action)
+			}
+		})
+	}
 }
 
 func TestBound(t *testing.T) {
