@@ -32,7 +32,9 @@ var ErrMCPManifest = errors.New("actors: mcp manifest refused")
 // tool pending; a later one with another hash records a drift entry, puts
 // added and changed tools to pending, removes the removed, and emits
 // mcp_manifest_drift with the drift's risk. Every change drops the
-// authorize path's cached server and tools on every node.
+// authorize path's cached server and tools on every node: the registry
+// after its own discoveries (the leader's re-discovery, the MCP proxy's),
+// the control plane after an operator's (Discover).
 //
 // Discoveries over MCP take a slot of the node's budget (MCPSlots) for
 // their whole run, fetch to commit: an API call waits for one at most
@@ -75,21 +77,43 @@ type Discovery struct {
 	Tools int
 }
 
-// Discover runs one discovery of the tenant's server. stdio servers'
-// manifests come in tools (required); http servers are asked over MCP
-// (tools must be nil). audit builds the change's audit event from its
+// Discover runs one discovery of the tenant's server that an operator
+// asked for (control.Plane.DiscoverMCPServer, which drops the server's
+// caches on every node after it, as after its other changes). stdio
+// servers' manifests come in tools (required); http servers are asked over
+// MCP (tools must be nil). audit builds the change's audit event from its
 // outcome. A failed fetch or a refused manifest is recorded on the server
 // (last_discovery_error) and returned. An http server's discovery waits
 // for a slot of the node's budget at most MCPSlotWait (ErrMCPBusy).
 func (r *MCPRegistry) Discover(ctx context.Context, tenantID, key string, tools []manifest.Tool,
 	audit func(Discovery) persistence.AuditEvent) (Discovery, error) {
-	return r.discover(ctx, tenantID, key, tools, audit, true)
+	return r.run(ctx, tenantID, key, tools, audit, true, false)
 }
 
-// discover is Discover; takeSlot false when the caller holds a slot for it
-// already (the re-discovery).
+// Rediscover discovers the tenant's http server again for the system, not
+// for an operator (the MCP proxy, when a server says its tools changed):
+// audited as actor, and, like the leader's re-discovery, it drops the
+// server's caches on every node itself. It waits for a slot as Discover.
+func (r *MCPRegistry) Rediscover(ctx context.Context, tenantID, key, actor string) error {
+	_, err := r.discover(ctx, tenantID, key, nil, func(d Discovery) persistence.AuditEvent {
+		return persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: tenantID, EventType: "config_change", Action: "mcp_discovered",
+			Actor: actor, Details: DiscoveryDetails(key, d), CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
+	}, true)
+	return err
+}
+
+// discover is a discovery that drops the server's caches after its
+// commit; takeSlot false when the caller holds a slot for it already (the
+// re-discovery).
 func (r *MCPRegistry) discover(ctx context.Context, tenantID, key string, tools []manifest.Tool,
 	audit func(Discovery) persistence.AuditEvent, takeSlot bool) (Discovery, error) {
+	return r.run(ctx, tenantID, key, tools, audit, takeSlot, true)
+}
+
+// run runs one discovery; drop: drop the server's caches after the commit
+// (false when the caller does).
+func (r *MCPRegistry) run(ctx context.Context, tenantID, key string, tools []manifest.Tool,
+	audit func(Discovery) persistence.AuditEvent, takeSlot, drop bool) (Discovery, error) {
 	srv, err := r.store.GetMCPServer(ctx, tenantID, key)
 	if err != nil {
 		return Discovery{}, err
@@ -175,7 +199,9 @@ func (r *MCPRegistry) discover(ctx context.Context, tenantID, key string, tools 
 		return Discovery{}, err
 	}
 	out.Server, out.Entry = srv, entry
-	r.changed(ctx, tenantID, key)
+	if drop {
+		r.changed(ctx, tenantID, key)
+	}
 	if entry != nil {
 		r.events.Publish(driftEvent(tenantID, key, entry))
 	}

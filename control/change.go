@@ -122,8 +122,9 @@ func (p *Plane) change(write func() error, committed func()) error {
 // Settle records the outcome of an audited write in the audit writer's
 // health and returns err unchanged: a storage failure marks it degraded,
 // success ok; a refusal for the domain's reasons (not found, conflict,
-// invalid input) leaves it as it is. Writes that have not moved to the
-// plane yet call it themselves.
+// invalid input) leaves it as it is. The plane's writes settle through
+// [Plane.change]; a write outside it that carries an audit event would
+// call it itself.
 func (p *Plane) Settle(err error) error {
 	switch {
 	case err == nil:
@@ -172,22 +173,28 @@ const (
 	// taken (http: 409, reason AlreadyExists).
 	Exists
 	// Unavailable: this node cannot make the change now (http: 503 with
-	// Retry-After), e.g. without the key that seals credentials.
+	// Retry-After, RetryAfter or 1 s), e.g. without the key that seals
+	// credentials, or every MCP discovery slot taken.
 	Unavailable
+	// Timeout: what the change waits for did not answer in time, such as
+	// an MCP server asked for its tools (http: 504, reason Timeout).
+	Timeout
 )
 
 // Refusal is a change the plane refuses for the domain's reasons. What
 // names the target ("agent", "mcp server"); Code is the machine-readable
 // reason (details.error) and Message the human one; Field names the
 // request field at fault (Invalid), and Details are added to the error
-// envelope's details.
+// envelope's details. RetryAfter is when an Unavailable change may be
+// tried again (zero: soon).
 type Refusal struct {
-	Kind    Kind
-	What    string
-	Code    string
-	Message string
-	Field   string
-	Details map[string]any
+	Kind       Kind
+	What       string
+	Code       string
+	Message    string
+	Field      string
+	Details    map[string]any
+	RetryAfter time.Duration
 }
 
 func (r *Refusal) Error() string {

@@ -22,13 +22,15 @@
 // bindings and lifecycle; tenant policies and the base policy reload;
 // skills; risk settings; webhook subscriptions (with target admission);
 // SOC rules and incident closing; MCP servers (registration, changes,
-// quarantine, pins, tool approval) and the response inspection's alerts;
-// the code host's delivery claims. http/ sees the store only through a
-// read-only interface (httpapi.Reads), so a handler that writes does not
-// compile. Still outside it (issue 39): MCP discovery runs in
-// actors.MCPRegistry (shared with the leader's re-discovery), which writes
-// with its own audit event and the handler settles the health through
-// [Plane.Settle]; approvals are decided by their actors.
+// quarantine, pins, tool approval, discovery) and the response
+// inspection's alerts; the code host's delivery claims. http/ sees the
+// store only through a read-only interface (httpapi.Reads), so a handler
+// that writes does not compile. An operator's MCP discovery is run by
+// actors.MCPRegistry inside the plane's audited write
+// ([Plane.DiscoverMCPServer]); the discoveries no operator asks for (the
+// leader's re-discovery, the MCP proxy's after a server's tools changed)
+// stay with the registry, audited as system actors. Approvals are decided
+// by their actors.
 //
 // actors/, rules/ and persistence/ never import control (a depguard rule).
 package control

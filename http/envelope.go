@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"svc/control"
 	"svc/persistence"
@@ -141,8 +142,9 @@ func toAPIError(err error) (*Error, bool) {
 // refusalError is the status error of the control plane's refusal: 404 for
 // NotFound, 409 for Conflict (reason Conflict) and Exists (reason
 // AlreadyExists), 400 for Invalid (invalid_field with details.field when it
-// names a field), 422 for Unprocessable, 503 for Unavailable; the
-// refusal's details are added to the envelope's.
+// names a field), 422 for Unprocessable, 503 for Unavailable (Retry-After
+// the refusal's, in whole seconds, or 1), 504 for Timeout; the refusal's
+// details are added to the envelope's.
 func refusalError(r *control.Refusal) *Error {
 	var e *Error
 	switch r.Kind {
@@ -160,6 +162,11 @@ func refusalError(r *control.Refusal) *Error {
 		e = apiErr("AlreadyExists", r.Code, "%s", r.Message)
 	case control.Unavailable:
 		e = unavailable(r.Code, r.Message)
+		if r.RetryAfter >= time.Second {
+			e.RetryAfter = int(r.RetryAfter / time.Second)
+		}
+	case control.Timeout:
+		e = apiErr("Timeout", r.Code, "%s", r.Message)
 	default:
 		e = apiErr("Conflict", r.Code, "%s", r.Message)
 	}

@@ -6,16 +6,11 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"regexp"
-	"strings"
 	"time"
 
-	"svc/actors"
 	"svc/canonical"
 	"svc/control"
-	"svc/mcpclient"
-	"svc/outbound"
 	"svc/persistence"
 	"svc/rules/inspect"
 	"svc/rules/manifest"
@@ -323,33 +318,22 @@ func (s *Server) deleteMCPServer(c *Call) (any, error) {
 	return nil, s.Control.DeleteMCPServer(c.Ctx(), operator(c.Principal), c.Param("server_key"))
 }
 
-// discoverMCPServer serves POST /mcp/servers/:server_key/discover.
+// discoverMCPServer serves POST /mcp/servers/:server_key/discover: the
+// body's manifest, if any, handed to the control plane, which refuses
+// what the server's transport does not take and maps discovery failures
+// to refusals (control.Plane.DiscoverMCPServer).
 func (s *Server) discoverMCPServer(c *Call) (any, error) {
-	srv, err := s.mcpServer(c)
-	if err != nil {
-		return nil, err
-	}
-	b := bodyOf[mcpDiscoverReq](c)
 	var tools []manifest.Tool
-	if b.Tools != nil {
-		if srv.Transport == persistence.MCPTransportHTTP {
-			return nil, invalidField("tools", "an http server is discovered over MCP: send no manifest")
-		}
+	if b := bodyOf[mcpDiscoverReq](c); b.Tools != nil {
 		tools = make([]manifest.Tool, len(*b.Tools))
 		for i, t := range *b.Tools {
 			tools[i] = manifest.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
 		}
-	} else if srv.Transport == persistence.MCPTransportStdio {
-		return nil, invalidField("tools", "a stdio server's manifest is required: {\"tools\":[{\"name\",\"description\",\"inputSchema\"}]}")
 	}
-	p := c.Principal
-	d, err := s.MCP.Discover(c.Ctx(), p.TenantID, srv.Key, tools, func(d actors.Discovery) persistence.AuditEvent {
-		return auditEvent(p, p.TenantID, "config_change", "mcp_discovered", "", actors.DiscoveryDetails(srv.Key, d))
-	})
+	d, err := s.Control.DiscoverMCPServer(c.Ctx(), operator(c.Principal), c.Param("server_key"), tools)
 	if err != nil {
-		return nil, s.audited(discoveryError(err, srv.Transport))
+		return nil, err
 	}
-	s.auditOK()
 	out := mcpDiscoveryView{Server: viewMCPServer(d.Server), First: d.First, Tools: d.Tools, Added: nonNilStrings(d.Drift.Added),
 		Removed: nonNilStrings(d.Drift.Removed), Changed: nonNilStrings(d.Drift.Changed), RiskScore: d.Drift.Risk,
 		Findings: viewAll(d.Drift.Found, func(f manifest.Finding) mcpFindingView { return mcpFindingView(f) })}
@@ -357,28 +341,6 @@ func (s *Server) discoverMCPServer(c *Call) (any, error) {
 		out.HistoryID, out.EventID = &d.Entry.ID, &d.Entry.EventID
 	}
 	return out, nil
-}
-
-// discoveryError maps a failed discovery to the API's errors.
-func discoveryError(err error, transport string) error {
-	switch {
-	case errors.Is(err, persistence.ErrNotFound):
-		return notFound("mcp server")
-	case errors.Is(err, outbound.ErrForbiddenTarget):
-		return apiErr("Invalid", "forbidden_target", "the mcp server's address may not be reached (CONTRACT §7)")
-	case errors.Is(err, actors.ErrMCPBusy):
-		e := apiErr("ServiceUnavailable", "mcp_discovery_busy", "every mcp discovery slot of the node stayed taken for %s; retry later",
-			actors.MCPSlotWait)
-		e.RetryAfter = int(actors.MCPSlotWait / time.Second)
-		return e
-	case errors.Is(err, mcpclient.ErrTimeout):
-		return apiErr("Timeout", "mcp_timeout", "the mcp server did not answer within %s", mcpclient.DefaultLimits.Timeout)
-	case errors.Is(err, actors.ErrMCPManifest) && transport == persistence.MCPTransportStdio:
-		return badRequest("invalid_manifest", "%s", strings.TrimPrefix(err.Error(), actors.ErrMCPManifest.Error()+": "))
-	case errors.Is(err, mcpclient.ErrTooLarge), errors.Is(err, mcpclient.ErrProtocol), errors.Is(err, actors.ErrMCPManifest):
-		return apiErr("Invalid", "mcp_discovery_failed", "%s", err.Error())
-	}
-	return err
 }
 
 // listMCPTools serves GET /mcp/servers/:server_key/tools.

@@ -18,7 +18,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"svc/actors"
 	"svc/canonical"
 	"svc/mcpproxy"
 	"svc/messages"
@@ -365,7 +364,10 @@ func (g *mcpGate) Answered(ctx context.Context, _ mcpproxy.Session, _ mcpproxy.C
 // changed tools back to pending and raises mcp_manifest_drift. Requests
 // for one server coalesce on a node: at most one discovery per
 // driftInterval, and a request during the interval is served by one
-// discovery at its end, so a later change is never dropped.
+// discovery at its end, so a later change is never dropped. No operator
+// asks for it: like the leader's re-discovery it is the registry's
+// (actors.MCPRegistry.Rediscover), audited as system:mcp_proxy, and not a
+// control-plane change.
 func (g *mcpGate) Drifted(mcpproxy.Session) {
 	if g.s.MCP == nil {
 		return
@@ -374,11 +376,7 @@ func (g *mcpGate) Drifted(mcpproxy.Session) {
 	g.s.mcpDrift.request(tenant+"/"+key, time.Now(), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, err := g.s.MCP.Discover(ctx, tenant, key, nil, func(d actors.Discovery) persistence.AuditEvent {
-			return persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: tenant, EventType: "config_change", Action: "mcp_discovered",
-				Actor: "system:mcp_proxy", Details: actors.DiscoveryDetails(key, d), CreatedAt: nowUTC()}
-		})
-		if err != nil {
+		if err := g.s.MCP.Rediscover(ctx, tenant, key, "system:mcp_proxy"); err != nil {
 			g.s.log.Warn("mcp proxy: discovery after drift failed", "server_key", key, "error", err)
 		}
 	})

@@ -184,14 +184,6 @@ func (s *Server) MarkStarted() { s.ready.Store(true) }
 // RegisterOnShutdown), so clients reconnect to another node at once.
 func (s *Server) CloseStreams() { s.closeStream() }
 
-// audited records an audited write's outcome in the audit writer's health
-// (control.Plane.Settle) and returns err: for the writes that do not take
-// the control plane's road yet.
-func (s *Server) audited(err error) error { return s.Control.Settle(err) }
-
-// auditOK records a successful audited write.
-func (s *Server) auditOK() { _ = s.Control.Settle(nil) }
-
 // nowUTC is the current time at the storage's microsecond precision, so a
 // create response shows what later reads return.
 func nowUTC() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

@@ -68,11 +68,6 @@ func viewOpToken(t persistence.OperatorToken) opTokenView {
 	return opTokenView{TokenID: t.ID, Name: t.Name, Role: t.Role, CreatedAt: t.CreatedAt.UTC()}
 }
 
-// auditEvent builds an audit event for the caller's tenant.
-func auditEvent(p Principal, tenantID, eventType, action, agentID string, details map[string]any) persistence.AuditEvent {
-	return control.Event(control.Operator{TenantID: tenantID, Actor: p.Actor()}, eventType, action, agentID, details)
-}
-
 // operator is who makes a change through the control plane: the
 // principal's tenant and its audit actor.
 func operator(p Principal) control.Operator {
