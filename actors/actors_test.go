@@ -14,19 +14,8 @@ import (
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/sqlite"
+	"svc/testkit"
 )
-
-// checkFor polls cond until it holds or the deadline passes.
-func checkFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 type countingActor struct{ starts *atomic.Int32 }
 
@@ -63,7 +52,7 @@ func TestSupervisorRestartBudget(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = sup.Stop(time.Second) }()
-			checkFor(t, 2*time.Second, "first start", func() bool { return starts.Load() == 1 })
+			testkit.Eventually(t, 2*time.Second, "first start", func() bool { return starts.Load() == 1 })
 			for i := 0; i < tc.faults; i++ {
 				before := starts.Load()
 				if err := sup.InjectFault("flaky", "test"); err != nil {
@@ -72,15 +61,15 @@ func TestSupervisorRestartBudget(t *testing.T) {
 				if tc.wantDead && i == tc.faults-1 {
 					break
 				}
-				checkFor(t, 2*time.Second, "restart", func() bool { return starts.Load() == before+1 })
+				testkit.Eventually(t, 2*time.Second, "restart", func() bool { return starts.Load() == before+1 })
 			}
 			if tc.wantDead {
-				checkFor(t, 2*time.Second, "dead", func() bool { return len(reg.DeadTasks()) == 1 })
+				testkit.Eventually(t, 2*time.Second, "dead", func() bool { return len(reg.DeadTasks()) == 1 })
 				if got := reg.DeadTasks(); got[0] != "flaky" {
 					t.Fatalf("dead tasks = %v", got)
 				}
 			} else {
-				checkFor(t, 2*time.Second, "ok", func() bool { c, _ := reg.Get("flaky"); return c.State == StateOK })
+				testkit.Eventually(t, 2*time.Second, "ok", func() bool { c, _ := reg.Get("flaky"); return c.State == StateOK })
 				if d := reg.DeadTasks(); len(d) != 0 {
 					t.Fatalf("dead tasks = %v", d)
 				}
@@ -152,7 +141,7 @@ func TestEventBusNeverBlocks(t *testing.T) {
 	stop := make(chan struct{})
 	close(stop)
 	bus.Run(stop)
-	checkFor(t, 2*time.Second, "delivery", func() bool { return got.Load() == 4 })
+	testkit.Eventually(t, 2*time.Second, "delivery", func() bool { return got.Load() == 4 })
 }
 
 // SVC_POOL_HEALTH_SAMPLE_INTERVAL_SECS: the sampler acquires a connection
@@ -203,11 +192,11 @@ func TestSupervisorStopDoesNotWaitForABackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 2*time.Second, "first start", func() bool { return starts.Load() == 1 })
+	testkit.Eventually(t, 2*time.Second, "first start", func() bool { return starts.Load() == 1 })
 	if err := sup.InjectFault("flaky", "test"); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 2*time.Second, "the restart backoff", func() bool { c, _ := reg.Get("flaky"); return c.State == StateDegraded })
+	testkit.Eventually(t, 2*time.Second, "the restart backoff", func() bool { c, _ := reg.Get("flaky"); return c.State == StateDegraded })
 	if err := sup.Stop(5 * time.Second); err != nil {
 		t.Fatalf("Stop with a child in its backoff: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"svc/persistence"
 	"svc/persistence/sharedstate"
 	"svc/rules/policy"
+	"svc/testkit"
 )
 
 // authorizerFixture is an Authorizer over writerFixture's writer and store,
@@ -105,7 +106,7 @@ func TestAgentActorsStopWhenIdle(t *testing.T) {
 	if n := live(); n != 3 {
 		t.Fatalf("%d agent actors after three agents called, want 3", n)
 	}
-	checkFor(t, 3*time.Second, "idle agent actors to stop", func() bool { return live() == 0 })
+	testkit.Eventually(t, 3*time.Second, "idle agent actors to stop", func() bool { return live() == 0 })
 	call(agents[0]) // spawns it again
 	if n := live(); n != 1 {
 		t.Fatalf("%d agent actors after one more call, want 1", n)

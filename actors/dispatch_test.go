@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"svc/testkit"
 	"sync"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestReusingDispatcherReusesAndRetires(t *testing.T) {
 	if got := d.Started(); got > 25 {
 		t.Fatalf("50 sequential runs started %d goroutines; they should mostly reuse one", got)
 	}
-	checkFor(t, 10*time.Second, "the idle goroutine to exit", func() bool { return d.Live() == 0 })
+	testkit.Eventually(t, 10*time.Second, "the idle goroutine to exit", func() bool { return d.Live() == 0 })
 	d.Schedule(func() { done <- struct{}{} })
 	<-done
 	if d.Live() != 1 {

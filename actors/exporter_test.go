@@ -23,6 +23,7 @@ import (
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/sqlite"
+	"svc/testkit"
 )
 
 // ---- test helpers (prefixed ex: the package is shared with other tests) ----
@@ -244,7 +245,7 @@ func (f *exFixture) highAlert() string {
 // settle waits until every delivery started has finished and been counted.
 func (f *exFixture) settle(started uint64) {
 	f.t.Helper()
-	ntWait(f.t, 5*time.Second, fmt.Sprintf("%d deliveries to finish", started), func() bool {
+	testkit.Eventually(f.t, 5*time.Second, fmt.Sprintf("%d deliveries to finish", started), func() bool {
 		h := f.handle
 		return h.Started.Load() == started && h.Sent.Load()+h.Failed.Load() == started
 	})
@@ -657,16 +658,16 @@ func TestExporterBoundedAndNeverBlocks(t *testing.T) {
 	}
 	// Two deliveries hang in the transport, three are dropped, and the actor
 	// goes on: a sixth trigger is processed (and dropped) at once.
-	ntWait(t, 5*time.Second, "2 started and 3 dropped", func() bool {
+	testkit.Eventually(t, 5*time.Second, "2 started and 3 dropped", func() bool {
 		return f.handle.Started.Load() == 2 && f.handle.Dropped.Load() == 3
 	})
 	f.decision("require_approval")
-	ntWait(t, 5*time.Second, "the sixth trigger to be dropped", func() bool { return f.handle.Dropped.Load() == 4 })
+	testkit.Eventually(t, 5*time.Second, "the sixth trigger to be dropped", func() bool { return f.handle.Dropped.Load() == 4 })
 	if n := len(f.fake.to(a.URL)); n != 2 {
 		t.Fatalf("%d attempts in the transport, want 2", n)
 	}
 	f.fake.release()
-	ntWait(t, 5*time.Second, "the held deliveries", func() bool { return f.handle.Sent.Load() == 2 })
+	testkit.Eventually(t, 5*time.Second, "the held deliveries", func() bool { return f.handle.Sent.Load() == 2 })
 	// The slots are free again.
 	f.decision("deny")
 	f.settle(3)
@@ -725,7 +726,7 @@ func TestExporterStaleLoadDoesNotReviveADeadSubscription(t *testing.T) {
 	f.fake.hold()
 	f.decision("deny")
 	started++
-	ntWait(t, 5*time.Second, "the last failing delivery to start", func() bool { return f.handle.Started.Load() == started })
+	testkit.Eventually(t, 5*time.Second, "the last failing delivery to start", func() bool { return f.handle.Started.Load() == started })
 	gate := g.shut()
 	f.handle.Invalidate(f.tenant)
 	f.highAlert() // waits for the load

@@ -12,6 +12,7 @@ import (
 
 	"svc/messages"
 	"svc/persistence"
+	"svc/testkit"
 )
 
 // stopWithQueued makes ref's actor stop for idleness with a request queued
@@ -126,7 +127,7 @@ func TestReservedApprovalActorStopsAfterSettle(t *testing.T) {
 		t.Fatal("the approval's actor stopped while reserved")
 	}
 	ap.Settle(tenant, id, false)
-	checkFor(t, 3*time.Second, "the approval's actor to stop after the settle", func() bool { return ap.actors.len() == 0 })
+	testkit.Eventually(t, 3*time.Second, "the approval's actor to stop after the settle", func() bool { return ap.actors.len() == 0 })
 }
 
 // A request sent to an incarnation that has stopped is dead-lettered, never

@@ -11,6 +11,7 @@ import (
 
 	"svc/messages"
 	"svc/persistence/sharedstate"
+	"svc/testkit"
 )
 
 // recorder collects the invalidations a subscriber receives.
@@ -64,7 +65,7 @@ func TestInvalidationsAcrossNodes(t *testing.T) {
 	go b.Run(ctx)
 	// Once its subscription is made, b drops every cache: changes made
 	// before it was may have been missed.
-	checkFor(t, 2*time.Second, "the every-cache drop of b's new subscription", func() bool {
+	testkit.Eventually(t, 2*time.Second, "the every-cache drop of b's new subscription", func() bool {
 		return slices.Equal(bSkills.kinds(), []messages.CacheKind{messages.CacheAll}) &&
 			slices.Equal(bHooks.kinds(), []messages.CacheKind{messages.CacheAll})
 	})
@@ -75,12 +76,12 @@ func TestInvalidationsAcrossNodes(t *testing.T) {
 	if got := aSkills.kinds(); !slices.Equal(got, []messages.CacheKind{messages.CacheSkill}) {
 		t.Fatalf("a's own change applied on a as %v", got)
 	}
-	checkFor(t, 2*time.Second, "the change on b", func() bool { return len(bSkills.kinds()) == 1 })
+	testkit.Eventually(t, 2*time.Second, "the change on b", func() bool { return len(bSkills.kinds()) == 1 })
 	if inv := bSkills.first(); inv.TenantID != "t1" || inv.Key != "github" {
 		t.Fatalf("b got %+v", inv)
 	}
 	a.Broadcast(ctx, messages.Invalidation{Kind: messages.CacheWebhooks, TenantID: "t1"})
-	checkFor(t, 2*time.Second, "the broadcast on b", func() bool { return len(bHooks.kinds()) == 1 })
+	testkit.Eventually(t, 2*time.Second, "the broadcast on b", func() bool { return len(bHooks.kinds()) == 1 })
 	if got := aSkills.kinds(); len(got) != 1 {
 		t.Fatalf("a broadcast applied on a: %v", got)
 	}

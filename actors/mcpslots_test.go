@@ -14,6 +14,7 @@ import (
 
 	"svc/persistence"
 	"svc/rules/manifest"
+	"svc/testkit"
 )
 
 // A freed slot goes to the waiting tenants in turn, one each per round:
@@ -41,7 +42,7 @@ func TestMCPSlotsFairAcrossTenants(t *testing.T) {
 			mu.Unlock()
 			release()
 		}()
-		checkFor(t, 5*time.Second, "the waiter queued", func() bool { return slots.Waiting() == n })
+		testkit.Eventually(t, 5*time.Second, "the waiter queued", func() bool { return slots.Waiting() == n })
 	}
 	n := 0
 	for range 10 {
@@ -209,11 +210,11 @@ func TestRediscoveryRunsConcurrentlyAndFairly(t *testing.T) {
 		}
 		done <- result{ok, failed}
 	}()
-	checkFor(t, 10*time.Second, "B's server discovered while A's hang", func() bool {
+	testkit.Eventually(t, 10*time.Second, "B's server discovered while A's hang", func() bool {
 		srv, err := store.GetMCPServer(ctx, b, "fine")
 		return err == nil && srv.PinnedHash != ""
 	})
-	checkFor(t, 10*time.Second, "four discoveries in flight at once", func() bool {
+	testkit.Eventually(t, 10*time.Second, "four discoveries in flight at once", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return inFetch == 4

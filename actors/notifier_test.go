@@ -22,21 +22,10 @@ import (
 
 	"svc/actors"
 	"svc/messages"
+	"svc/testkit"
 )
 
 // ---- test helpers (prefixed: the package is shared with other tests) ----
-
-// ntWait polls cond until it holds or the deadline passes.
-func ntWait(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // ntDelivery is one request the fake chat platform received.
 type ntDelivery struct {
@@ -296,7 +285,7 @@ func TestNotifierDeliversDecisionsSigned(t *testing.T) {
 	for i, st := range steps {
 		sent++
 		sys.Root.Send(pid, st.msg)
-		ntWait(t, 3*time.Second, st.name+" delivered", func() bool { return stats.Sent.Load() == sent })
+		testkit.Eventually(t, 3*time.Second, st.name+" delivered", func() bool { return stats.Sent.Load() == sent })
 		if got := chat.count(); got != int64(i+1) {
 			t.Fatalf("%s: sink saw %d requests, want %d", st.name, got, i+1)
 		}
@@ -323,7 +312,7 @@ func TestNotifierUnsignedWithoutSecret(t *testing.T) {
 
 	agent, did := uuid.NewString(), uuid.NewString()
 	sys.Root.Send(pid, ntEvent(messages.KindAuthorizeDecision, "deny", agent, did))
-	ntWait(t, 3*time.Second, "delivery", func() bool { return stats.Sent.Load() == 1 })
+	testkit.Eventually(t, 3*time.Second, "delivery", func() bool { return stats.Sent.Load() == 1 })
 	d := chat.delivery(t, 0)
 	if _, ok := d.header[http.CanonicalHeaderKey(actors.NotifierSignatureHeader)]; ok {
 		t.Errorf("unsigned POST carries %s: %q", actors.NotifierSignatureHeader, d.header.Get(actors.NotifierSignatureHeader))
@@ -356,7 +345,7 @@ func TestNotifierIgnoresOtherEvents(t *testing.T) {
 	marker := uuid.NewString()
 	sys.Root.Send(pid, ntEvent(messages.KindAuthorizeDecision, "deny", agent, marker))
 
-	ntWait(t, 3*time.Second, "first request", func() bool { return chat.count() >= 1 })
+	testkit.Eventually(t, 3*time.Second, "first request", func() bool { return chat.count() >= 1 })
 	if !bytes.Contains(chat.delivery(t, 0).body, []byte(marker)) {
 		t.Fatalf("first request is not the deny marker: %s", chat.delivery(t, 0).body)
 	}
@@ -364,7 +353,7 @@ func TestNotifierIgnoresOtherEvents(t *testing.T) {
 		t.Fatalf("dropped = %d: an ignored event took the delivery slot", n)
 	}
 	chat.release()
-	ntWait(t, 3*time.Second, "marker delivered", func() bool { return stats.Sent.Load() == 1 })
+	testkit.Eventually(t, 3*time.Second, "marker delivered", func() bool { return stats.Sent.Load() == 1 })
 	if got := chat.count(); got != 1 {
 		t.Fatalf("sink saw %d requests, want only the marker", got)
 	}
@@ -390,7 +379,7 @@ func TestNotifierBodyCarriesNoSecrets(t *testing.T) {
 	ev.RagPoisoning = json.RawMessage(`{"doc":"Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.planted.sig","param":"hunter2-password-value"}`)
 
 	sys.Root.Send(pid, ev)
-	ntWait(t, 3*time.Second, "delivery", func() bool { return stats.Sent.Load() == 1 })
+	testkit.Eventually(t, 3*time.Second, "delivery", func() bool { return stats.Sent.Load() == 1 })
 	body := string(chat.delivery(t, 0).body)
 
 	forbidden := []string{
@@ -429,27 +418,27 @@ func TestNotifierCircuitBreaker(t *testing.T) {
 
 	// Closed: failures below the threshold keep it closed.
 	send(2)
-	ntWait(t, 3*time.Second, "two failures", func() bool { return stats.Failed.Load() == 2 })
+	testkit.Eventually(t, 3*time.Second, "two failures", func() bool { return stats.Failed.Load() == 2 })
 	if st := stats.State(); st != "closed" {
 		t.Fatalf("state after 2 of 3 failures = %s, want closed", st)
 	}
 	// The third consecutive failure opens it.
 	send(1)
-	ntWait(t, 3*time.Second, "breaker open", func() bool { return stats.State() == "open" })
+	testkit.Eventually(t, 3*time.Second, "breaker open", func() bool { return stats.State() == "open" })
 	if got, f := chat.count(), stats.Failed.Load(); got != 3 || f != 3 {
 		t.Fatalf("sink requests = %d, failed = %d, want 3 and 3", got, f)
 	}
 
 	// Open: nothing reaches the sink, everything is Rejected.
 	send(5)
-	ntWait(t, 3*time.Second, "rejections", func() bool { return stats.Rejected.Load() == 5 })
+	testkit.Eventually(t, 3*time.Second, "rejections", func() bool { return stats.Rejected.Load() == 5 })
 	if got := chat.count(); got != 3 {
 		t.Fatalf("open breaker let requests through: sink saw %d, want 3", got)
 	}
 	// Still open just before the cooldown ends.
 	clock.Advance(cooldown - time.Second)
 	send(1)
-	ntWait(t, 3*time.Second, "rejection before cooldown", func() bool { return stats.Rejected.Load() == 6 })
+	testkit.Eventually(t, 3*time.Second, "rejection before cooldown", func() bool { return stats.Rejected.Load() == 6 })
 	if got := chat.count(); got != 3 {
 		t.Fatalf("breaker probed before the cooldown: sink saw %d", got)
 	}
@@ -459,7 +448,7 @@ func TestNotifierCircuitBreaker(t *testing.T) {
 	chat.hold()
 	clock.Advance(2 * time.Second)
 	send(5)
-	ntWait(t, 3*time.Second, "one probe and four rejections", func() bool {
+	testkit.Eventually(t, 3*time.Second, "one probe and four rejections", func() bool {
 		return chat.count() == 4 && stats.Rejected.Load() == 10
 	})
 	if st := stats.State(); st != "half_open" {
@@ -467,12 +456,12 @@ func TestNotifierCircuitBreaker(t *testing.T) {
 	}
 	// The probe fails: open again for another cooldown.
 	chat.release()
-	ntWait(t, 3*time.Second, "probe failure reopens", func() bool {
+	testkit.Eventually(t, 3*time.Second, "probe failure reopens", func() bool {
 		return stats.Failed.Load() == 4 && stats.State() == "open"
 	})
 	chat.setStatus(http.StatusOK)
 	send(3)
-	ntWait(t, 3*time.Second, "rejections after reopening", func() bool { return stats.Rejected.Load() == 13 })
+	testkit.Eventually(t, 3*time.Second, "rejections after reopening", func() bool { return stats.Rejected.Load() == 13 })
 	if got := chat.count(); got != 4 {
 		t.Fatalf("reopened breaker let requests through: sink saw %d, want 4", got)
 	}
@@ -480,7 +469,7 @@ func TestNotifierCircuitBreaker(t *testing.T) {
 	// Next cooldown: the probe succeeds and closes the breaker.
 	clock.Advance(cooldown)
 	send(1)
-	ntWait(t, 3*time.Second, "probe success closes", func() bool {
+	testkit.Eventually(t, 3*time.Second, "probe success closes", func() bool {
 		return stats.Sent.Load() == 1 && stats.State() == "closed"
 	})
 	if got := chat.count(); got != 5 {
@@ -490,14 +479,14 @@ func TestNotifierCircuitBreaker(t *testing.T) {
 	// reopen it.
 	chat.setStatus(http.StatusBadGateway)
 	send(2)
-	ntWait(t, 3*time.Second, "two new failures", func() bool { return stats.Failed.Load() == 6 })
+	testkit.Eventually(t, 3*time.Second, "two new failures", func() bool { return stats.Failed.Load() == 6 })
 	if st := stats.State(); st != "closed" {
 		t.Fatalf("state = %s after 2 failures following a successful probe, want closed", st)
 	}
 	// Closed: notifications flow.
 	chat.setStatus(http.StatusOK)
 	send(4)
-	ntWait(t, 3*time.Second, "flow after close", func() bool { return stats.Sent.Load() == 5 })
+	testkit.Eventually(t, 3*time.Second, "flow after close", func() bool { return stats.Sent.Load() == 5 })
 	if got, r := chat.count(), stats.Rejected.Load(); got != 11 || r != 13 {
 		t.Fatalf("sink requests = %d, rejected = %d, want 11 and 13", got, r)
 	}
@@ -529,7 +518,7 @@ func TestNotifierHangingSinkNeverBlocks(t *testing.T) {
 	// Every notification is either dropped (no slot) or sent and then
 	// timed out; none succeeds. With the default 5s timeout this would not
 	// settle within the deadline.
-	ntWait(t, 3*time.Second, "all notifications accounted", func() bool {
+	testkit.Eventually(t, 3*time.Second, "all notifications accounted", func() bool {
 		return stats.Dropped.Load()+stats.Failed.Load() == burst
 	})
 	if s := stats.Sent.Load(); s != 0 {
@@ -549,7 +538,7 @@ func TestNotifierHangingSinkNeverBlocks(t *testing.T) {
 	// The slots come back: once the sink answers, a notification goes out.
 	chat.release()
 	sys.Root.Send(pid, ntEvent(messages.KindAuthorizeDecision, "deny", agent, uuid.NewString()))
-	ntWait(t, 3*time.Second, "delivery after timeouts", func() bool { return stats.Sent.Load() == 1 })
+	testkit.Eventually(t, 3*time.Second, "delivery after timeouts", func() bool { return stats.Sent.Load() == 1 })
 }
 
 // ---- 5. no URL: a null sink ----
@@ -565,7 +554,7 @@ func TestNotifierDisabledWithoutURL(t *testing.T) {
 	sys.Root.Send(pid, &messages.Notification{Kind: "deny_storm", Severity: "high", TenantID: ntTenant, AgentID: agent,
 		At: ntOccurred, Summary: "incident", Detail: "detail"})
 
-	ntWait(t, 3*time.Second, "disabled count", func() bool { return stats.Disabled.Load() == 3 })
+	testkit.Eventually(t, 3*time.Second, "disabled count", func() bool { return stats.Disabled.Load() == 3 })
 	if s, f, r, d := stats.Sent.Load(), stats.Failed.Load(), stats.Rejected.Load(), stats.Dropped.Load(); s+f+r+d != 0 {
 		t.Fatalf("sent %d failed %d rejected %d dropped %d, want all 0", s, f, r, d)
 	}

@@ -15,6 +15,7 @@ import (
 	"svc/messages"
 	"svc/persistence"
 	"svc/rules/detect"
+	"svc/testkit"
 )
 
 // A correlator whose windows still hold an event when its idle timeout
@@ -36,10 +37,10 @@ func TestCorrelatorStopsOnceItsWindowsEmpty(t *testing.T) {
 	// In the 60 s deny-storm window for another 300 ms: live at the first
 	// timeout (50 ms), empty a few timeouts later.
 	deny(time.Now().Add(-59700 * time.Millisecond))
-	checkFor(t, 3*time.Second, "a correlator for the agent", func() bool { return stats.Correlators.Load() == 1 })
-	checkFor(t, 3*time.Second, "the correlator to stop once its windows are empty", func() bool { return stats.Correlators.Load() == 0 })
+	testkit.Eventually(t, 3*time.Second, "a correlator for the agent", func() bool { return stats.Correlators.Load() == 1 })
+	testkit.Eventually(t, 3*time.Second, "the correlator to stop once its windows are empty", func() bool { return stats.Correlators.Load() == 0 })
 	deny(time.Now())
-	checkFor(t, 3*time.Second, "a new correlator for the agent's next event", func() bool { return stats.Correlators.Load() == 1 })
+	testkit.Eventually(t, 3*time.Second, "a new correlator for the agent's next event", func() bool { return stats.Correlators.Load() == 1 })
 }
 
 // A decision answered before its commit and then lost is a hole in the
@@ -63,7 +64,7 @@ func TestRecordLostRaisesRateLimitedHighAlert(t *testing.T) {
 	lost("d2")
 	lost("d3")
 	var alerts []persistence.Alert
-	checkFor(t, 5*time.Second, "the audit-hole alert written", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the audit-hole alert written", func() bool {
 		alerts, _ = store.ListAlerts(context.Background(), tenant, persistence.AlertFilter{}, persistence.Page{Limit: 10})
 		return len(alerts) > 0
 	})

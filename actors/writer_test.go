@@ -15,6 +15,7 @@ import (
 
 	"svc/persistence"
 	"svc/persistence/sqlite"
+	"svc/testkit"
 )
 
 // tenantStore is a SQLite store in a temp dir with one tenant.
@@ -96,7 +97,7 @@ func TestGroupWriterBuffersAuditBySizeAndTimer(t *testing.T) {
 				sys.Root.Send(pid, &BufferAudit{Events: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: tenant,
 					EventType: "authorize_refused", Action: "rate_limited", CreatedAt: time.Now().UTC()}}})
 			}
-			checkFor(t, 3*time.Second, "buffered audit events flushed", func() bool {
+			testkit.Eventually(t, 3*time.Second, "buffered audit events flushed", func() bool {
 				ev, _ := store.ListAudit(context.Background(), tenant, persistence.AuditFilter{EventType: "authorize_refused"}, persistence.Page{Limit: 10})
 				return len(ev) == tc.count
 			})
@@ -161,11 +162,11 @@ func TestGroupWriterEarlyAnswersAndReseals(t *testing.T) {
 		}
 		answers = append(answers, c)
 	}
-	checkFor(t, 5*time.Second, "the failed early write counted", func() bool { return lost.Load() == 1 })
+	testkit.Eventually(t, 5*time.Second, "the failed early write counted", func() bool { return lost.Load() == 1 })
 	if got, _ := lostID.Load().(string); got != w2.Decision.ID {
 		t.Fatalf("lost write reported as %q, want w2 %s with its error", got, w2.Decision.ID)
 	}
-	checkFor(t, 5*time.Second, "w3 committed", func() bool {
+	testkit.Eventually(t, 5*time.Second, "w3 committed", func() bool {
 		_, err := store.GetDecision(context.Background(), tenant, w3.Decision.ID)
 		return err == nil
 	})
@@ -252,7 +253,7 @@ func TestGroupWriterEarlyWritesShareTransactions(t *testing.T) {
 		f := start(t, time.Hour, 5)
 		early(t, f, 5)
 		// Observe hears of a commit just after it is stored: wait for both.
-		checkFor(t, 5*time.Second, "five early writes committed without a timer", func() bool {
+		testkit.Eventually(t, 5*time.Second, "five early writes committed without a timer", func() bool {
 			return head(f) == 5 && len(f.commits()) > 0
 		})
 		if got := f.commits(); !slices.Equal(got, []int{5}) {
@@ -262,7 +263,7 @@ func TestGroupWriterEarlyWritesShareTransactions(t *testing.T) {
 	t.Run("the timer commits them", func(t *testing.T) {
 		f := start(t, 20*time.Millisecond, 64)
 		early(t, f, 2)
-		checkFor(t, 5*time.Second, "early writes committed by the timer", func() bool { return head(f) == 2 })
+		testkit.Eventually(t, 5*time.Second, "early writes committed by the timer", func() bool { return head(f) == 2 })
 	})
 	t.Run("stopping commits them", func(t *testing.T) {
 		f := start(t, time.Hour, 64)
@@ -277,7 +278,7 @@ func TestGroupWriterEarlyWritesShareTransactions(t *testing.T) {
 	t.Run("without a wait each goes at once", func(t *testing.T) {
 		f := start(t, 0, 64)
 		early(t, f, 1)
-		checkFor(t, 5*time.Second, "an early write committed at once", func() bool { return head(f) == 1 })
+		testkit.Eventually(t, 5*time.Second, "an early write committed at once", func() bool { return head(f) == 1 })
 	})
 }
 
@@ -292,7 +293,7 @@ func TestGroupWriterDropsAnUnwritableAuditEventAlone(t *testing.T) {
 	}
 	sys.Root.Send(pid, &BufferAudit{Events: []persistence.AuditEvent{event("no-such-tenant", "orphan"), event(tenant, "first")}})
 	sys.Root.Send(pid, &BufferAudit{Events: []persistence.AuditEvent{event(tenant, "second")}})
-	checkFor(t, 5*time.Second, "the writable events stored", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the writable events stored", func() bool {
 		ev, _ := store.ListAudit(context.Background(), tenant, persistence.AuditFilter{EventType: "agent_quarantined"}, persistence.Page{Limit: 10})
 		return len(ev) == 2
 	})
@@ -374,7 +375,7 @@ func TestGroupWriterResyncsTheChainAfterAFailedWrite(t *testing.T) {
 	entered(3) // w2 and w3, held
 	a4 := answer(send(w4, true))
 	close(gate3)
-	checkFor(t, 5*time.Second, "w4 committed", func() bool {
+	testkit.Eventually(t, 5*time.Second, "w4 committed", func() bool {
 		_, err := store.GetDecision(context.Background(), tenant, w4.Decision.ID)
 		return err == nil
 	})

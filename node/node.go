@@ -211,20 +211,35 @@ func (n *Node) Start() error {
 		return fmt.Errorf("listen %s: %w", cfg.DebugAddr, err)
 	}
 	n.ln, n.dln = ln, dln
-	n.srv = &http.Server{Handler: n.api, ReadHeaderTimeout: cfg.HeaderReadTimeout, IdleTimeout: 120 * time.Second,
-		ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
+	n.Attach(&http.Server{ReadHeaderTimeout: cfg.HeaderReadTimeout})
 	n.dsrv = &http.Server{Handler: n.api.DebugHandler(), ReadHeaderTimeout: 10 * time.Second}
 	n.failed = make(chan error, 2)
-	n.srv.RegisterOnShutdown(n.api.CloseStreams)
-	n.srv.RegisterOnShutdown(n.waits.Close) // waiting requests answer now, not at the end of their waits
 	srv, dsrv := n.srv, n.dsrv
 	n.goroutines.Go(func() { n.failed <- serveListener(srv, ln, cfg) })
 	n.goroutines.Go(func() { n.failed <- dsrv.Serve(dln) })
-	n.api.MarkStarted()
 	log.Info("gateway started", "addr", ln.Addr().String(), "debug_addr", dln.Addr().String(), "backend", n.store.Backend(),
 		"version", n.version, "node", cfg.NodeID)
 	return nil
 }
+
+// Attach makes srv the node's API server, as Start's: the node's handler
+// and timeouts, the streams closed and waiting requests answered when srv
+// shuts down (Shutdown shuts it down first). Start attaches its own server;
+// tests attach an httptest server's (Config) and serve the node in process
+// without a configured port. The node is marked started (GET /startupz).
+func (n *Node) Attach(srv *http.Server) {
+	srv.Handler = n.api
+	srv.ReadHeaderTimeout, srv.IdleTimeout = n.cfg.HeaderReadTimeout, 120*time.Second
+	srv.ErrorLog = n.log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
+	srv.RegisterOnShutdown(n.api.CloseStreams)
+	srv.RegisterOnShutdown(n.waits.Close) // waiting requests answer now, not at the end of their waits
+	n.srv = srv
+	n.api.MarkStarted()
+}
+
+// DebugHandler is the debug listener's handler (/metrics, /readyz, pprof),
+// to serve in process beside Attach.
+func (n *Node) DebugHandler() http.Handler { return n.api.DebugHandler() }
 
 // Addr is the API's listening address (after Start).
 func (n *Node) Addr() net.Addr { return n.ln.Addr() }
@@ -244,6 +259,8 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		if err := n.srv.Shutdown(ctx); err != nil {
 			log.Warn("in-flight requests did not finish in time", "error", err)
 		}
+	}
+	if n.dsrv != nil {
 		_ = n.dsrv.Close()
 	}
 	// The requests are done: hand the queued SOC events to the pipeline

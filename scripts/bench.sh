@@ -386,8 +386,8 @@ if [[ ${BENCH_GO:-1} != 0 ]]; then
 	fi
 	# The inline MCP proxy's overhead on a tools/call (issue 37: at most
 	# 1 ms at p50 on a lone SQLite node): direct and proxied, alternately.
-	printf '\n== MCP proxy overhead: go test -run ^$ -bench MCPProxyOverhead -benchtime 2000x ./cmd/svc/\n'
-	if ! "$GO" test -run '^$' -bench MCPProxyOverhead -benchtime 2000x ./cmd/svc/ 2>&1 | tee "$OUT/go-bench-mcpproxy.txt"; then
+	printf '\n== MCP proxy overhead: go test -run ^$ -bench MCPProxyOverhead -benchtime 2000x ./e2e/\n'
+	if ! "$GO" test -run '^$' -bench MCPProxyOverhead -benchtime 2000x ./e2e/ 2>&1 | tee "$OUT/go-bench-mcpproxy.txt"; then
 		failures+=(go-bench-mcpproxy)
 	fi
 fi

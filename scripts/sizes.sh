@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sizes.sh: the size rules of the gateway's Go code (issue 39): no file over
 # 500 lines and no function over 100 lines, outside tests and test support
-# (persistence/storetest, */packtest, */mcptest), the load tools (cmd/loadgen,
+# (testkit/, persistence/storetest, */packtest, */mcptest), the load tools (cmd/loadgen,
 # cmd/waitload, cmd/slowflood) and the client SDKs (sdk/, modules of their
 # own). A function is measured from its `func` line to its closing brace at
 # column 0. Prints each breach; exit 1 when there is one.
@@ -10,7 +10,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.go' |
 	grep -v '_test\.go$' |
-	grep -Ev '^(sdk/|persistence/storetest/|evidencepack/packtest/|mcpclient/mcptest/|cmd/loadgen/|cmd/waitload/|cmd/slowflood/)')
+	grep -Ev '^(sdk/|testkit/|persistence/storetest/|evidencepack/packtest/|mcpclient/mcptest/|cmd/loadgen/|cmd/waitload/|cmd/slowflood/)')
 status=0
 for f in "${files[@]}"; do
 	[ -f "$f" ] || continue

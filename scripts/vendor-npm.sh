@@ -10,7 +10,7 @@
 #                Content-Security-Policy would refuse), its stylesheet and
 #                both licenses.
 #   axe-core     the accessibility checker the console's tests run in
-#                Chromium (cmd/svc/testdata/axe-core/, test only, never
+#                Chromium (e2e/testdata/axe-core/, test only, never
 #                served): axe.min.js and its license.
 set -euo pipefail
 pkg=${1:?usage: scripts/vendor-npm.sh vis-network|axe-core VERSION}
@@ -22,7 +22,7 @@ vis-network)
 	files=(dist/vis-network.esm.min.js styles/vis-network.min.css LICENSE-MIT LICENSE-APACHE-2.0)
 	;;
 axe-core)
-	dest=cmd/svc/testdata/axe-core
+	dest=e2e/testdata/axe-core
 	files=(axe.min.js LICENSE)
 	;;
 *)

@@ -17,6 +17,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"svc/persistence/sharedstate"
+	"svc/testkit"
 )
 
 const notRun = "*** SVC_TEST_VALKEY_URL is not set: Valkey integration test NOT RUN ***"
@@ -111,18 +112,6 @@ func randHex(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
-}
-
-// eventually polls cond every 10ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %v", what, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // recv waits for one message on ch.
@@ -220,7 +209,7 @@ func runContract(t *testing.T, newState func(t *testing.T) sharedstate.State) {
 				_, _, err := s.Incr(ctx, "c", window)
 				must(t, err)
 			}
-			eventually(t, 2*time.Second, "counter expired", func() bool {
+			testkit.Eventually(t, 2*time.Second, "counter expired", func() bool {
 				n, _, err := s.Count(ctx, "c")
 				must(t, err)
 				return n == 0
@@ -396,12 +385,12 @@ func runContract(t *testing.T, newState func(t *testing.T) sharedstate.State) {
 			if _, ok, _ := s.Get(ctx, "short"); !ok {
 				t.Fatal("key gone before its TTL")
 			}
-			eventually(t, 2*time.Second, "short key expired", func() bool {
+			testkit.Eventually(t, 2*time.Second, "short key expired", func() bool {
 				_, ok, err := s.Get(ctx, "short")
 				must(t, err)
 				return !ok
 			})
-			eventually(t, 2*time.Second, "nonce expired and can be stored again", func() bool {
+			testkit.Eventually(t, 2*time.Second, "nonce expired and can be stored again", func() bool {
 				ok, err := s.SetNX(ctx, "nonce", "z2", time.Minute)
 				must(t, err)
 				return ok
@@ -455,7 +444,7 @@ func runContract(t *testing.T, newState func(t *testing.T) sharedstate.State) {
 				t.Fatalf("empty bucket = %v, %v; want refused with retryAfter about 250ms", ok, wait)
 			}
 			time.Sleep(wait)
-			eventually(t, time.Second, "token refilled", func() bool {
+			testkit.Eventually(t, time.Second, "token refilled", func() bool {
 				ok, _, err := s.TakeToken(ctx, "b", capacity, refill, cost)
 				must(t, err)
 				return ok
@@ -530,7 +519,7 @@ func runContract(t *testing.T, newState func(t *testing.T) sharedstate.State) {
 			ctx := ctxT(t)
 			_, err := s.WindowAdd(ctx, "w", "m", time.Now(), 150*time.Millisecond)
 			must(t, err)
-			eventually(t, 2*time.Second, "window expired", func() bool {
+			testkit.Eventually(t, 2*time.Second, "window expired", func() bool {
 				ok, err := s.SetNX(ctx, "w", "free", 0)
 				if errors.Is(err, sharedstate.ErrWrongType) {
 					return false
@@ -635,14 +624,14 @@ func runContract(t *testing.T, newState func(t *testing.T) sharedstate.State) {
 			if took := time.Since(start); took > 10*time.Second {
 				t.Fatalf("%d publishes took %v", n, took)
 			}
-			eventually(t, 5*time.Second, "slow subscriber's buffer full and drops counted", func() bool {
+			testkit.Eventually(t, 5*time.Second, "slow subscriber's buffer full and drops counted", func() bool {
 				return len(slow) == sharedstate.SubscriberBuffer && dc.Dropped()-before >= n-sharedstate.SubscriberBuffer
 			})
 			// The buffer kept the oldest messages, in order.
 			if m := recv(t, slow, time.Second); string(m) != "m0" {
 				t.Fatalf("slow subscriber's first message = %q, want m0", m)
 			}
-			eventually(t, 5*time.Second, "fast subscriber kept up", func() bool {
+			testkit.Eventually(t, 5*time.Second, "fast subscriber kept up", func() bool {
 				return uint64(got.Load())+(dc.Dropped()-before) >= uint64(2*n-sharedstate.SubscriberBuffer) //nolint:gosec // small non-negative counts
 			})
 			t.Logf("%d publishes in %v; fast reader got %d; dropped %d", n, time.Since(start), got.Load(), dc.Dropped()-before)
@@ -671,7 +660,7 @@ func runContract(t *testing.T, newState func(t *testing.T) sharedstate.State) {
 			if ok, _, err = s.CompareAndSwap(ctx, "cas", "", "short", 300*time.Millisecond); err != nil || !ok {
 				t.Fatalf("swap with a TTL = %v, %v", ok, err)
 			}
-			eventually(t, 3*time.Second, "the swapped value to expire", func() bool {
+			testkit.Eventually(t, 3*time.Second, "the swapped value to expire", func() bool {
 				_, found, err := s.Get(ctx, "cas")
 				return err == nil && !found
 			})

@@ -13,6 +13,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"svc/persistence/sharedstate"
+	"svc/testkit"
 )
 
 // tcpProxy forwards connections to target until cut, so a test can take the
@@ -149,7 +150,7 @@ func TestValkeyConnectionLost(t *testing.T) {
 	}
 
 	p.restore()
-	eventually(t, 10*time.Second, "server reachable again", func() bool {
+	testkit.Eventually(t, 10*time.Second, "server reachable again", func() bool {
 		return s.Ping(short()) == nil
 	})
 	ch, err = s.Subscribe(ctx, "invalidate")
@@ -209,5 +210,5 @@ func TestValkeyOneServerSubscriptionPerChannel(t *testing.T) {
 		cancel()
 		waitClosed(t, chans[i], 2*time.Second)
 	}
-	eventually(t, 2*time.Second, "server subscription given up", func() bool { return numsub() == 0 })
+	testkit.Eventually(t, 2*time.Second, "server subscription given up", func() bool { return numsub() == 0 })
 }
