@@ -1,9 +1,10 @@
 package actors
 
 import (
-	"github.com/asynkron/protoactor-go/extensions"
 	"sync/atomic"
 	"time"
+
+	"github.com/asynkron/protoactor-go/extensions"
 
 	"github.com/asynkron/protoactor-go/actor"
 )

@@ -1,10 +1,11 @@
 package actors
 
 import (
-	"svc/testkit"
 	"sync"
 	"testing"
 	"time"
+
+	"svc/testkit"
 
 	"github.com/asynkron/protoactor-go/actor"
 )

@@ -31,9 +31,9 @@ const noEffect = "README"
 // each function exists and holds its mark, so a setting cannot lose its
 // observing test unnoticed.
 var observedBy = map[string][]seen{
-	"SVC_LISTEN_ADDR":                      {{"tryStartServerOn", ""}}, // every e2e test reaches the node where the harness put it
-	"SVC_DEBUG_ADDR":                       {{"TestE2EProbes", "/debug/runtime"}},
-	"DATABASE_URL":                         {{"tryStartServerOn", ""}, {"TestE2EConfig", "tenants"}},
+	"SVC_LISTEN_ADDR":                      {{"tryStartProcessOn", ""}, {"TestE2EConfig", "SVC_LISTEN_ADDR"}}, // every process test reaches the binary where the harness put it
+	"SVC_DEBUG_ADDR":                       {{"TestE2EConfig", "/debug/runtime"}},
+	"DATABASE_URL":                         {{"settings", ""}, {"TestE2EConfig", "tenants"}},
 	"SVC_DB_READ_REPLICA_URL":              {{"TestE2EReplicaLag", ""}},
 	"SVC_VALKEY_URL":                       {{"startCluster", ""}, {"TestE2ECluster", "rate limit"}},
 	"SVC_CLUSTER":                          {{"TestE2ECluster", ""}},
@@ -114,8 +114,8 @@ var observedBy = map[string][]seen{
 }
 
 // testBodies returns the source of every function declared in the
-// repository's test files, by name (a name declared in several packages
-// gets every body, joined).
+// repository's test files and in its test kit (testkit/), by name (a name
+// declared in several packages gets every body, joined).
 func testBodies(t *testing.T, root string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -127,7 +127,8 @@ func testBodies(t *testing.T, root string) map[string]string {
 		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") && path != root {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+		kit := strings.Contains(filepath.ToSlash(path), "/testkit/") && strings.HasSuffix(path, ".go")
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") && !kit {
 			return nil
 		}
 		src, err := os.ReadFile(path) //nolint:gosec // the repository's own test files, read by a test

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 var agentReadFields = []string{"agent_id", "name", "status", "risk_tier", "allowed_environments", "has_signing_key",

@@ -15,11 +15,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"sync"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 const chatSecret = "chat-signing-secret-for-tests"

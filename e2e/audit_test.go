@@ -3,10 +3,11 @@ package e2e
 import (
 	"fmt"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // TestE2EAudit covers GET /v2/audit/events: order, filters, search,

@@ -2,9 +2,10 @@ package e2e
 
 import (
 	"strings"
+	"testing"
+
 	"svc/testkit"
 	"svc/testkit/gateway"
-	"testing"
 )
 
 // TestE2EBadInput covers body validation on POST /v2/agents, POST

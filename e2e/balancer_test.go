@@ -10,9 +10,10 @@ package e2e
 
 import (
 	"io"
+	"testing"
+
 	"svc/testkit"
 	"svc/testkit/gateway"
-	"testing"
 )
 
 // TestE2EBalancer checks the harness's balancer itself: calls alternate

@@ -2,12 +2,13 @@ package e2e
 
 import (
 	"fmt"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 
 	"github.com/chromedp/chromedp"
 )

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"testing"
+
 	"svc/testkit"
 	"svc/testkit/gateway"
-	"testing"
 )
 
 const sunset = "Wed, 31 Dec 2026 23:59:59 GMT"

@@ -13,11 +13,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"sync"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // sseFrame is one server-sent event: its event name, its data decoded,

@@ -2,8 +2,9 @@ package e2e
 
 import (
 	"strings"
-	"svc/testkit/gateway"
 	"testing"
+
+	"svc/testkit/gateway"
 )
 
 // The interactive API browser (SPEC 4.10): a page, its assets under a strict

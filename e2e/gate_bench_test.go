@@ -3,12 +3,13 @@ package e2e
 import (
 	"fmt"
 	"slices"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // BenchmarkAuthorizeWithGate is the authorize latency of the code-host

@@ -14,11 +14,12 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"sync"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // fakeCodeHost is the code host's REST API for one repository's pull

@@ -11,11 +11,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"sync"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 func TestE2EStrictJSON(t *testing.T) {

@@ -26,12 +26,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 var (

@@ -4,10 +4,11 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )

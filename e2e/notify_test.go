@@ -13,11 +13,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"sync"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // fakeChat is the chat platform's incoming webhook.

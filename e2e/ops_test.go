@@ -10,10 +10,11 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // TestE2EProbes covers the unversioned operational endpoints.

@@ -16,11 +16,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"sync"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // azProxy is a TCP proxy in front of Postgres whose link can be cut: while

@@ -12,10 +12,11 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // nodes returns the cluster's two nodes, or s twice for a lone node: a

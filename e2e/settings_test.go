@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // TestE2ESettingsLimits: the lockout, quota and approval limits, the

@@ -10,10 +10,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // socAlerts lists the tenant's alerts (up to 500) matching a query string.

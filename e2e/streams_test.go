@@ -13,12 +13,13 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 
 	"github.com/coder/websocket"
 )

@@ -3,10 +3,11 @@ package e2e
 import (
 	"regexp"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 var agentTokenRE = regexp.MustCompile(`^svc_agent_[A-Za-z0-9_-]{43}$`)

@@ -8,10 +8,11 @@ package process
 
 import (
 	"slices"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // TestE2EClusterKillMidStorm: the windows live in the shared state, not in

@@ -2,10 +2,11 @@ package process
 
 import (
 	"net/http"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // TestE2ELeaderTakeover: two clustered nodes on one Postgres. One leads

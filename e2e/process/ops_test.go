@@ -4,10 +4,11 @@ import (
 	"bufio"
 	"path/filepath"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // TestE2EConfig runs the binary directly: invalid settings, version, CLI.
@@ -105,6 +106,14 @@ func TestE2EConfig(t *testing.T) {
 				t.Errorf("shutdown took %s", took)
 			}
 			s2 := gateway.StartProcessOn(t, dbURL, nil)
+			// The binary serves its debug routes on SVC_DEBUG_ADDR, not on
+			// the API's listener.
+			if m := testkit.Obj(t, s2.Want(t, 200, "GET", s2.Debug+"/debug/runtime", "", nil)); m["uptime_secs"] == nil {
+				t.Errorf("/debug/runtime on SVC_DEBUG_ADDR: %v", m)
+			}
+			if resp, _ := s2.Do(t, "GET", "/debug/runtime", "", nil); resp.StatusCode == 200 {
+				t.Errorf("/debug/runtime answered 200 on SVC_LISTEN_ADDR")
+			}
 			a := s2.GetAgent(t, admin, id)
 			if a["last_seen_at"] == nil {
 				t.Errorf("heartbeat accepted before SIGTERM was lost: %v", a)

@@ -11,12 +11,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // TestE2EReliability covers exactly-once answers under concurrency, tenant

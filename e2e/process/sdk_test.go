@@ -6,10 +6,11 @@ package process
 // SPEC 4.2's webhook field.
 
 import (
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // TestE2EApprovalWaitShutdown: SIGTERM answers every waiting request at

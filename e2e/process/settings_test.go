@@ -6,11 +6,12 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"sync"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // TestE2ESettingsTimeouts: the header and body read timeouts of one

@@ -14,9 +14,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"svc/testkit/gateway"
 	"testing"
 	"time"
+
+	"svc/testkit/gateway"
 )
 
 // writeTestCert writes a self-signed certificate for 127.0.0.1 and its key.

@@ -9,10 +9,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"svc/testkit"
-	"svc/testkit/gateway"
 	"testing"
 	"time"
+
+	"svc/testkit"
+	"svc/testkit/gateway"
 )
 
 // walkBlocks are the shell blocks of README.md's section "A first approved

@@ -8,10 +8,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"svc/testkit"
 	"sync"
 	"testing"
 	"time"
+
+	"svc/testkit"
 )
 
 // AzRead is a read-only call at trusted_internal_signed (allowed by

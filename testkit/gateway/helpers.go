@@ -10,10 +10,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"svc/testkit"
 	"sync"
 	"testing"
 	"time"
+
+	"svc/testkit"
 )
 
 // MetricValue reads one unlabelled sample from /metrics; for a cluster

@@ -11,10 +11,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"svc/testkit"
 	"sync"
 	"testing"
 	"time"
+
+	"svc/testkit"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
