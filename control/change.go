@@ -53,7 +53,7 @@ type PolicyPreparer interface {
 }
 
 // MCPCaches drops the authorize path's cached MCP server and tools on every
-// node (actors.MCPRegistry).
+// node (mcpregistry.Registry).
 type MCPCaches interface {
 	Changed(ctx context.Context, tenantID, key string)
 }

@@ -26,7 +26,7 @@
 // inspection's alerts; the code host's delivery claims. http/ sees the
 // store only through a read-only interface (httpapi.Reads), so a handler
 // that writes does not compile. An operator's MCP discovery is run by
-// actors.MCPRegistry inside the plane's audited write
+// mcpregistry.Registry inside the plane's audited write
 // ([Plane.DiscoverMCPServer]); the discoveries no operator asks for (the
 // leader's re-discovery, the MCP proxy's after a server's tools changed)
 // stay with the registry, audited as system actors. Approvals are decided

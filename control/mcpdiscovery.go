@@ -8,18 +8,19 @@ import (
 
 	"svc/actors"
 	"svc/mcpclient"
+	"svc/mcpregistry"
 	"svc/outbound"
 	"svc/persistence"
 	"svc/rules/manifest"
 )
 
-// MCPDiscoverer runs discoveries of MCP servers' tools (actors.MCPRegistry:
+// MCPDiscoverer runs discoveries of MCP servers' tools (mcpregistry.Registry:
 // fetch or take the manifest, record it and its drift, write the audit
 // event that audit builds, in one transaction). The plane's MCP dependency
 // is one when it discovers too, as the node's registry does.
 type MCPDiscoverer interface {
 	Discover(ctx context.Context, tenantID, key string, tools []manifest.Tool,
-		audit func(actors.Discovery) persistence.AuditEvent) (actors.Discovery, error)
+		audit func(mcpregistry.Discovery) persistence.AuditEvent) (mcpregistry.Discovery, error)
 }
 
 // errNoDiscovery: the plane's MCP dependency runs no discoveries (a plane
@@ -40,25 +41,25 @@ var errNoDiscovery = errors.New("control: no mcp discovery on this node")
 // RetryAfter, when every discovery slot of the node stayed taken. A failed
 // fetch or refused manifest is recorded on the server (its
 // last_discovery_error) by the registry.
-func (p *Plane) DiscoverMCPServer(ctx context.Context, op Operator, key string, tools []manifest.Tool) (actors.Discovery, error) {
+func (p *Plane) DiscoverMCPServer(ctx context.Context, op Operator, key string, tools []manifest.Tool) (mcpregistry.Discovery, error) {
 	reg, ok := p.d.MCP.(MCPDiscoverer)
 	if !ok {
-		return actors.Discovery{}, errNoDiscovery
+		return mcpregistry.Discovery{}, errNoDiscovery
 	}
 	srv, err := p.d.Store.GetMCPServer(ctx, op.TenantID, key)
 	if err != nil {
-		return actors.Discovery{}, refuse(err, "mcp server", nil)
+		return mcpregistry.Discovery{}, refuse(err, "mcp server", nil)
 	}
 	switch {
 	case tools != nil && srv.Transport == persistence.MCPTransportHTTP:
-		return actors.Discovery{}, invalid("tools", "an http server is discovered over MCP: send no manifest")
+		return mcpregistry.Discovery{}, invalid("tools", "an http server is discovered over MCP: send no manifest")
 	case tools == nil && srv.Transport == persistence.MCPTransportStdio:
-		return actors.Discovery{}, invalid("tools", `a stdio server's manifest is required: {"tools":[{"name","description","inputSchema"}]}`)
+		return mcpregistry.Discovery{}, invalid("tools", `a stdio server's manifest is required: {"tools":[{"name","description","inputSchema"}]}`)
 	}
-	var d actors.Discovery
+	var d mcpregistry.Discovery
 	err = p.change(func() (err error) {
-		d, err = reg.Discover(ctx, op.TenantID, key, tools, func(d actors.Discovery) persistence.AuditEvent {
-			return Event(op, "config_change", "mcp_discovered", "", actors.DiscoveryDetails(key, d))
+		d, err = reg.Discover(ctx, op.TenantID, key, tools, func(d mcpregistry.Discovery) persistence.AuditEvent {
+			return Event(op, "config_change", "mcp_discovered", "", mcpregistry.DiscoveryDetails(key, d))
 		})
 		return p.discoveryRefusal(err, srv.Transport)
 	}, func() { p.mcpChanged(ctx, op.TenantID, key) })
@@ -78,10 +79,10 @@ func (p *Plane) discoveryRefusal(err error, transport string) error {
 		return notFound("mcp server")
 	case errors.Is(err, outbound.ErrForbiddenTarget):
 		return failed(Unprocessable, "forbidden_target", "the mcp server's address may not be reached (CONTRACT §7)")
-	case errors.Is(err, actors.ErrMCPBusy):
+	case errors.Is(err, mcpregistry.ErrBusy):
 		r := failed(Unavailable, "mcp_discovery_busy", "every mcp discovery slot of the node stayed taken for %s; retry later",
-			actors.MCPSlotWait)
-		r.RetryAfter = actors.MCPSlotWait
+			mcpregistry.SlotWait)
+		r.RetryAfter = mcpregistry.SlotWait
 		// Kept as it was before discovery moved here (issue 39): the
 		// handler settled the audit writer's health with its 503, which
 		// counted as a storage failure, so a busy node reports the audit
@@ -91,9 +92,9 @@ func (p *Plane) discoveryRefusal(err error, transport string) error {
 		return r
 	case errors.Is(err, mcpclient.ErrTimeout):
 		return failed(Timeout, "mcp_timeout", "the mcp server did not answer within %s", mcpclient.DefaultLimits.Timeout)
-	case errors.Is(err, actors.ErrMCPManifest) && transport == persistence.MCPTransportStdio:
-		return failed(Invalid, "invalid_manifest", "%s", strings.TrimPrefix(err.Error(), actors.ErrMCPManifest.Error()+": "))
-	case errors.Is(err, mcpclient.ErrTooLarge), errors.Is(err, mcpclient.ErrProtocol), errors.Is(err, actors.ErrMCPManifest):
+	case errors.Is(err, mcpregistry.ErrManifest) && transport == persistence.MCPTransportStdio:
+		return failed(Invalid, "invalid_manifest", "%s", strings.TrimPrefix(err.Error(), mcpregistry.ErrManifest.Error()+": "))
+	case errors.Is(err, mcpclient.ErrTooLarge), errors.Is(err, mcpclient.ErrProtocol), errors.Is(err, mcpregistry.ErrManifest):
 		return failed(Unprocessable, "mcp_discovery_failed", "%s", err.Error())
 	}
 	return err

@@ -15,6 +15,7 @@ import (
 	"svc/actors"
 	"svc/control"
 	"svc/mcpclient"
+	"svc/mcpregistry"
 	"svc/outbound"
 	"svc/persistence"
 	"svc/rules/manifest"
@@ -27,14 +28,14 @@ type discovering struct {
 	*fixture
 	plane *control.Plane
 	drops *recordedDrops
-	slots *actors.MCPSlots
+	slots *mcpregistry.Slots
 	fetch func(srv persistence.MCPServer) ([]manifest.Tool, error)
 	store persistence.MCPStore
 }
 
 // recordingRegistry is the node's registry, its cache drops recorded.
 type recordingRegistry struct {
-	*actors.MCPRegistry
+	*mcpregistry.Registry
 	drops *recordedDrops
 }
 
@@ -53,14 +54,14 @@ func (failingApply) ApplyMCPDiscovery(context.Context, string, string, persisten
 func newDiscovering(t *testing.T, store func(persistence.MCPStore) persistence.MCPStore) *discovering {
 	t.Helper()
 	f := newFixture(t)
-	d := &discovering{fixture: f, drops: &recordedDrops{}, slots: actors.NewMCPSlots(1), store: f.store}
+	d := &discovering{fixture: f, drops: &recordedDrops{}, slots: mcpregistry.NewSlots(1), store: f.store}
 	if store != nil {
 		d.store = store(f.store)
 	}
-	reg := actors.NewMCPRegistry(d.store, actors.NewEventBus(nil, 8), nil, func(_ context.Context, srv persistence.MCPServer) ([]manifest.Tool, error) {
+	reg := mcpregistry.New(d.store, actors.NewEventBus(nil, 8), nil, func(_ context.Context, srv persistence.MCPServer) ([]manifest.Tool, error) {
 		return d.fetch(srv)
 	}, d.slots, hclog.NewNullLogger())
-	d.plane = control.New(control.Deps{Store: f.store, Registry: f.registry, MCP: recordingRegistry{MCPRegistry: reg, drops: d.drops}})
+	d.plane = control.New(control.Deps{Store: f.store, Registry: f.registry, MCP: recordingRegistry{Registry: reg, drops: d.drops}})
 	return d
 }
 

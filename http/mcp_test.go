@@ -14,6 +14,7 @@ import (
 	"svc/config"
 	"svc/control"
 	"svc/mcpclient"
+	"svc/mcpregistry"
 	"svc/messages"
 	"svc/outbound"
 	"svc/persistence"
@@ -51,14 +52,14 @@ func TestDiscoverFailuresAnswerAsBefore(t *testing.T) {
 			want: apiErr("Timeout", "mcp_timeout", "the mcp server did not answer within %s", mcpclient.DefaultLimits.Timeout)},
 		{name: "busy", key: "web", transport: persistence.MCPTransportHTTP, busy: true, want: func() *Error {
 			e := apiErr("ServiceUnavailable", "mcp_discovery_busy", "every mcp discovery slot of the node stayed taken for %s; retry later",
-				actors.MCPSlotWait)
-			e.RetryAfter = int(actors.MCPSlotWait / time.Second)
+				mcpregistry.SlotWait)
+			e.RetryAfter = int(mcpregistry.SlotWait / time.Second)
 			return e
 		}()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			slots := actors.NewMCPSlots(1)
+			slots := mcpregistry.NewSlots(1)
 			s, tok := newDiscoveryServer(t, slots, func(context.Context, persistence.MCPServer) ([]manifest.Tool, error) { return tc.fetched, tc.fetch })
 			if tc.transport != "" {
 				now := time.Now().UTC()
@@ -125,7 +126,7 @@ func TestDiscoverThroughThePlane(t *testing.T) {
 // newDiscoveryServer is newTestServer with an MCP registry fetching with
 // fetch, its discovery budget slots (nil: one), behind the plane and the
 // proxy, and a tenant whose admin token it returns.
-func newDiscoveryServer(t *testing.T, slots *actors.MCPSlots, fetch actors.MCPFetch) (*discoveryServer, string) {
+func newDiscoveryServer(t *testing.T, slots *mcpregistry.Slots, fetch mcpregistry.Fetch) (*discoveryServer, string) {
 	t.Helper()
 	cfg, err := config.Load(func(k string) (string, bool) {
 		if k == "DATABASE_URL" {
@@ -145,7 +146,7 @@ func newDiscoveryServer(t *testing.T, slots *actors.MCPSlots, fetch actors.MCPFe
 	sys := actors.NewSystem(hclog.NewNullLogger())
 	registry := actors.NewRegistry()
 	bus := actors.NewEventBus(sys.Root, 8)
-	mcp := actors.NewMCPRegistry(store, bus, nil, fetch, slots, hclog.NewNullLogger())
+	mcp := mcpregistry.New(store, bus, nil, fetch, slots, hclog.NewNullLogger())
 	plane := control.New(control.Deps{Config: cfg, Store: store, Registry: registry, MCP: mcp})
 	s := New(Deps{Control: plane, Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: &actors.Leadership{},
 		Pool: &actors.PoolSample{}, Events: bus, Log: hclog.NewNullLogger(), MCP: mcp,

@@ -366,7 +366,7 @@ func (g *mcpGate) Answered(ctx context.Context, _ mcpproxy.Session, _ mcpproxy.C
 // driftInterval, and a request during the interval is served by one
 // discovery at its end, so a later change is never dropped. No operator
 // asks for it: like the leader's re-discovery it is the registry's
-// (actors.MCPRegistry.Rediscover), audited as system:mcp_proxy, and not a
+// (mcpregistry.Registry.Rediscover), audited as system:mcp_proxy, and not a
 // control-plane change.
 func (g *mcpGate) Drifted(mcpproxy.Session) {
 	if g.s.MCP == nil {

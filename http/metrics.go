@@ -3,8 +3,10 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
-	"svc/actors"
 	"time"
+
+	"svc/actors"
+	"svc/mcpregistry"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -192,9 +194,9 @@ func outboundCollectors(s *Server) []prometheus.Collector {
 		counter("svc_gate_failures_total", "Security Gate steps that failed (a code-host call that failed or timed out, or the shared state), each logged and dropped.",
 			gateStat(s, func(g *actors.GateStats) uint64 { return g.Failures.Load() })),
 		counter("svc_mcp_rediscovery_passes_total", "Passes of the leader's MCP re-discovery job on this node.",
-			mcpStat(s, func(m *actors.MCPRediscoveryStats) uint64 { return m.Passes.Load() })),
+			mcpStat(s, func(m *mcpregistry.RediscoveryStats) uint64 { return m.Passes.Load() })),
 		counter("svc_mcp_rediscovery_failures_total", "MCP servers whose scheduled re-discovery failed on this node.",
-			mcpStat(s, func(m *actors.MCPRediscoveryStats) uint64 { return m.Failed.Load() })),
+			mcpStat(s, func(m *mcpregistry.RediscoveryStats) uint64 { return m.Failed.Load() })),
 	}
 }
 
@@ -207,7 +209,7 @@ func gateStat(s *Server, f func(*actors.GateStats) uint64) func() float64 {
 	}
 }
 
-func mcpStat(s *Server, f func(*actors.MCPRediscoveryStats) uint64) func() float64 {
+func mcpStat(s *Server, f func(*mcpregistry.RediscoveryStats) uint64) func() float64 {
 	return func() float64 {
 		if s.MCPRediscovery == nil {
 			return 0

@@ -15,6 +15,7 @@ import (
 	"svc/config"
 	"svc/control"
 	"svc/mcpproxy"
+	"svc/mcpregistry"
 	"svc/messages"
 	"svc/outbound"
 	"svc/persistence/sharedstate"
@@ -56,11 +57,11 @@ type Deps struct {
 	Policy           *policy.Engine
 	// MCP discovers MCP servers and drops their cached records on every
 	// node after a change.
-	MCP *actors.MCPRegistry
+	MCP *mcpregistry.Registry
 	// Control carries out every change (the control plane); required.
 	Control *control.Plane
 	// MCPRediscovery counts the leader's re-discovery passes.
-	MCPRediscovery *actors.MCPRediscoveryStats
+	MCPRediscovery *mcpregistry.RediscoveryStats
 	// Gate counts the Security Gate's decisions, drops and code-host
 	// failures.
 	Gate *actors.GateStats

@@ -10,6 +10,7 @@ import (
 	"svc/canonical"
 	"svc/codehost"
 	httpapi "svc/http"
+	"svc/mcpregistry"
 	"svc/messages"
 	"svc/outbound"
 	"svc/persistence"
@@ -69,8 +70,8 @@ func (n *Node) newActors() {
 	n.maintenance = actors.NewMaintenance(n.store, actors.MaintenanceOptions{PublicKey: pub,
 		Retention: time.Duration(cfg.AuditRetentionDays) * 24 * time.Hour, IsLeader: n.leader.IsLeader, Events: n.bus},
 		log.Named("maintenance"))
-	n.mcp = actors.NewMCPRegistry(n.store, n.bus, n.invalidations, mcpFetch(cfg.AllowPrivateTargets, n.version, n.mcpCredentials),
-		actors.NewMCPSlots(cfg.MCPDiscoveryConcurrency), log.Named("mcp"))
+	n.mcp = mcpregistry.New(n.store, n.bus, n.invalidations, mcpFetch(cfg.AllowPrivateTargets, n.version, n.mcpCredentials),
+		mcpregistry.NewSlots(cfg.MCPDiscoveryConcurrency), log.Named("mcp"))
 }
 
 // webhookDied tells the other nodes that a subscription died here: their

@@ -26,6 +26,7 @@ import (
 	"svc/control"
 	httpapi "svc/http"
 	"svc/mcpproxy"
+	"svc/mcpregistry"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
 	"svc/receipt"
@@ -76,8 +77,8 @@ type Node struct {
 	socStats                    *actors.SOCStats
 	feed                        *actors.Feed
 	exports                     *actors.ExporterHandle
-	mcp                         *actors.MCPRegistry
-	mcpRediscovery              actors.MCPRediscoveryStats
+	mcp                         *mcpregistry.Registry
+	mcpRediscovery              mcpregistry.RediscoveryStats
 	gateHost                    actors.GateHost
 	gateStats                   actors.GateStats
 	approvals                   *actors.Approvals

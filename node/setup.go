@@ -19,6 +19,7 @@ import (
 	"svc/control"
 	"svc/mcpclient"
 	"svc/mcpproxy"
+	"svc/mcpregistry"
 	"svc/outbound"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
@@ -89,7 +90,7 @@ func serveListener(srv *http.Server, ln net.Listener, cfg *config.Config) error 
 // outbound client, whose dialer enforces the address guard (CONTRACT §7),
 // presenting the server's upstream headers (decrypted with creds) as the
 // MCP proxy does.
-func mcpFetch(allowPrivate bool, version string, creds *mcpproxy.Sealer) actors.MCPFetch {
+func mcpFetch(allowPrivate bool, version string, creds *mcpproxy.Sealer) mcpregistry.Fetch {
 	client := outbound.Client(allowPrivate)
 	return func(ctx context.Context, srv persistence.MCPServer) ([]manifest.Tool, error) {
 		c := client

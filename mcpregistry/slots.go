@@ -1,4 +1,4 @@
-package actors
+package mcpregistry
 
 import (
 	"context"
@@ -6,11 +6,11 @@ import (
 	"sync"
 )
 
-// ErrMCPBusy: every discovery slot of the node stayed taken while the
+// ErrBusy: every discovery slot of the node stayed taken while the
 // caller waited.
-var ErrMCPBusy = errors.New("actors: every mcp discovery slot of the node is taken")
+var ErrBusy = errors.New("mcpregistry: every mcp discovery slot of the node is taken")
 
-// MCPSlots is the node's budget of discoveries over MCP in flight at once
+// Slots is the node's budget of discoveries over MCP in flight at once
 // (SVC_MCP_DISCOVERY_CONCURRENCY), shared by the API's discover calls and
 // the leader's re-discovery. It bounds what discoveries hold together
 // (each up to the byte cap's answer and its tools) and the outbound
@@ -18,7 +18,7 @@ var ErrMCPBusy = errors.New("actors: every mcp discovery slot of the node is tak
 // is taken, a freed slot goes to the tenants that wait in turn, one slot
 // each per round, and within a tenant to its longest waiter; a tenant
 // with many waiting discoveries cannot hold back another tenant's one.
-type MCPSlots struct {
+type Slots struct {
 	size int
 	mu   sync.Mutex
 	free int
@@ -32,16 +32,16 @@ type slotWaiter struct {
 	ready chan struct{} // closed when the slot is handed over
 }
 
-// NewMCPSlots returns a budget of n slots (at least 1).
-func NewMCPSlots(n int) *MCPSlots {
+// NewSlots returns a budget of n slots (at least 1).
+func NewSlots(n int) *Slots {
 	n = max(n, 1)
-	return &MCPSlots{size: n, free: n, waiting: map[string][]*slotWaiter{}}
+	return &Slots{size: n, free: n, waiting: map[string][]*slotWaiter{}}
 }
 
 // Acquire takes a slot for a discovery of tenantID's, waiting for one
-// until ctx ends (ErrMCPBusy, wrapping ctx's error). The caller calls
+// until ctx ends (ErrBusy, wrapping ctx's error). The caller calls
 // release once.
-func (s *MCPSlots) Acquire(ctx context.Context, tenantID string) (release func(), err error) {
+func (s *Slots) Acquire(ctx context.Context, tenantID string) (release func(), err error) {
 	s.mu.Lock()
 	if s.free > 0 && len(s.turn) == 0 {
 		s.free--
@@ -68,14 +68,14 @@ func (s *MCPSlots) Acquire(ctx context.Context, tenantID string) (release func()
 	default:
 		s.drop(tenantID, w)
 	}
-	return nil, errors.Join(ErrMCPBusy, ctx.Err())
+	return nil, errors.Join(ErrBusy, ctx.Err())
 }
 
 // Size is how many slots there are.
-func (s *MCPSlots) Size() int { return s.size }
+func (s *Slots) Size() int { return s.size }
 
 // Waiting is how many discoveries wait for a slot.
-func (s *MCPSlots) Waiting() int {
+func (s *Slots) Waiting() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -85,7 +85,7 @@ func (s *MCPSlots) Waiting() int {
 	return n
 }
 
-func (s *MCPSlots) releaser() func() {
+func (s *Slots) releaser() func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -97,7 +97,7 @@ func (s *MCPSlots) releaser() func() {
 }
 
 // releaseLocked hands the slot to the next tenant in turn, or frees it.
-func (s *MCPSlots) releaseLocked() {
+func (s *Slots) releaseLocked() {
 	if len(s.turn) == 0 {
 		s.free++
 		return
@@ -116,7 +116,7 @@ func (s *MCPSlots) releaseLocked() {
 }
 
 // drop removes a waiter that gave up.
-func (s *MCPSlots) drop(tenantID string, w *slotWaiter) {
+func (s *Slots) drop(tenantID string, w *slotWaiter) {
 	ws := s.waiting[tenantID]
 	for i, x := range ws {
 		if x == w {

@@ -1,4 +1,4 @@
-package actors
+package mcpregistry
 
 import (
 	"context"
@@ -15,16 +15,18 @@ import (
 	"svc/rules/manifest"
 )
 
-// MCPFetch lists the tools of the http MCP server srv over the real
+// Fetch lists the tools of the http MCP server srv over the real
 // protocol (mcpclient.Tools with the node's outbound client and the
 // server's upstream headers; actors make no HTTP calls themselves).
-type MCPFetch func(ctx context.Context, srv persistence.MCPServer) ([]manifest.Tool, error)
+type Fetch func(ctx context.Context, srv persistence.MCPServer) ([]manifest.Tool, error)
 
-// ErrMCPManifest wraps a manifest the gateway refuses (manifest.ErrInvalid)
-// or a body that http servers must not carry.
-var ErrMCPManifest = errors.New("actors: mcp manifest refused")
+// ErrManifest wraps a manifest the gateway refuses (manifest.ErrInvalid)
+// or a body that http servers must not carry. Its text keeps the prefix it
+// had when the registry lived in actors/: API clients read it in
+// mcp_discovery_failed answers and in a server's last_discovery_error.
+var ErrManifest = errors.New("actors: mcp manifest refused")
 
-// MCPRegistry discovers MCP servers' tools (CONTRACT §8): it lists an http
+// Registry discovers MCP servers' tools (CONTRACT §8): it lists an http
 // server's tools over MCP, or takes a stdio server's manifest from the
 // request, normalizes and hashes it, and records it in one transaction
 // that reads the stored tools (so concurrent discoveries of one server
@@ -36,32 +38,44 @@ var ErrMCPManifest = errors.New("actors: mcp manifest refused")
 // after its own discoveries (the leader's re-discovery, the MCP proxy's),
 // the control plane after an operator's (Discover).
 //
-// Discoveries over MCP take a slot of the node's budget (MCPSlots) for
+// Discoveries over MCP take a slot of the node's budget (Slots) for
 // their whole run, fetch to commit: an API call waits for one at most
-// MCPSlotWait (ErrMCPBusy past it), the leader's re-discovery as long as
+// SlotWait (ErrBusy past it), the leader's re-discovery as long as
 // it takes.
-type MCPRegistry struct {
+type Registry struct {
 	store  persistence.MCPStore
-	events *EventBus
-	inval  *Invalidations
-	fetch  MCPFetch
-	slots  *MCPSlots
+	events Events
+	inval  Invalidator
+	fetch  Fetch
+	slots  *Slots
 	log    hclog.Logger
 }
 
-// MCPSlotWait bounds how long a discover call waits for a slot: one
+// Events is where a drift's mcp_manifest_drift event goes (the node's
+// SOC event bus, broadcast.EventBus).
+type Events interface {
+	Publish(ev messages.AseEvent)
+}
+
+// Invalidator drops the authorize path's cached server and tools on every
+// node (the node's broadcast.Invalidations).
+type Invalidator interface {
+	Invalidate(ctx context.Context, inv messages.Invalidation)
+}
+
+// SlotWait bounds how long a discover call waits for a slot: one
 // discovery's deadline, within which a slot frees unless many tenants
 // wait (each gets its turn).
-const MCPSlotWait = 10 * time.Second
+const SlotWait = 10 * time.Second
 
-// NewMCPRegistry returns the registry; inval may be nil (tests), slots nil
-// for a budget of one.
-func NewMCPRegistry(store persistence.MCPStore, events *EventBus, inval *Invalidations, fetch MCPFetch, slots *MCPSlots,
-	log hclog.Logger) *MCPRegistry {
+// New returns the registry; inval may be nil (tests), slots nil for a
+// budget of one.
+func New(store persistence.MCPStore, events Events, inval Invalidator, fetch Fetch, slots *Slots,
+	log hclog.Logger) *Registry {
 	if slots == nil {
-		slots = NewMCPSlots(1)
+		slots = NewSlots(1)
 	}
-	return &MCPRegistry{store: store, events: events, inval: inval, fetch: fetch, slots: slots, log: log}
+	return &Registry{store: store, events: events, inval: inval, fetch: fetch, slots: slots, log: log}
 }
 
 // Discovery is the outcome of one discovery.
@@ -84,8 +98,8 @@ type Discovery struct {
 // MCP (tools must be nil). audit builds the change's audit event from its
 // outcome. A failed fetch or a refused manifest is recorded on the server
 // (last_discovery_error) and returned. An http server's discovery waits
-// for a slot of the node's budget at most MCPSlotWait (ErrMCPBusy).
-func (r *MCPRegistry) Discover(ctx context.Context, tenantID, key string, tools []manifest.Tool,
+// for a slot of the node's budget at most SlotWait (ErrBusy).
+func (r *Registry) Discover(ctx context.Context, tenantID, key string, tools []manifest.Tool,
 	audit func(Discovery) persistence.AuditEvent) (Discovery, error) {
 	return r.run(ctx, tenantID, key, tools, audit, true, false)
 }
@@ -94,7 +108,7 @@ func (r *MCPRegistry) Discover(ctx context.Context, tenantID, key string, tools 
 // for an operator (the MCP proxy, when a server says its tools changed):
 // audited as actor, and, like the leader's re-discovery, it drops the
 // server's caches on every node itself. It waits for a slot as Discover.
-func (r *MCPRegistry) Rediscover(ctx context.Context, tenantID, key, actor string) error {
+func (r *Registry) Rediscover(ctx context.Context, tenantID, key, actor string) error {
 	_, err := r.discover(ctx, tenantID, key, nil, func(d Discovery) persistence.AuditEvent {
 		return persistence.AuditEvent{ID: persistence.NewRecordID(), TenantID: tenantID, EventType: "config_change", Action: "mcp_discovered",
 			Actor: actor, Details: DiscoveryDetails(key, d), CreatedAt: time.Now().UTC().Truncate(time.Microsecond)}
@@ -105,14 +119,14 @@ func (r *MCPRegistry) Rediscover(ctx context.Context, tenantID, key, actor strin
 // discover is a discovery that drops the server's caches after its
 // commit; takeSlot false when the caller holds a slot for it already (the
 // re-discovery).
-func (r *MCPRegistry) discover(ctx context.Context, tenantID, key string, tools []manifest.Tool,
+func (r *Registry) discover(ctx context.Context, tenantID, key string, tools []manifest.Tool,
 	audit func(Discovery) persistence.AuditEvent, takeSlot bool) (Discovery, error) {
 	return r.run(ctx, tenantID, key, tools, audit, takeSlot, true)
 }
 
 // run runs one discovery; drop: drop the server's caches after the commit
 // (false when the caller does).
-func (r *MCPRegistry) run(ctx context.Context, tenantID, key string, tools []manifest.Tool,
+func (r *Registry) run(ctx context.Context, tenantID, key string, tools []manifest.Tool,
 	audit func(Discovery) persistence.AuditEvent, takeSlot, drop bool) (Discovery, error) {
 	srv, err := r.store.GetMCPServer(ctx, tenantID, key)
 	if err != nil {
@@ -120,10 +134,10 @@ func (r *MCPRegistry) run(ctx context.Context, tenantID, key string, tools []man
 	}
 	switch {
 	case srv.Transport == persistence.MCPTransportHTTP && tools != nil:
-		return Discovery{}, fmt.Errorf("%w: an http server is discovered over MCP; send no manifest", ErrMCPManifest)
+		return Discovery{}, fmt.Errorf("%w: an http server is discovered over MCP; send no manifest", ErrManifest)
 	case srv.Transport == persistence.MCPTransportHTTP:
 		if takeSlot {
-			wait, cancel := context.WithTimeout(ctx, MCPSlotWait)
+			wait, cancel := context.WithTimeout(ctx, SlotWait)
 			release, err := r.slots.Acquire(wait, tenantID)
 			cancel()
 			if err != nil {
@@ -135,11 +149,11 @@ func (r *MCPRegistry) run(ctx context.Context, tenantID, key string, tools []man
 			return Discovery{}, r.failed(tenantID, key, err)
 		}
 	case tools == nil:
-		return Discovery{}, fmt.Errorf("%w: a stdio server's manifest is the body's tools", ErrMCPManifest)
+		return Discovery{}, fmt.Errorf("%w: a stdio server's manifest is the body's tools", ErrManifest)
 	}
 	live, err := manifest.Normalize(tools)
 	if err != nil {
-		return Discovery{}, r.failed(tenantID, key, fmt.Errorf("%w: %w", ErrMCPManifest, err))
+		return Discovery{}, r.failed(tenantID, key, fmt.Errorf("%w: %w", ErrManifest, err))
 	}
 	hash := manifest.Hash(live)
 	var out Discovery
@@ -218,8 +232,8 @@ func storedFindings(fs []manifest.Finding) []persistence.MCPFinding {
 }
 
 // failed records a failed discovery on the server and returns err.
-func (r *MCPRegistry) failed(tenantID, key string, err error) error {
-	ctx, cancel := ioContext(5 * time.Second)
+func (r *Registry) failed(tenantID, key string, err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if ferr := r.store.FailMCPDiscovery(ctx, tenantID, key, storableReason(err.Error()), time.Now()); ferr != nil {
 		r.log.Warn("recording a failed discovery failed", "tenant_id", tenantID, "server_key", key, "error", ferr)
@@ -236,11 +250,11 @@ func storableReason(s string) string {
 
 // Changed drops the authorize path's cached server and tools on every
 // node after a change to them.
-func (r *MCPRegistry) Changed(ctx context.Context, tenantID, key string) {
+func (r *Registry) Changed(ctx context.Context, tenantID, key string) {
 	r.changed(ctx, tenantID, key)
 }
 
-func (r *MCPRegistry) changed(ctx context.Context, tenantID, key string) {
+func (r *Registry) changed(ctx context.Context, tenantID, key string) {
 	if r.inval != nil {
 		r.inval.Invalidate(ctx, messages.Invalidation{Kind: messages.CacheMCP, TenantID: tenantID, Key: key})
 	}

@@ -1,4 +1,4 @@
-package actors
+package mcpregistry
 
 import (
 	"bufio"
@@ -32,7 +32,7 @@ import (
 // commit, served by a real MCP server (the official Go SDK's) in a
 // process of its own, so that B/op counts the gateway's allocations only:
 //
-//	go test -run XXX -bench MCPDiscovery -benchtime 5x ./actors/
+//	go test -run XXX -bench MCPDiscovery -benchtime 5x ./mcpregistry/
 //
 // Measured on this 2-core machine (go1.26; the gateway's figures, SQLite
 // store included; the manifest is 400 × 16 KiB = 6.55 MB):
@@ -117,11 +117,11 @@ func helperServers(b testing.TB, n int) []string {
 	return urls
 }
 
-func registryOver(store persistence.Store, slots int) *MCPRegistry {
+func registryOver(store persistence.Store, slots int) *Registry {
 	fetch := func(ctx context.Context, srv persistence.MCPServer) ([]manifest.Tool, error) {
 		return mcpclient.Tools(ctx, http.DefaultClient, srv.URL, "bench", mcpclient.DefaultLimits)
 	}
-	return NewMCPRegistry(store, NewEventBus(nil, 16), nil, fetch, NewMCPSlots(slots), hclog.NewNullLogger())
+	return New(store, discardEvents{}, nil, fetch, NewSlots(slots), hclog.NewNullLogger())
 }
 
 // benchStore opens a SQLite store with one tenant.

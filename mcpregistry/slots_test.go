@@ -1,4 +1,4 @@
-package actors
+package mcpregistry
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // A freed slot goes to the waiting tenants in turn, one each per round:
 // tenant a's ten waiting discoveries do not hold back b's one.
 func TestMCPSlotsFairAcrossTenants(t *testing.T) {
-	slots := NewMCPSlots(1)
+	slots := NewSlots(1)
 	hold, err := slots.Acquire(context.Background(), "a")
 	if err != nil {
 		t.Fatal(err)
@@ -65,12 +65,12 @@ func TestMCPSlotsFairAcrossTenants(t *testing.T) {
 // the others; the slot it might have been handed as it gave up is passed
 // on, not lost.
 func TestMCPSlotsGiveUp(t *testing.T) {
-	slots := NewMCPSlots(2)
+	slots := NewSlots(2)
 	r1, _ := slots.Acquire(context.Background(), "a")
 	r2, _ := slots.Acquire(context.Background(), "a")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := slots.Acquire(ctx, "b"); !errors.Is(err, ErrMCPBusy) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := slots.Acquire(ctx, "b"); !errors.Is(err, ErrBusy) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a full budget: %v", err)
 	}
 	if slots.Waiting() != 0 {
@@ -86,7 +86,7 @@ func TestMCPSlotsGiveUp(t *testing.T) {
 	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel2()
-	if _, err := slots.Acquire(ctx2, "c"); !errors.Is(err, ErrMCPBusy) {
+	if _, err := slots.Acquire(ctx2, "c"); !errors.Is(err, ErrBusy) {
 		t.Errorf("a third slot of two: %v", err)
 	}
 }
@@ -161,7 +161,7 @@ func twoTenants(t *testing.T) (persistence.Store, string, string) {
 // A pass runs discoveries side by side within the node's slots, and a
 // tenant whose six servers hang does not hold back another tenant's
 // server: B's is discovered while A's still hang. An API discover call
-// that finds every slot taken waits, then gives up with ErrMCPBusy.
+// that finds every slot taken waits, then gives up with ErrBusy.
 func TestRediscoveryRunsConcurrentlyAndFairly(t *testing.T) {
 	store, a, b := twoTenants(t)
 	ctx := context.Background()
@@ -195,8 +195,8 @@ func TestRediscoveryRunsConcurrentlyAndFairly(t *testing.T) {
 		}
 		return []manifest.Tool{{Name: "add"}}, nil
 	}
-	slots := NewMCPSlots(4)
-	reg := NewMCPRegistry(store, NewEventBus(nil, 16), nil, fetch, slots, hclog.NewNullLogger())
+	slots := NewSlots(4)
+	reg := New(store, discardEvents{}, nil, fetch, slots, hclog.NewNullLogger())
 	servers, err := store.ListAllMCPServers(ctx, persistence.MCPTransportHTTP)
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func TestRediscoveryRunsConcurrentlyAndFairly(t *testing.T) {
 	type result struct{ ok, failed uint64 }
 	done := make(chan result, 1)
 	go func() {
-		ok, failed, err := rediscover(reg, servers, nil, hclog.NewNullLogger())
+		ok, failed, err := reg.RediscoverAll(servers, nil, hclog.NewNullLogger())
 		if err != nil {
 			t.Error(err)
 		}
@@ -222,7 +222,7 @@ func TestRediscoveryRunsConcurrentlyAndFairly(t *testing.T) {
 	// Every slot is A's now: an API call waits, then gives up.
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if _, err := reg.Discover(short, b, "fine", nil, nil); !errors.Is(err, ErrMCPBusy) {
+	if _, err := reg.Discover(short, b, "fine", nil, nil); !errors.Is(err, ErrBusy) {
 		t.Errorf("a discover call with every slot taken: %v", err)
 	}
 	close(unblock)
@@ -231,7 +231,7 @@ func TestRediscoveryRunsConcurrentlyAndFairly(t *testing.T) {
 		t.Errorf("ok %d, failed %d, at most %d at once", r.ok, r.failed, most)
 	}
 	// A pass on a node that stops leading starts nothing more.
-	if _, _, err := rediscover(reg, servers, func() bool { return false }, hclog.NewNullLogger()); !errors.Is(err, errNotLeader) {
+	if _, _, err := reg.RediscoverAll(servers, func() bool { return false }, hclog.NewNullLogger()); !errors.Is(err, ErrNotLeading) {
 		t.Errorf("not leading: %v", err)
 	}
 }
