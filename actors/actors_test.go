@@ -122,28 +122,6 @@ func TestHeartbeatBufferFlushesLatestAndOnStop(t *testing.T) {
 	}
 }
 
-func TestEventBusNeverBlocks(t *testing.T) {
-	sys := NewSystem(hclog.NewNullLogger())
-	bus := NewEventBus(sys.Root, 4)
-	for i := 0; i < 10; i++ {
-		bus.Publish(messages.AseEvent{EventID: "e"})
-	}
-	if bus.Published() != 4 || bus.Dropped() != 6 || bus.Depth() != 4 {
-		t.Fatalf("published %d dropped %d depth %d", bus.Published(), bus.Dropped(), bus.Depth())
-	}
-	var got atomic.Int32
-	pid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if _, ok := c.Message().(*messages.AseEvent); ok {
-			got.Add(1)
-		}
-	}))
-	bus.Subscribe(pid)
-	stop := make(chan struct{})
-	close(stop)
-	bus.Run(stop)
-	testkit.Eventually(t, 2*time.Second, "delivery", func() bool { return got.Load() == 4 })
-}
-
 // SVC_POOL_HEALTH_SAMPLE_INTERVAL_SECS: the sampler acquires a connection
 // once per interval, so 20 ms gives many samples in half a second and an
 // hour none.

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
+	"svc/broadcast"
 	"svc/canonical"
 	"svc/messages"
 	"svc/persistence"
@@ -47,7 +48,7 @@ type ApprovalOptions struct {
 type Approvals struct {
 	system *actor.ActorSystem
 	store  persistence.Store
-	events *EventBus
+	events *broadcast.EventBus
 	log    hclog.Logger
 	opt    ApprovalOptions
 	actors actorTable // tenant/id → its actor (incarnation.go)
@@ -62,7 +63,7 @@ type Approvals struct {
 func (a *Approvals) OnDecided(fn func(persistence.Approval)) { a.decided = append(a.decided, fn) }
 
 // NewApprovals returns the approval actors' front.
-func NewApprovals(system *actor.ActorSystem, store persistence.Store, events *EventBus, o ApprovalOptions, log hclog.Logger) *Approvals {
+func NewApprovals(system *actor.ActorSystem, store persistence.Store, events *broadcast.EventBus, o ApprovalOptions, log hclog.Logger) *Approvals {
 	if o.TTL <= 0 {
 		o.TTL = 30 * time.Minute
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/broadcast"
 	"svc/messages"
 	"svc/persistence"
 )
@@ -108,7 +109,7 @@ func TestApprovalActor(t *testing.T) {
 	}
 	id, agent, hash := w.Approval.ID, f.agents[0].ID, w.Approval.ActionHash
 	sys := actors.NewSystem(hclog.NewNullLogger())
-	bus := actors.NewEventBus(sys.Root, 16)
+	bus := broadcast.NewEventBus(sys.Root, 16)
 	sink := &eventSink{ch: make(chan messages.AseEvent, 16)}
 	bus.Subscribe(sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sink })))
 	stop := make(chan struct{})

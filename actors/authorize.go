@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/hashicorp/go-hclog"
 
+	"svc/broadcast"
 	"svc/canonical"
 	"svc/messages"
 	"svc/persistence"
@@ -61,7 +62,7 @@ type AuthorizerOptions struct {
 	// Invalidations, when set, is the hub that drops the Authorizer's
 	// cached skills, tenant policy and risk settings and reloads the base
 	// policy set.
-	Invalidations *Invalidations
+	Invalidations *broadcast.Invalidations
 }
 
 // Authorizer runs POST /v1/authorize: per-agent actors decide (SPEC 4.2
@@ -73,7 +74,7 @@ type Authorizer struct {
 	store  persistence.Store
 	shared sharedstate.State
 	writer *actor.PID
-	events *EventBus
+	events *broadcast.EventBus
 	log    hclog.Logger
 	opt    AuthorizerOptions
 
@@ -88,7 +89,7 @@ type Authorizer struct {
 
 // NewAuthorizer builds the authorize service; writer is the GroupWriter.
 func NewAuthorizer(system *actor.ActorSystem, store persistence.Store, shared sharedstate.State, engine *policy.Engine,
-	writer *actor.PID, events *EventBus, heartbeat func(messages.Heartbeat), o AuthorizerOptions, log hclog.Logger) (*Authorizer, error) {
+	writer *actor.PID, events *broadcast.EventBus, heartbeat func(messages.Heartbeat), o AuthorizerOptions, log hclog.Logger) (*Authorizer, error) {
 	if o.IdempotencyTTL <= 0 {
 		o.IdempotencyTTL = 24 * time.Hour
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
+	"svc/broadcast"
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
@@ -36,7 +37,7 @@ func authorizerWith(t *testing.T, o AuthorizerOptions) (*actor.ActorSystem, *act
 	}
 	shared := sharedstate.NewMemory()
 	t.Cleanup(func() { _ = shared.Close() })
-	auth, err := NewAuthorizer(sys, store, shared, engine, writer, NewEventBus(sys.Root, 64), func(messages.Heartbeat) {}, o, hclog.NewNullLogger())
+	auth, err := NewAuthorizer(sys, store, shared, engine, writer, broadcast.NewEventBus(sys.Root, 64), func(messages.Heartbeat) {}, o, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

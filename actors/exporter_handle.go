@@ -49,7 +49,7 @@ func (h *ExporterHandle) Invalidate(tenantID string) {
 }
 
 // Drop applies an invalidation hub's webhooks (or every-cache) drop: it
-// subscribes the handle to the hub (Invalidations.Subscribe).
+// subscribes the handle to the hub (broadcast.Invalidations.Subscribe).
 func (h *ExporterHandle) Drop(inv messages.Invalidation) {
 	if inv.Kind == messages.CacheAll {
 		h.InvalidateAll()

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
+	"svc/broadcast"
 	"svc/messages"
 	"svc/persistence"
 	"svc/testkit"
@@ -76,7 +77,7 @@ func TestCallQueuedAsAgentActorStopsIsRetried(t *testing.T) {
 // deadline.
 func TestRequestQueuedAsApprovalActorStopsIsRetried(t *testing.T) {
 	sys, _, store, tenant := writerFixture(t, WriterOptions{})
-	ap := NewApprovals(sys, store, NewEventBus(sys.Root, 16), ApprovalOptions{}, hclog.NewNullLogger())
+	ap := NewApprovals(sys, store, broadcast.NewEventBus(sys.Root, 16), ApprovalOptions{}, hclog.NewNullLogger())
 	id := uuid.NewString()
 	reserve := func() (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -113,7 +114,7 @@ func TestReservedApprovalActorStopsAfterSettle(t *testing.T) {
 	if err := store.CommitDecisions(ctx, []persistence.DecisionWrite{w}, NewSealer(nil, nil)); err != nil {
 		t.Fatal(err)
 	}
-	ap := NewApprovals(sys, store, NewEventBus(sys.Root, 16), ApprovalOptions{Idle: 50 * time.Millisecond}, hclog.NewNullLogger())
+	ap := NewApprovals(sys, store, broadcast.NewEventBus(sys.Root, 16), ApprovalOptions{Idle: 50 * time.Millisecond}, hclog.NewNullLogger())
 	id := w.Approval.ID
 	if _, err := ap.Decide(ctx, persistence.ApprovalDecision{TenantID: tenant, ID: id, Status: persistence.ApprovalApproved,
 		ApproverUserID: "alice"}, nil, "operator:test"); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
+	"svc/broadcast"
 	"svc/messages"
 	"svc/persistence"
 	"svc/receipt"
@@ -65,7 +66,7 @@ type MaintenanceOptions struct {
 	IsLeader func() bool
 	// Events receives receipt_chain_broken security events (the SOC
 	// pipeline raises the HIGH alert of the default rule).
-	Events *EventBus
+	Events *broadcast.EventBus
 }
 
 // Maintenance runs the passes of the maintenance jobs.

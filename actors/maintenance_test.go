@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/broadcast"
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/postgres"
@@ -98,9 +99,9 @@ func (m maintained) commit(t *testing.T, signer *receipt.Signer, n int) {
 }
 
 // brokenEvents collects the receipt_chain_broken events published.
-func brokenEvents(t *testing.T) (*actors.EventBus, chan messages.AseEvent) {
+func brokenEvents(t *testing.T) (*broadcast.EventBus, chan messages.AseEvent) {
 	sys := actors.NewSystem(hclog.NewNullLogger())
-	bus := actors.NewEventBus(sys.Root, 16)
+	bus := broadcast.NewEventBus(sys.Root, 16)
 	sink := &eventSink{ch: make(chan messages.AseEvent, 16)}
 	bus.Subscribe(sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sink })))
 	stop := make(chan struct{})

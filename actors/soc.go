@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"svc/broadcast"
 	"svc/messages"
 	"svc/persistence"
 	"svc/rules/correlate"
@@ -30,7 +31,7 @@ type SOCOptions struct {
 	MaxBaselines int
 	// Feed, when set, receives every event, alert and incident for the
 	// live streams.
-	Feed *Feed
+	Feed *broadcast.Feed
 	// Shared, when set (a clustered node), keeps the correlation windows
 	// and behavioural baselines in the shared state, installation-wide;
 	// nil keeps them in this process.

@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/broadcast"
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
@@ -55,7 +56,7 @@ func runSOCLatency(b *testing.B, rate int, d time.Duration, subscribers int) {
 	}
 	sys := actors.NewSystem(hclog.NewNullLogger())
 	shared := sharedstate.NewMemory()
-	feed := actors.NewFeed(shared, hclog.NewNullLogger(), false)
+	feed := broadcast.NewFeed(shared, hclog.NewNullLogger(), false)
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go feed.Run(fctx)
@@ -63,7 +64,7 @@ func runSOCLatency(b *testing.B, rate int, d time.Duration, subscribers int) {
 	stats := &actors.SOCStats{}
 	pid := sys.Root.Spawn(actor.PropsFromProducer(actors.NewSOCPipeline(f.store, stats, actors.SOCOptions{Feed: feed}, hclog.NewNullLogger())))
 	defer func() { _ = sys.Root.PoisonFuture(pid).Wait() }()
-	bus := actors.NewEventBus(sys.Root, 10_000)
+	bus := broadcast.NewEventBus(sys.Root, 10_000)
 	bus.Subscribe(pid)
 	busStop := make(chan struct{})
 	go bus.Run(busStop)

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/broadcast"
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
@@ -275,7 +276,7 @@ func newBenchAuthorizer(b *testing.B, f *benchFixture) *actors.Authorizer {
 	sys := actors.NewSystem(log)
 	writer := sys.Root.Spawn(actor.PropsFromProducer(actors.NewGroupWriter(f.store, actors.NewSealer(benchSigner(b), nil), nil,
 		actors.WriterOptions{AuditBatchSize: 100, AuditBatchFlush: 500 * time.Millisecond}, log)))
-	bus := actors.NewEventBus(sys.Root, 4096)
+	bus := broadcast.NewEventBus(sys.Root, 4096)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -51,7 +51,7 @@ var observedBy = map[string][]seen{
 	"SVC_MCP_TOOL_CACHE_CAPACITY":          {{"TestMCPFactsCaches", "newMCPFacts"}},
 	"SVC_MCP_DISCOVERY_INTERVAL_SECS":      {{"TestE2EMCPRediscovery", ""}},
 	"SVC_MCP_MAX_SERVERS_PER_TENANT":       {{"TestE2EMCPServerLimit", ""}},
-	"SVC_MCP_DISCOVERY_CONCURRENCY":        {{"TestE2EMCPDiscoverySlots", ""}, {"TestRediscoveryRunsConcurrentlyAndFairly", "NewMCPSlots"}},
+	"SVC_MCP_DISCOVERY_CONCURRENCY":        {{"TestE2EMCPDiscoverySlots", ""}, {"TestRediscoveryRunsConcurrentlyAndFairly", "NewSlots"}},
 	"SVC_CANONICAL_HASH_CACHE_CAPACITY":    {{noEffect, "validated but without effect"}},
 	"SVC_REPLAY_NONCE_CACHE_CAPACITY":      {{noEffect, "validated but without effect"}},
 	"SVC_RISK_WEIGHTS_CACHE_TTL_SECS":      {{"TestSkillAndRiskCacheSettings", "RiskWeightsTTL"}},

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/broadcast"
 	"svc/config"
 	"svc/mcpproxy"
 	"svc/messages"
@@ -32,7 +33,7 @@ type Deps struct {
 	// Invalidations drops cached records (skills, policies, risk settings,
 	// rules, webhook subscriptions) on every node after a change; nil (in
 	// tests) caches none.
-	Invalidations *actors.Invalidations
+	Invalidations *broadcast.Invalidations
 	// Policies prepares a tenant's changed policy set on this node at once
 	// (actors.Authorizer), so its very next call sees it; nil: none.
 	Policies PolicyPreparer

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/broadcast"
 	"svc/control"
 	"svc/mcpclient"
 	"svc/mcpregistry"
@@ -58,7 +59,7 @@ func newDiscovering(t *testing.T, store func(persistence.MCPStore) persistence.M
 	if store != nil {
 		d.store = store(f.store)
 	}
-	reg := mcpregistry.New(d.store, actors.NewEventBus(nil, 8), nil, func(_ context.Context, srv persistence.MCPServer) ([]manifest.Tool, error) {
+	reg := mcpregistry.New(d.store, broadcast.NewEventBus(nil, 8), nil, func(_ context.Context, srv persistence.MCPServer) ([]manifest.Tool, error) {
 		return d.fetch(srv)
 	}, d.slots, hclog.NewNullLogger())
 	d.plane = control.New(control.Deps{Store: f.store, Registry: f.registry, MCP: recordingRegistry{Registry: reg, drops: d.drops}})

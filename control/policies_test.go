@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/broadcast"
 	"svc/config"
 	"svc/control"
 	"svc/messages"
@@ -130,7 +131,7 @@ func newSettingsFixture(t *testing.T, policyPath string) *settingsFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub := actors.NewInvalidations(f.shared, hclog.NewNullLogger())
+	hub := broadcast.NewInvalidations(f.shared, hclog.NewNullLogger())
 	hub.Subscribe(func(inv messages.Invalidation) {
 		evs, err := f.store.ListAudit(context.Background(), inv.TenantID, persistence.AuditFilter{}, persistence.Page{Limit: 100})
 		n := len(evs)
@@ -383,7 +384,7 @@ func TestReloadBasePolicies(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			sent, err := f.shared.Subscribe(ctx, actors.InvalidationChannel)
+			sent, err := f.shared.Subscribe(ctx, broadcast.InvalidationChannel)
 			if err != nil {
 				t.Fatal(err)
 			}

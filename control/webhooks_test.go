@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/broadcast"
 	"svc/config"
 	"svc/control"
 	"svc/messages"
@@ -120,7 +121,7 @@ func newOpsPlane(t *testing.T, allowPrivate bool) *opsPlane {
 	f := newFixture(t)
 	shared := sharedstate.NewMemory()
 	t.Cleanup(func() { _ = shared.Close() })
-	hub := actors.NewInvalidations(shared, hclog.NewNullLogger())
+	hub := broadcast.NewInvalidations(shared, hclog.NewNullLogger())
 	o := &opsPlane{f: f, store: &opsStore{Store: f.store.Store}, registry: actors.NewRegistry(), drops: &opsDrops{}}
 	hub.Subscribe(func(inv messages.Invalidation) {
 		// The drop runs on the writer's goroutine: what the store shows now

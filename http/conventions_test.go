@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/broadcast"
 	"svc/control"
 	"svc/messages"
 )
@@ -44,7 +45,7 @@ func TestLeakReportEmitsEvent(t *testing.T) {
 			got.Store(ev)
 		}
 	}))
-	s.Events = actors.NewEventBus(sys.Root, 8)
+	s.Events = broadcast.NewEventBus(sys.Root, 8)
 	s.Events.Subscribe(pid)
 	stop := make(chan struct{})
 	defer close(stop)

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/broadcast"
 	"svc/config"
 	"svc/control"
 	"svc/mcpclient"
@@ -145,7 +146,7 @@ func newDiscoveryServer(t *testing.T, slots *mcpregistry.Slots, fetch mcpregistr
 	t.Cleanup(func() { _ = store.Close(); _ = shared.Close() })
 	sys := actors.NewSystem(hclog.NewNullLogger())
 	registry := actors.NewRegistry()
-	bus := actors.NewEventBus(sys.Root, 8)
+	bus := broadcast.NewEventBus(sys.Root, 8)
 	mcp := mcpregistry.New(store, bus, nil, fetch, slots, hclog.NewNullLogger())
 	plane := control.New(control.Deps{Config: cfg, Store: store, Registry: registry, MCP: mcp})
 	s := New(Deps{Control: plane, Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: &actors.Leadership{},

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/broadcast"
 	"svc/config"
 	"svc/control"
 	"svc/messages"
@@ -42,7 +43,7 @@ func newTestServer(t *testing.T) *Server {
 	registry := actors.NewRegistry()
 	plane := control.New(control.Deps{Config: cfg, Store: store, Registry: registry})
 	return New(Deps{Control: plane, Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: &actors.Leadership{},
-		Pool: &actors.PoolSample{}, Events: actors.NewEventBus(sys.Root, 8), Log: hclog.NewNullLogger(),
+		Pool: &actors.PoolSample{}, Events: broadcast.NewEventBus(sys.Root, 8), Log: hclog.NewNullLogger(),
 		Heartbeat: func(messages.Heartbeat) {}, Version: "test"})
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/r3labs/sse/v2"
 
 	"svc/actors"
+	"svc/broadcast"
 	"svc/config"
 	"svc/control"
 	"svc/mcpproxy"
@@ -32,24 +33,24 @@ type Deps struct {
 	Registry   *actors.Registry
 	Leader     *actors.Leadership
 	Pool       *actors.PoolSample
-	Events     *actors.EventBus
+	Events     *broadcast.EventBus
 	Supervisor *actors.Supervisor
 	Authorizer *actors.Authorizer
 	Approvals  *actors.Approvals
 	// Waits wakes the requests waiting for an approval (?wait=N) when it
 	// is decided on any node; nil answers every wait at once.
-	Waits *actors.ApprovalWaits
+	Waits *broadcast.ApprovalWaits
 	// Callbacks delivers the approval callbacks agents register (nil: no
 	// counts on /metrics).
 	Callbacks *actors.ApprovalCallbacks
 	// Invalidations drops cached records on every node after a change;
 	// nil (in tests) caches none.
-	Invalidations *actors.Invalidations
+	Invalidations *broadcast.Invalidations
 	// SOC is the security pipeline's front; SOCStats its counters.
 	SOC      *actors.SOC
 	SOCStats *actors.SOCStats
 	// Feed is the live SOC feed behind GET /v1/ws/events.
-	Feed *actors.Feed
+	Feed *broadcast.Feed
 	// Notifier counts the outbound chat notifications; ApprovalsDeleted
 	// the approval cleanup job's deletions.
 	Notifier         *actors.NotifierStats

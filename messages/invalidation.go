@@ -3,7 +3,7 @@ package messages
 // CacheKind names a cache whose entries every node drops when the records
 // behind them change (DESIGN §1: caches are rebuildable, the database is
 // the truth). A cache subscribes to its kinds on the node's invalidation
-// hub (actors.Invalidations); adding a cache adds a kind here and edits no
+// hub (broadcast.Invalidations); adding a cache adds a kind here and edits no
 // switch.
 type CacheKind string
 

@@ -43,7 +43,7 @@ const (
 
 // FeedItem is one item of the live feed: subscribers receive
 // {"type":...,"data":...}; between nodes it travels as its tenant id, a
-// newline and that frame (actors.Feed).
+// newline and that frame (broadcast.Feed).
 type FeedItem struct {
 	TenantID string `json:"tenant_id"`
 	Type     string `json:"type"`

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"svc/actors"
+	"svc/broadcast"
 	"svc/canonical"
 	"svc/codehost"
 	httpapi "svc/http"
@@ -30,19 +31,19 @@ func (n *Node) newActors() {
 	n.registry = actors.NewRegistry()
 	n.registry.Register("audit_writer", false)
 	n.leader = &actors.Leadership{}
-	n.invalidations = actors.NewInvalidations(n.shared, log.Named("invalidate"))
+	n.invalidations = broadcast.NewInvalidations(n.shared, log.Named("invalidate"))
 	n.pool = &actors.PoolSample{}
-	n.bus = actors.NewEventBus(n.system.Root, cfg.EventBufferSize)
+	n.bus = broadcast.NewEventBus(n.system.Root, cfg.EventBufferSize)
 	n.notifyStats = &actors.NotifierStats{}
 	n.socStats = &actors.SOCStats{}
-	n.feed = actors.NewFeed(n.shared, log.Named("feed"), !cfg.Cluster)
+	n.feed = broadcast.NewFeed(n.shared, log.Named("feed"), !cfg.Cluster)
 	feedCtx, stopFeed := context.WithCancel(context.Background())
 	n.onRelease(stopFeed)
 	feed := n.feed
 	n.goroutines.Go(func() { feed.Run(feedCtx) })
 	n.exports = &actors.ExporterHandle{}
 	n.approvals = actors.NewApprovals(n.system, n.store, n.bus, actors.ApprovalOptions{TTL: cfg.ApprovalTTL}, log.Named("approvals"))
-	n.waits = actors.NewApprovalWaits(n.shared, log.Named("approvals"))
+	n.waits = broadcast.NewApprovalWaits(n.shared, log.Named("approvals"))
 	waits := n.waits
 	n.goroutines.Go(func() { waits.Run(feedCtx) })
 	n.callbacks = actors.NewApprovalCallbacks(feedCtx, n.store, outbound.ExportPoster(cfg.AllowPrivateTargets), log.Named("approvals"))

@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/broadcast"
 	"svc/config"
 	"svc/control"
 	httpapi "svc/http"
@@ -68,14 +69,14 @@ type Node struct {
 	leader                      *actors.Leadership
 	jobs                        *actors.JobStats
 	maintenance                 *actors.Maintenance
-	invalidations               *actors.Invalidations
-	waits                       *actors.ApprovalWaits
+	invalidations               *broadcast.Invalidations
+	waits                       *broadcast.ApprovalWaits
 	callbacks                   *actors.ApprovalCallbacks
 	pool                        *actors.PoolSample
-	bus                         *actors.EventBus
+	bus                         *broadcast.EventBus
 	notifyStats                 *actors.NotifierStats
 	socStats                    *actors.SOCStats
-	feed                        *actors.Feed
+	feed                        *broadcast.Feed
 	exports                     *actors.ExporterHandle
 	mcp                         *mcpregistry.Registry
 	mcpRediscovery              mcpregistry.RediscoveryStats

@@ -1,4 +1,4 @@
-package actors
+package broadcast
 
 import (
 	"context"
