@@ -14,6 +14,7 @@ import (
 
 	"svc/broadcast"
 	"svc/canonical"
+	"svc/leader"
 	"svc/messages"
 	"svc/persistence"
 )
@@ -383,7 +384,7 @@ func ApprovalEvent(a persistence.Approval, kind, reason string) messages.AseEven
 // part 3, background leadership); deleted counts them. isLeader nil runs
 // it on every node.
 func NewApprovalCleaner(store persistence.ApprovalStore, every, retention time.Duration, isLeader func() bool, deleted *atomic.Uint64,
-	jobs *JobStats, log hclog.Logger) actor.Producer {
+	jobs *leader.JobStats, log hclog.Logger) actor.Producer {
 	return newLeaderJob(jobSpec{name: JobApprovalCleanup, every: every, isLeader: isLeader, stats: jobs, log: log,
 		run: func() (string, error) {
 			ctx, cancel := ioContext(time.Minute)

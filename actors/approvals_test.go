@@ -14,6 +14,7 @@ import (
 
 	"svc/actors"
 	"svc/broadcast"
+	"svc/leader"
 	"svc/messages"
 	"svc/persistence"
 )
@@ -43,19 +44,19 @@ func TestApprovalCleaner(t *testing.T) {
 	if err := f.store.CommitDecisions(ctx, []persistence.DecisionWrite{old, fresh, recent}, actors.NewSealer(nil, nil)); err != nil {
 		t.Fatal(err)
 	}
-	var leader atomic.Bool
+	var leading atomic.Bool
 	var deleted atomic.Uint64
-	var jobs actors.JobStats
+	var jobs leader.JobStats
 	sys := actors.NewSystem(hclog.NewNullLogger())
 	pid := sys.Root.Spawn(actor.PropsFromProducer(actors.NewApprovalCleaner(f.store, 20*time.Millisecond, 2*24*time.Hour,
-		leader.Load, &deleted, &jobs, hclog.NewNullLogger())))
+		leading.Load, &deleted, &jobs, hclog.NewNullLogger())))
 	t.Cleanup(func() { _ = sys.Root.PoisonFuture(pid).Wait() })
 
 	time.Sleep(200 * time.Millisecond) // about ten ticks as a standby
 	if _, err := f.store.GetApproval(ctx, f.tenantID, old.Approval.ID); err != nil || deleted.Load() != 0 {
 		t.Fatalf("a standby node cleaned up: err %v, deleted %d", err, deleted.Load())
 	}
-	leader.Store(true)
+	leading.Store(true)
 	deadline := time.Now().Add(5 * time.Second)
 	for deleted.Load() == 0 {
 		if time.Now().After(deadline) {

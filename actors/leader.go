@@ -1,24 +1,14 @@
 package actors
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/hashicorp/go-hclog"
 
+	"svc/leader"
 	"svc/persistence"
 )
-
-// LeaseName is the lease row that elects the maintenance leader.
-const LeaseName = "maintenance"
-
-// Leadership tells whether this node holds the maintenance lease. Safe for
-// concurrent use.
-type Leadership struct{ held atomic.Bool }
-
-// IsLeader reports whether this node is the leader now.
-func (l *Leadership) IsLeader() bool { return l.held.Load() }
 
 // LeaderLease renews or takes the lease every interval (SPEC part 3). A node
 // that cannot reach the database stops calling itself leader at once.
@@ -27,7 +17,7 @@ type LeaderLease struct {
 	node     string
 	every    time.Duration
 	lease    time.Duration
-	state    *Leadership
+	state    *leader.Leadership
 	log      hclog.Logger
 	ticker   *ticker
 	inFlight bool
@@ -39,7 +29,7 @@ type leaseResult struct {
 }
 
 // NewLeaderLease returns the producer of the lease actor.
-func NewLeaderLease(store persistence.LeaseStore, node string, every, lease time.Duration, state *Leadership, log hclog.Logger) actor.Producer {
+func NewLeaderLease(store persistence.LeaseStore, node string, every, lease time.Duration, state *leader.Leadership, log hclog.Logger) actor.Producer {
 	return func() actor.Actor {
 		return &LeaderLease{store: store, node: node, every: every, lease: lease, state: state, log: log}
 	}
@@ -60,7 +50,7 @@ func (l *LeaderLease) Receive(ctx actor.Context) {
 		go func() {
 			c, cancel := ioContext(l.every)
 			defer cancel()
-			held, err := l.store.AcquireLease(c, LeaseName, l.node, l.lease)
+			held, err := l.store.AcquireLease(c, leader.LeaseName, l.node, l.lease)
 			root.Send(self, leaseResult{held, err})
 		}()
 	case leaseResult:
@@ -69,15 +59,15 @@ func (l *LeaderLease) Receive(ctx actor.Context) {
 			l.log.Warn("lease renewal failed; acting as standby", "error", m.err)
 		}
 		held := m.held && m.err == nil
-		if was := l.state.held.Swap(held); was != held {
+		if was := l.state.Set(held); was != held {
 			l.log.Info("leadership changed", "leader", held, "node", l.node)
 		}
 	case *actor.Stopping:
 		l.ticker.Stop()
-		if l.state.held.Swap(false) {
+		if l.state.Set(false) {
 			c, cancel := ioContext(5 * time.Second)
 			defer cancel()
-			if err := l.store.ReleaseLease(c, LeaseName, l.node); err != nil {
+			if err := l.store.ReleaseLease(c, leader.LeaseName, l.node); err != nil {
 				l.log.Warn("lease release failed", "error", err)
 			}
 		}

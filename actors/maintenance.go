@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/broadcast"
+	"svc/leader"
 	"svc/messages"
 	"svc/persistence"
 	"svc/receipt"
@@ -308,7 +309,7 @@ func (m *Maintenance) ArchiveAudit(ctx context.Context) (int, error) {
 // job returns the producer of a maintenance job's actor: pass, every
 // interval on the leader, within a context of its interval (at least a
 // minute).
-func (m *Maintenance) job(name string, every time.Duration, jobs *JobStats, log hclog.Logger,
+func (m *Maintenance) job(name string, every time.Duration, jobs *leader.JobStats, log hclog.Logger,
 	pass func(ctx context.Context) (string, error)) actor.Producer {
 	return newLeaderJob(jobSpec{name: name, every: every, isLeader: m.opt.IsLeader, stats: jobs, log: log,
 		run: func() (string, error) {
@@ -320,7 +321,7 @@ func (m *Maintenance) job(name string, every time.Duration, jobs *JobStats, log 
 
 // NewReceiptIntegrityJob returns the producer of the receipt integrity job
 // (SVC_RECEIPT_INTEGRITY_INTERVAL_SECS).
-func NewReceiptIntegrityJob(m *Maintenance, every time.Duration, jobs *JobStats, log hclog.Logger) actor.Producer {
+func NewReceiptIntegrityJob(m *Maintenance, every time.Duration, jobs *leader.JobStats, log hclog.Logger) actor.Producer {
 	return m.job(JobReceiptIntegrity, every, jobs, log, func(ctx context.Context) (string, error) {
 		p, err := m.CheckReceipts(ctx)
 		return fmt.Sprintf("%d chains, %d new receipts verified, %d older ones re-verified, %d broken",
@@ -330,7 +331,7 @@ func NewReceiptIntegrityJob(m *Maintenance, every time.Duration, jobs *JobStats,
 
 // NewAuditArchivalJob returns the producer of the audit archival job
 // (SVC_AUDIT_ARCHIVAL_INTERVAL_SECS, SVC_AUDIT_RETENTION_DAYS).
-func NewAuditArchivalJob(m *Maintenance, every time.Duration, jobs *JobStats, log hclog.Logger) actor.Producer {
+func NewAuditArchivalJob(m *Maintenance, every time.Duration, jobs *leader.JobStats, log hclog.Logger) actor.Producer {
 	return m.job(JobAuditArchival, every, jobs, log, func(ctx context.Context) (string, error) {
 		n, err := m.ArchiveAudit(ctx)
 		return fmt.Sprintf("%d audit events archived", n), err
@@ -339,7 +340,7 @@ func NewAuditArchivalJob(m *Maintenance, every time.Duration, jobs *JobStats, lo
 
 // NewVacuumJob returns the producer of the vacuum job
 // (SVC_VACUUM_INTERVAL_SECS).
-func NewVacuumJob(m *Maintenance, every time.Duration, jobs *JobStats, log hclog.Logger) actor.Producer {
+func NewVacuumJob(m *Maintenance, every time.Duration, jobs *leader.JobStats, log hclog.Logger) actor.Producer {
 	return m.job(JobVacuum, every, jobs, log, func(ctx context.Context) (string, error) {
 		r, err := m.store.Vacuum(ctx)
 		switch {

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/hashicorp/go-hclog"
 
+	"svc/leader"
 	"svc/mcpregistry"
 	"svc/persistence"
 )
@@ -21,7 +22,7 @@ import (
 // the servers fails the job, which its supervisor restarts. A pass whose
 // node stops leading starts no more discoveries.
 func NewMCPRediscovery(registry *mcpregistry.Registry, store persistence.MCPStore, every time.Duration, isLeader func() bool,
-	stats *mcpregistry.RediscoveryStats, jobs *JobStats, log hclog.Logger) actor.Producer {
+	stats *mcpregistry.RediscoveryStats, jobs *leader.JobStats, log hclog.Logger) actor.Producer {
 	return newLeaderJob(jobSpec{name: JobMCPRediscovery, every: every, isLeader: isLeader, stats: jobs, log: log,
 		run: func() (string, error) {
 			ctx, cancel := ioContext(time.Minute)

@@ -3,15 +3,12 @@ package actors
 import (
 	"context"
 	"errors"
-	"slices"
-	"strings"
-	"sync"
 	"time"
+
+	"svc/leader"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/hashicorp/go-hclog"
-
-	"svc/persistence"
 )
 
 // tick is sent by a periodic actor's ticker to the actor itself.
@@ -52,7 +49,7 @@ func ioContext(d time.Duration) (context.Context, context.CancelFunc) {
 // leaderJob is a periodic job that runs on the leader only (SPEC part 3,
 // background leadership): every interval, unless this node does not lead
 // or the previous run is still going, it calls run on a goroutine of its
-// own, records the run on its JobStats and logs a line. A run's error
+// own, records the run on its leader.JobStats and logs a line. A run's error
 // panics the actor, so that its supervisor restarts it with its backoff
 // and, past its budget, /readyz names it dead.
 type leaderJob struct {
@@ -69,7 +66,7 @@ type jobSpec struct {
 	// isLeader nil runs the job on every node.
 	isLeader func() bool
 	// stats records every run (nil: not recorded).
-	stats *JobStats
+	stats *leader.JobStats
 	// log gets a line per run (nil: none).
 	log hclog.Logger
 	// run does one pass and sums it up for the log and the status page.
@@ -81,7 +78,7 @@ type jobRan struct{ err error }
 
 // newLeaderJob returns the producer of a leader job's actor.
 func newLeaderJob(spec jobSpec) actor.Producer {
-	spec.stats.declare(spec.name, spec.every)
+	spec.stats.Declare(spec.name, spec.every)
 	return func() actor.Actor { return &leaderJob{spec: spec} }
 }
 
@@ -116,7 +113,7 @@ func (s jobSpec) runOnce() error {
 	if errors.Is(err, errNotLeader) {
 		summary, err = "stopped: this node no longer leads", nil
 	}
-	s.stats.record(s.name, start, d, summary, err)
+	s.stats.Record(s.name, start, d, summary, err)
 	if s.log != nil {
 		if err != nil {
 			s.log.Error("maintenance job failed", "job", s.name, "duration_ms", d.Milliseconds(), "error", err)
@@ -125,93 +122,4 @@ func (s jobSpec) runOnce() error {
 		}
 	}
 	return err
-}
-
-// JobRun is what a job's runs on this node came to.
-type JobRun struct {
-	Name  string
-	Every time.Duration
-	// Runs and Failures count the runs on this node.
-	Runs, Failures uint64
-	// LastStart is zero before the first run here.
-	LastStart    time.Time
-	LastDuration time.Duration
-	// LastOutcome is "ok" or "failed" ("" before the first run).
-	LastOutcome string
-	LastSummary string
-	LastError   string
-}
-
-// JobStats records the leader jobs' runs on this node and, when Store is
-// set, as each job's last run for the installation (the status page reads
-// that on every node). Safe for concurrent use; the zero value is ready
-// and a nil *JobStats records nothing.
-type JobStats struct {
-	// Store, NodeID and Log: where runs are recorded for every node to
-	// read, under which node, and where a failure to record is logged.
-	Store  persistence.JobRunStore
-	NodeID string
-	Log    hclog.Logger
-
-	mu   sync.Mutex
-	jobs map[string]*JobRun
-}
-
-func (s *JobStats) declare(name string, every time.Duration) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.jobs == nil {
-		s.jobs = map[string]*JobRun{}
-	}
-	if s.jobs[name] == nil {
-		s.jobs[name] = &JobRun{Name: name}
-	}
-	if every > 0 {
-		s.jobs[name].Every = every
-	}
-}
-
-func (s *JobStats) record(name string, start time.Time, d time.Duration, summary string, err error) {
-	if s == nil {
-		return
-	}
-	s.declare(name, 0)
-	rec := persistence.JobRunRecord{Job: name, NodeID: s.NodeID, StartedAt: start.UTC(), Duration: d, Outcome: "ok", Summary: summary}
-	if err != nil {
-		rec.Outcome, rec.Error = "failed", err.Error()
-	}
-	s.mu.Lock()
-	r := s.jobs[name]
-	r.Runs++
-	r.LastStart, r.LastDuration, r.LastSummary, r.LastOutcome, r.LastError = start, d, summary, rec.Outcome, rec.Error
-	if err != nil {
-		r.Failures++
-	}
-	s.mu.Unlock()
-	if s.Store == nil {
-		return
-	}
-	ctx, cancel := ioContext(5 * time.Second)
-	defer cancel()
-	if err := s.Store.RecordJobRun(ctx, rec); err != nil && s.Log != nil {
-		s.Log.Warn("recording a maintenance job's run failed", "job", name, "error", err)
-	}
-}
-
-// Snapshot returns every job's record, by name.
-func (s *JobStats) Snapshot() []JobRun {
-	if s == nil {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]JobRun, 0, len(s.jobs))
-	for _, r := range s.jobs {
-		out = append(out, *r)
-	}
-	slices.SortFunc(out, func(a, b JobRun) int { return strings.Compare(a.Name, b.Name) })
-	return out
 }

@@ -14,6 +14,7 @@ import (
 	"svc/broadcast"
 	"svc/config"
 	"svc/control"
+	"svc/leader"
 	"svc/mcpclient"
 	"svc/mcpregistry"
 	"svc/messages"
@@ -149,7 +150,7 @@ func newDiscoveryServer(t *testing.T, slots *mcpregistry.Slots, fetch mcpregistr
 	bus := broadcast.NewEventBus(sys.Root, 8)
 	mcp := mcpregistry.New(store, bus, nil, fetch, slots, hclog.NewNullLogger())
 	plane := control.New(control.Deps{Config: cfg, Store: store, Registry: registry, MCP: mcp})
-	s := New(Deps{Control: plane, Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: &actors.Leadership{},
+	s := New(Deps{Control: plane, Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: &leader.Leadership{},
 		Pool: &actors.PoolSample{}, Events: bus, Log: hclog.NewNullLogger(), MCP: mcp,
 		Heartbeat: func(messages.Heartbeat) {}, Version: "test"})
 	tenant, tok, err := control.NewTenant(context.Background(), store, "acme", "test")

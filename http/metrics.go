@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"svc/actors"
+	"svc/leader"
 	"svc/mcpregistry"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -398,7 +399,7 @@ var (
 )
 
 // jobsCollector reports every leader job's runs from its JobStats.
-type jobsCollector struct{ jobs *actors.JobStats }
+type jobsCollector struct{ jobs *leader.JobStats }
 
 func (c jobsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{jobRunsDesc, jobLastRunDesc, jobLastDurationDesc, jobLastOKDesc} {

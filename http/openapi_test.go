@@ -16,6 +16,7 @@ import (
 	"svc/broadcast"
 	"svc/config"
 	"svc/control"
+	"svc/leader"
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/sharedstate"
@@ -42,7 +43,7 @@ func newTestServer(t *testing.T) *Server {
 	sys := actors.NewSystem(hclog.NewNullLogger())
 	registry := actors.NewRegistry()
 	plane := control.New(control.Deps{Config: cfg, Store: store, Registry: registry})
-	return New(Deps{Control: plane, Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: &actors.Leadership{},
+	return New(Deps{Control: plane, Config: cfg, Store: store, Shared: shared, Registry: registry, Leader: &leader.Leadership{},
 		Pool: &actors.PoolSample{}, Events: broadcast.NewEventBus(sys.Root, 8), Log: hclog.NewNullLogger(),
 		Heartbeat: func(messages.Heartbeat) {}, Version: "test"})
 }

@@ -15,6 +15,7 @@ import (
 	"svc/broadcast"
 	"svc/config"
 	"svc/control"
+	"svc/leader"
 	"svc/mcpproxy"
 	"svc/mcpregistry"
 	"svc/messages"
@@ -31,7 +32,7 @@ type Deps struct {
 	Store      Reads
 	Shared     sharedstate.State
 	Registry   *actors.Registry
-	Leader     *actors.Leadership
+	Leader     *leader.Leadership
 	Pool       *actors.PoolSample
 	Events     *broadcast.EventBus
 	Supervisor *actors.Supervisor
@@ -68,7 +69,7 @@ type Deps struct {
 	Gate *actors.GateStats
 	// Jobs records the leader jobs' runs on this node; Maintenance runs
 	// the maintenance passes (its chain-integrity figures are metrics).
-	Jobs        *actors.JobStats
+	Jobs        *leader.JobStats
 	Maintenance *actors.Maintenance
 	// Exporter is the webhook exporter's counters and subscription cache
 	// (invalidated after every subscription change); nil without one.

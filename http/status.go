@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"svc/actors"
+	"svc/leader"
 	"svc/persistence"
 )
 
@@ -85,7 +86,7 @@ func (s *Server) status(c *Call) (any, error) {
 	if !s.auditWriterOK() {
 		v.AuditWriter = "unhealthy"
 	}
-	lease, err := s.Store.Lease(ctx, actors.LeaseName)
+	lease, err := s.Store.Lease(ctx, leader.LeaseName)
 	switch {
 	case err == nil && lease.ExpiresAt.After(time.Now()):
 		at := lease.ExpiresAt.UTC()

@@ -11,6 +11,7 @@ import (
 	"svc/canonical"
 	"svc/codehost"
 	httpapi "svc/http"
+	"svc/leader"
 	"svc/mcpregistry"
 	"svc/messages"
 	"svc/outbound"
@@ -30,7 +31,7 @@ func (n *Node) newActors() {
 	n.onRelease(n.system.Shutdown)
 	n.registry = actors.NewRegistry()
 	n.registry.Register("audit_writer", false)
-	n.leader = &actors.Leadership{}
+	n.leader = &leader.Leadership{}
 	n.invalidations = broadcast.NewInvalidations(n.shared, log.Named("invalidate"))
 	n.pool = &actors.PoolSample{}
 	n.bus = broadcast.NewEventBus(n.system.Root, cfg.EventBufferSize)
@@ -63,7 +64,7 @@ func (n *Node) newActors() {
 			n.gateHost = host
 		}
 	}
-	n.jobs = &actors.JobStats{Store: n.store, NodeID: cfg.NodeID, Log: log.Named("maintenance")}
+	n.jobs = &leader.JobStats{Store: n.store, NodeID: cfg.NodeID, Log: log.Named("maintenance")}
 	var pub ed25519.PublicKey
 	if n.signer != nil {
 		pub = n.signer.PublicKey()

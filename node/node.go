@@ -26,6 +26,7 @@ import (
 	"svc/config"
 	"svc/control"
 	httpapi "svc/http"
+	"svc/leader"
 	"svc/mcpproxy"
 	"svc/mcpregistry"
 	"svc/persistence"
@@ -66,8 +67,8 @@ type Node struct {
 	// derived from the installation secret every node shares).
 	mcpSessions, mcpCredentials *mcpproxy.Sealer
 	registry                    *actors.Registry
-	leader                      *actors.Leadership
-	jobs                        *actors.JobStats
+	leader                      *leader.Leadership
+	jobs                        *leader.JobStats
 	maintenance                 *actors.Maintenance
 	invalidations               *broadcast.Invalidations
 	waits                       *broadcast.ApprovalWaits
