@@ -202,7 +202,7 @@ func TestReportLeakedToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, auto := range []*bool{&off, &on} {
-		if _, err := f.plane.UpdateTenantSettings(ctx, f.op, control.TenantSettings{AutoRotateTokenOnLeak: auto}); err != nil {
+		if _, _, err := f.plane.UpdateTenantSettings(ctx, f.op, control.TenantSettings{AutoRotateTokenOnLeak: auto}); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []string{uuid.NewString(), deleted} {
@@ -211,7 +211,7 @@ func TestReportLeakedToken(t *testing.T) {
 			}
 		}
 	}
-	if _, err := f.plane.UpdateTenantSettings(ctx, f.op, control.TenantSettings{AutoRotateTokenOnLeak: &off}); err != nil {
+	if _, _, err := f.plane.UpdateTenantSettings(ctx, f.op, control.TenantSettings{AutoRotateTokenOnLeak: &off}); err != nil {
 		t.Fatal(err)
 	}
 	rotated, tok, err := f.plane.ReportLeakedToken(ctx, f.op, a.ID)
@@ -225,7 +225,7 @@ func TestReportLeakedToken(t *testing.T) {
 	if _, err := f.store.LookupAgentToken(ctx, credential.Hash(oldTok)); err != nil {
 		t.Fatalf("the token was rotated: %v", err)
 	}
-	if _, err := f.plane.UpdateTenantSettings(ctx, f.op, control.TenantSettings{AutoRotateTokenOnLeak: &on}); err != nil {
+	if _, _, err := f.plane.UpdateTenantSettings(ctx, f.op, control.TenantSettings{AutoRotateTokenOnLeak: &on}); err != nil {
 		t.Fatal(err)
 	}
 	rotated, tok, err = f.plane.ReportLeakedToken(ctx, f.op, a.ID)
@@ -266,11 +266,11 @@ func TestTenantAndAgentWritesHealth(t *testing.T) {
 	}{
 		{"create tenant", func() error { _, _, err := plane.CreateTenant(ctx, "admin", name()); return err }},
 		{"tenant settings", func() error {
-			_, err := plane.UpdateTenantSettings(ctx, f.op, control.TenantSettings{AutoRotateTokenOnLeak: &on})
+			_, _, err := plane.UpdateTenantSettings(ctx, f.op, control.TenantSettings{AutoRotateTokenOnLeak: &on})
 			return err
 		}},
 		{"codehost secret", func() error {
-			_, err := plane.UpdateTenantSettings(ctx, f.op, control.TenantSettings{CodehostWebhookSecret: &secret})
+			_, _, err := plane.UpdateTenantSettings(ctx, f.op, control.TenantSettings{CodehostWebhookSecret: &secret})
 			return err
 		}},
 		{"operator token", func() error {
@@ -308,7 +308,7 @@ func TestTenantAndAgentWritesHealth(t *testing.T) {
 	}
 	// The leak report without auto-rotation appends its event alone.
 	off := false
-	if _, err := plane.UpdateTenantSettings(ctx, f.op, control.TenantSettings{AutoRotateTokenOnLeak: &off}); err != nil {
+	if _, _, err := plane.UpdateTenantSettings(ctx, f.op, control.TenantSettings{AutoRotateTokenOnLeak: &off}); err != nil {
 		t.Fatal(err)
 	}
 	bs.failWith = persistence.ErrUnavailable

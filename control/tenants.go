@@ -66,30 +66,70 @@ func (p *Plane) DeleteTenant(ctx context.Context, id string) error {
 // as it is.
 type TenantSettings struct {
 	AutoRotateTokenOnLeak *bool
-	// CodehostWebhookSecret is the tenant's own code-host webhook secret;
-	// "" removes it.
+	// CodehostWebhookSecret is the tenant's own code-host webhook secret:
+	// "generate" mints one (returned once by UpdateTenantSettings), ""
+	// removes it, anything else is the secret itself, CodehostSecretMin to
+	// CodehostSecretMax printable ASCII characters without spaces.
 	CodehostWebhookSecret *string
+}
+
+// CodehostKeyPrefix starts every code-host webhook secret svc generates.
+const CodehostKeyPrefix = "svc_chsec_"
+
+// Limits of a tenant's own code-host webhook secret given by its admin.
+const (
+	CodehostSecretMin = 32
+	CodehostSecretMax = 256
+)
+
+// codehostSecret is the secret a setting stores, and the one to show once
+// when it was generated; a secret of the wrong form is an Invalid refusal.
+func codehostSecret(v string) (secret, shown string, err error) {
+	switch v {
+	case "":
+		return "", "", nil
+	case "generate":
+		secret, _ = credential.Mint(CodehostKeyPrefix)
+		return secret, secret, nil
+	}
+	ok := len(v) >= CodehostSecretMin && len(v) <= CodehostSecretMax
+	for i := 0; ok && i < len(v); i++ {
+		ok = v[i] > ' ' && v[i] <= '~'
+	}
+	if !ok {
+		return "", "", invalid("codehost_webhook_secret", `must be "generate", %d to %d printable ASCII characters without spaces, or null`,
+			CodehostSecretMin, CodehostSecretMax)
+	}
+	return v, "", nil
 }
 
 // UpdateTenantSettings applies s to the caller's tenant, one
 // tenant_settings_updated config_change event per setting changed (the
-// secret's says set or removed, never the secret), and returns the tenant.
-func (p *Plane) UpdateTenantSettings(ctx context.Context, op Operator, s TenantSettings) (persistence.Tenant, error) {
-	if secret := s.CodehostWebhookSecret; secret != nil {
+// secret's says set or removed, never the secret), and returns the tenant
+// and, when the code-host secret was generated, that secret (shown once).
+func (p *Plane) UpdateTenantSettings(ctx context.Context, op Operator, s TenantSettings) (persistence.Tenant, string, error) {
+	shown := ""
+	if s.CodehostWebhookSecret != nil {
+		secret, generated, err := codehostSecret(*s.CodehostWebhookSecret)
+		if err != nil {
+			return persistence.Tenant{}, "", err
+		}
 		change := "set"
-		if *secret == "" {
+		if secret == "" {
 			change = "removed"
 		}
-		err := p.change(func() error {
-			return p.d.Store.SetCodehostWebhookSecret(ctx, op.TenantID, *secret, time.Now().UTC().Truncate(time.Microsecond),
+		err = p.change(func() error {
+			return p.d.Store.SetCodehostWebhookSecret(ctx, op.TenantID, secret, time.Now().UTC().Truncate(time.Microsecond),
 				Event(op, "config_change", "tenant_settings_updated", "", map[string]any{"codehost_webhook_secret": change}))
 		}, nil)
 		if err != nil {
-			return persistence.Tenant{}, err
+			return persistence.Tenant{}, "", err
 		}
+		shown = generated
 	}
 	if s.AutoRotateTokenOnLeak == nil {
-		return p.d.Store.GetTenant(ctx, op.TenantID)
+		t, err := p.d.Store.GetTenant(ctx, op.TenantID)
+		return t, shown, err
 	}
 	var t persistence.Tenant
 	err := p.change(func() (err error) {
@@ -98,7 +138,7 @@ func (p *Plane) UpdateTenantSettings(ctx context.Context, op Operator, s TenantS
 				map[string]any{"auto_rotate_token_on_leak_enabled": *s.AutoRotateTokenOnLeak}))
 		return err
 	}, nil)
-	return t, err
+	return t, shown, err
 }
 
 // CreateOperatorToken mints an operator token named name with role for the

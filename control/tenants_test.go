@@ -182,6 +182,42 @@ func TestDeleteTenant(t *testing.T) {
 
 // Tenant settings: one tenant_settings_updated event per setting, the
 // secret's saying set or removed and never the secret.
+// TestCodehostSecretSetting: "generate" mints a secret shown once (and
+// stored); a secret of the wrong form is refused before anything is
+// written.
+func TestCodehostSecretSetting(t *testing.T) {
+	ctx := context.Background()
+	t.Run("generate", func(t *testing.T) {
+		f := newFixture(t)
+		gen := "generate"
+		_, shown, err := f.plane.UpdateTenantSettings(ctx, f.op, control.TenantSettings{CodehostWebhookSecret: &gen})
+		if err != nil || !strings.HasPrefix(shown, control.CodehostKeyPrefix) || len(shown) < control.CodehostSecretMin {
+			t.Fatalf("generated %q %v", shown, err)
+		}
+		if got, err := f.store.CodehostWebhookSecret(ctx, f.op.TenantID); err != nil || got != shown {
+			t.Fatalf("stored %q %v, want the secret shown", got, err)
+		}
+		if evs := f.audit(t); len(evs) != 1 || strings.Contains(fmtDetails(evs[0]), shown) {
+			t.Fatalf("events %+v", evs)
+		}
+	})
+	for name, bad := range map[string]string{"too short": strings.Repeat("s", control.CodehostSecretMin-1),
+		"too long": strings.Repeat("s", control.CodehostSecretMax+1), "a space": strings.Repeat("s", 31) + " x",
+		"not ASCII": strings.Repeat("s", 40) + "\u00e9"} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			_, _, err := f.plane.UpdateTenantSettings(ctx, f.op, control.TenantSettings{CodehostWebhookSecret: &bad})
+			var r *control.Refusal
+			if !errors.As(err, &r) || r.Kind != control.Invalid || r.Field != "codehost_webhook_secret" {
+				t.Fatalf("%q: %v, want an Invalid refusal of codehost_webhook_secret", bad, err)
+			}
+			if got, _ := f.store.CodehostWebhookSecret(ctx, f.op.TenantID); got != "" || len(f.audit(t)) != 0 {
+				t.Fatalf("a refused secret was written (%q)", got)
+			}
+		})
+	}
+}
+
 func TestUpdateTenantSettings(t *testing.T) {
 	on, off := true, false
 	secret, none := strings.Repeat("s", 40), ""
@@ -207,9 +243,9 @@ func TestUpdateTenantSettings(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t)
 			ctx := context.Background()
-			tn, err := f.plane.UpdateTenantSettings(ctx, f.op, c.s)
-			if err != nil {
-				t.Fatal(err)
+			tn, shown, err := f.plane.UpdateTenantSettings(ctx, f.op, c.s)
+			if err != nil || shown != "" {
+				t.Fatal(shown, err)
 			}
 			if tn.ID != f.op.TenantID || tn.AutoRotateTokenOnLeak != c.rotate {
 				t.Fatalf("tenant %+v", tn)

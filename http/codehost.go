@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"svc/actors"
-	"svc/credential"
 	"svc/messages"
 	"svc/persistence"
 )
@@ -36,15 +35,6 @@ const deliveryWindow = 72 * time.Hour
 // maxDeliveryIDLen bounds a delivery id (the code host's are 36-character
 // GUIDs).
 const maxDeliveryIDLen = 100
-
-// codehostKeyPrefix starts every code-host webhook secret svc generates.
-const codehostKeyPrefix = "svc_chsec_"
-
-// Limits of a tenant's own code-host webhook secret given by its admin.
-const (
-	minCodehostSecretLen = 32
-	maxCodehostSecretLen = 256
-)
 
 type codehostView struct {
 	Status string `json:"status" openapi:"enum=accepted|ignored"`
@@ -228,29 +218,6 @@ func codehostRepeat(d, first persistence.CodehostDelivery) (any, error) {
 		e.Details["delivery_id"] = d.DeliveryID
 		return nil, e
 	}
-}
-
-// codehostSecretSetting parses codehost_webhook_secret of PATCH
-// /tenants/settings: "generate" mints one (shown once), null removes the
-// tenant's own secret (""), anything else is the secret itself, 32 to 256
-// printable ASCII characters without spaces.
-func codehostSecretSetting(v *string) (secret, shown string, err error) {
-	switch {
-	case v == nil:
-		return "", "", nil
-	case *v == "generate":
-		secret, _ = credential.Mint(codehostKeyPrefix)
-		return secret, secret, nil
-	}
-	ok := len(*v) >= minCodehostSecretLen && len(*v) <= maxCodehostSecretLen
-	for i := 0; ok && i < len(*v); i++ {
-		ok = (*v)[i] > ' ' && (*v)[i] <= '~'
-	}
-	if !ok {
-		return "", "", invalidField("codehost_webhook_secret", `must be "generate", %d to %d printable ASCII characters without spaces, or null`,
-			minCodehostSecretLen, maxCodehostSecretLen)
-	}
-	return *v, "", nil
 }
 
 // pullView is a pull request the tenant's agents touched, as the Security

@@ -234,7 +234,7 @@ func TestCodehostWebhookTenantSecret(t *testing.T) {
 	}
 	code, m := patch(`{"codehost_webhook_secret":"generate"}`)
 	own, _ := m["codehost_webhook_secret"].(string)
-	if code != 200 || m["codehost_webhook_secret_set"] != true || !strings.HasPrefix(own, codehostKeyPrefix) ||
+	if code != 200 || m["codehost_webhook_secret_set"] != true || !strings.HasPrefix(own, control.CodehostKeyPrefix) ||
 		m["auto_rotate_token_on_leak_enabled"] != true {
 		t.Fatalf("generate: %d %v", code, m)
 	}

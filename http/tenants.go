@@ -174,15 +174,15 @@ func (s *Server) updateTenantSettings(c *Call) (any, error) {
 	case !rotate && !hasSecret:
 		return nil, invalidField("auto_rotate_token_on_leak_enabled", "is required unless codehost_webhook_secret is given")
 	}
-	secret, shown, err := codehostSecretSetting(b.CodehostWebhookSecret)
-	if err != nil {
-		return nil, err
-	}
 	change := control.TenantSettings{AutoRotateTokenOnLeak: b.AutoRotateTokenOnLeakEnabled}
 	if hasSecret {
+		secret := "" // null removes the tenant's own secret
+		if b.CodehostWebhookSecret != nil {
+			secret = *b.CodehostWebhookSecret
+		}
 		change.CodehostWebhookSecret = &secret
 	}
-	t, err := s.Control.UpdateTenantSettings(c.Ctx(), operator(c.Principal), change)
+	t, shown, err := s.Control.UpdateTenantSettings(c.Ctx(), operator(c.Principal), change)
 	if err != nil {
 		return nil, err
 	}
