@@ -20,11 +20,11 @@ import (
 // agent's calls on this node, gathers the facts the rules need and asks
 // rules/authz at each step.
 
-// AgentActor serializes one agent's calls on this node. It blocks its own
+// agentActor serializes one agent's calls on this node. It blocks its own
 // mailbox on the shared-state and registry reads of a call (that is the
 // per-agent serialization) but never on the database commit, which the
 // caller awaits. It stops itself after AgentIdle without calls.
-type AgentActor struct {
+type agentActor struct {
 	facts agentFacts  // the node's *factSource; a fake in the unit tests
 	table *actorTable // where its incarnation is registered
 	idle  time.Duration
@@ -33,7 +33,7 @@ type AgentActor struct {
 }
 
 // Receive implements actor.Actor.
-func (g *AgentActor) Receive(ctx actor.Context) {
+func (g *agentActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		ctx.SetReceiveTimeout(g.idle)
@@ -82,7 +82,7 @@ func (q *agentAsk) IgnoreDeadLetterLogging() {}
 
 // decide gathers the facts of SPEC 4.2 rules 3 to 9 and 13, in the order
 // the rules need them, asks rules/authz at each step, and returns a draft.
-func (g *AgentActor) decide(ctx context.Context, m *messages.Authorize) *draft {
+func (g *agentActor) decide(ctx context.Context, m *messages.Authorize) *draft {
 	f := g.facts
 	req := &m.Request
 	refuse := func(r *authz.Refused) *draft {
@@ -138,7 +138,7 @@ func (g *AgentActor) decide(ctx context.Context, m *messages.Authorize) *draft {
 
 // evaluate is rule 9's policy evaluation, with the skill registry's facts
 // of the call; an unavailable or failing policy denies (fail closed).
-func (g *AgentActor) evaluate(ctx context.Context, m *messages.Authorize, ad authz.Admission, facts authz.Facts) (policy.Result, authz.Facts) {
+func (g *agentActor) evaluate(ctx context.Context, m *messages.Authorize, ad authz.Admission, facts authz.Facts) (policy.Result, authz.Facts) {
 	f, req, tc := g.facts, &m.Request, ad.ToolCall
 	in := policy.Input{TenantID: m.TenantID, Agent: policy.AgentInput{ID: m.AgentID, Name: m.AgentName, RiskTier: m.RiskTier, Status: m.AgentStatus},
 		ToolCall:     policy.ToolCall{Tool: tc.Tool, Action: tc.Action, Resource: tc.Resource, Parameters: tc.Parameters},
@@ -184,7 +184,7 @@ func rootTrust(req *messages.AuthorizeRequest) *string {
 // being consumed in the decision's transaction; otherwise deny with the
 // reason that applies. A deny or quarantine from the policy wins over any
 // approval (the caller checks that first).
-func (g *AgentActor) presentApproval(ctx context.Context, m *messages.Authorize, ad authz.Admission, res policy.Result, facts authz.Facts) *draft {
+func (g *agentActor) presentApproval(ctx context.Context, m *messages.Authorize, ad authz.Admission, res policy.Result, facts authz.Facts) *draft {
 	f, id, hash := g.facts, *m.Request.ApprovalID, ad.ActionHash
 	deny := func(reason string) *draft {
 		df := facts
@@ -222,7 +222,7 @@ func ptr[T any](v T) *T { return &v }
 
 // draftDecision asks rule 9 for the verdict, scores it, and builds the
 // response, the rows and the verdict's SOC events.
-func (g *AgentActor) draftDecision(ctx context.Context, m *messages.Authorize, ad authz.Admission, res policy.Result, facts authz.Facts) *draft {
+func (g *agentActor) draftDecision(ctx context.Context, m *messages.Authorize, ad authz.Admission, res policy.Result, facts authz.Facts) *draft {
 	f, req, tc, hash := g.facts, &m.Request, ad.ToolCall, ad.ActionHash
 	settings := f.riskSettings(ctx, m.TenantID)
 	facts.Escalation = authz.Escalation{Window: time.Duration(settings.WindowMinutes) * time.Minute, Threshold: settings.DenialThreshold}

@@ -1,7 +1,7 @@
 package actors
 
 // Unit tests of the agent actor's rule order (SPEC 4.2 rules 3 to 9, 11
-// and 13, CONTRACT §4): AgentActor.decide over a fake fact source. The
+// and 13, CONTRACT §4): agentActor.decide over a fake fact source. The
 // fake holds what the store, the shared state and the registries would say,
 // and records what the actor read, in order; the policy is the real
 // in-process engine with the base set (and, where a case says so, tenant
@@ -142,7 +142,7 @@ func (f *fakeFacts) checkApproval(_ context.Context, _, id, agentID, hash string
 	if f.approvalErr != nil {
 		return "", f.approvalErr
 	}
-	return ClassifyApproval(f.approvals[id], agentID, hash, f.now, false), nil
+	return classifyApproval(f.approvals[id], agentID, hash, f.now, false), nil
 }
 
 func (f *fakeFacts) reserveApproval(_ context.Context, _, id, agentID, hash string) (string, error) {
@@ -150,7 +150,7 @@ func (f *fakeFacts) reserveApproval(_ context.Context, _, id, agentID, hash stri
 	if f.approvalErr != nil {
 		return "", f.approvalErr
 	}
-	reason := ClassifyApproval(f.approvals[id], agentID, hash, f.now, f.reserved[id])
+	reason := classifyApproval(f.approvals[id], agentID, hash, f.now, f.reserved[id])
 	if reason == "" {
 		f.reserved[id] = true
 	}
@@ -169,7 +169,7 @@ func (f *fakeFacts) recentDenials(context.Context, string, string) int {
 
 func (f *fakeFacts) logger() hclog.Logger { return hclog.NewNullLogger() }
 
-// agentCase is one call to AgentActor.decide. call changes the default
+// agentCase is one call to agentActor.decide. call changes the default
 // request (a read-only call of github/list_issues at
 // trusted_internal_signed by an active low-tier agent); facts sets what the
 // fact source holds, after call; check asserts more than want does.
@@ -244,7 +244,7 @@ func runAgentCases(t *testing.T, cases []agentCase) {
 			if tc.facts != nil {
 				tc.facts(f, m)
 			}
-			d := (&AgentActor{facts: f}).decide(context.Background(), m)
+			d := (&agentActor{facts: f}).decide(context.Background(), m)
 			checkDraft(t, m, d, f, tc.want)
 			if tc.check != nil && !t.Failed() {
 				tc.check(t, m, d, f)

@@ -192,16 +192,16 @@ func (a *Approvals) props(tenantID, id string) func(*actorRef) *actor.Props {
 	key := tenantID + "/" + id
 	return func(ref *actorRef) *actor.Props {
 		return actor.PropsFromProducer(func() actor.Actor {
-			return &ApprovalActor{front: a, key: key, ref: ref, tenantID: tenantID, id: id}
+			return &approvalActor{front: a, key: key, ref: ref, tenantID: tenantID, id: id}
 		}, actor.WithDispatcher(dispatcherOf(a.system)), actor.WithGuardian(onDemandGuardian))
 	}
 }
 
-// ApprovalActor is one approval's state machine on this node (SPEC 3):
+// approvalActor is one approval's state machine on this node (SPEC 3):
 // PENDING to APPROVED or REJECTED once, APPROVED consumed once, EXPIRED
 // past expires_at. The database row is the truth; the actor adds the
 // serialization of this node's requests and the in-flight reservation.
-type ApprovalActor struct {
+type approvalActor struct {
 	front    *Approvals
 	key      string
 	ref      *actorRef // the incarnation; a restart after a panic keeps it
@@ -213,7 +213,7 @@ type ApprovalActor struct {
 }
 
 // Receive implements actor.Actor.
-func (p *ApprovalActor) Receive(ctx actor.Context) {
+func (p *approvalActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		ctx.SetReceiveTimeout(p.front.opt.Idle)
@@ -246,7 +246,7 @@ func (p *ApprovalActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (p *ApprovalActor) decide(ctx context.Context, m *approvalReq) approvalRes {
+func (p *approvalActor) decide(ctx context.Context, m *approvalReq) approvalRes {
 	d := m.decision
 	d.TenantID, d.ID, d.At = p.tenantID, p.id, p.front.Now()
 	event := "approval_rejected"
@@ -291,7 +291,7 @@ var errInvalidParameters = errors.New("invalid parameters")
 // IsInvalidParameters reports an edit whose parameters cannot be hashed.
 func IsInvalidParameters(err error) bool { return errors.Is(err, errInvalidParameters) }
 
-func (p *ApprovalActor) consume(ctx context.Context, m *approvalReq) approvalRes {
+func (p *approvalActor) consume(ctx context.Context, m *approvalReq) approvalRes {
 	now := p.front.Now()
 	if p.reserved {
 		// A decision presenting this approval is being committed: this
@@ -319,7 +319,7 @@ func (p *ApprovalActor) consume(ctx context.Context, m *approvalReq) approvalRes
 	return approvalRes{approval: a, err: err}
 }
 
-func (p *ApprovalActor) reserve(ctx context.Context, m *approvalReq) approvalRes {
+func (p *approvalActor) reserve(ctx context.Context, m *approvalReq) approvalRes {
 	if p.reserved && time.Since(p.reservedAt) > reservationLimit {
 		p.reserved = false // its decision never settled (the caller gave up)
 	}
@@ -330,7 +330,7 @@ func (p *ApprovalActor) reserve(ctx context.Context, m *approvalReq) approvalRes
 	if err != nil {
 		return approvalRes{err: err}
 	}
-	reason := ClassifyApproval(a, m.agentID, m.hash, p.front.Now(), p.reserved)
+	reason := classifyApproval(a, m.agentID, m.hash, p.front.Now(), p.reserved)
 	if reason == "" {
 		p.reserved, p.reservedAt = true, time.Now()
 	}
@@ -340,10 +340,10 @@ func (p *ApprovalActor) reserve(ctx context.Context, m *approvalReq) approvalRes
 // reservationLimit bounds a reservation whose decision never settles.
 const reservationLimit = time.Minute
 
-// ClassifyApproval is the check of an approval presented on authorize
+// classifyApproval is the check of an approval presented on authorize
 // (CONTRACT §4): "" when it grants the call, else the deny reason. A zero
 // approval (none found) and another agent's approval are not granted.
-func ClassifyApproval(a persistence.Approval, agentID, hash string, now time.Time, reserved bool) string {
+func classifyApproval(a persistence.Approval, agentID, hash string, now time.Time, reserved bool) string {
 	switch {
 	case a.ID == "" || a.AgentID != agentID:
 		return ApprovalNotGranted
@@ -360,15 +360,15 @@ func ClassifyApproval(a persistence.Approval, agentID, hash string, now time.Tim
 }
 
 // replay emits the replay_attempt SOC event of a second consumption.
-func (p *ApprovalActor) replay(a persistence.Approval, reason string) {
+func (p *approvalActor) replay(a persistence.Approval, reason string) {
 	if p.front.events == nil {
 		return
 	}
-	p.front.events.Publish(ApprovalEvent(a, messages.KindReplayAttempt, reason))
+	p.front.events.Publish(approvalEvent(a, messages.KindReplayAttempt, reason))
 }
 
-// ApprovalEvent is a SOC event about an approval: ids and hashes only.
-func ApprovalEvent(a persistence.Approval, kind, reason string) messages.AseEvent {
+// approvalEvent is a SOC event about an approval: ids and hashes only.
+func approvalEvent(a persistence.Approval, kind, reason string) messages.AseEvent {
 	var tc canonical.ToolCall
 	_ = json.Unmarshal(a.ToolCall, &tc)
 	decisionID, hash := a.DecisionID, a.ActionHash

@@ -146,8 +146,8 @@ func (a *Authorizer) Consistent(ctx context.Context) error {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
-	reply := make(chan *BarrierPassed, 1)
-	a.system.Root.Send(a.writer, &Barrier{Reply: reply})
+	reply := make(chan *barrierPassed, 1)
+	a.system.Root.Send(a.writer, &barrier{Reply: reply})
 	_, err := await(reply, timeout)
 	return err
 }
@@ -224,7 +224,7 @@ func (a *Authorizer) auditRefusal(m *messages.Authorize, o *messages.AuthorizeOu
 		return // SPEC 4.2 rule 11: a dry run writes no audit row, refused or not
 	}
 	tool := canonical.NormalizeIdentifier(m.Request.ToolCall.Tool)
-	a.system.Root.Send(a.writer, &BufferAudit{Events: []persistence.AuditEvent{{ID: persistence.NewRecordID(), TenantID: m.TenantID,
+	a.system.Root.Send(a.writer, &bufferAudit{Events: []persistence.AuditEvent{{ID: persistence.NewRecordID(), TenantID: m.TenantID,
 		EventType: "authorize_refused", Action: f.Code, Actor: "agent:" + m.AgentID, AgentID: m.AgentID, CreatedAt: time.Now().UTC(),
 		Details: map[string]any{"action": f.Code, "status": a.opt.RefusalStatus(f.Refusal), "tool": tool, "message": f.Message}}}})
 }
@@ -266,7 +266,7 @@ func (a *Authorizer) askAgent(ctx context.Context, m *messages.Authorize) (*draf
 func (a *Authorizer) agentProps(key string) func(*actorRef) *actor.Props {
 	return func(ref *actorRef) *actor.Props {
 		return actor.PropsFromProducer(func() actor.Actor {
-			return &AgentActor{facts: a.facts, table: &a.agents, idle: a.opt.AgentIdle, key: key, ref: ref}
+			return &agentActor{facts: a.facts, table: &a.agents, idle: a.opt.AgentIdle, key: key, ref: ref}
 		},
 			actor.WithDispatcher(dispatcherOf(a.system)),
 			actor.WithGuardian(onDemandGuardian))

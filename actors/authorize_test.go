@@ -156,9 +156,9 @@ func TestDeadLetteredAsksAreAnswered(t *testing.T) {
 	if !errors.Is(c.Err, actor.ErrDeadLetter) {
 		t.Fatalf("commit sent to a stopped writer answered %+v, want ErrDeadLetter", c)
 	}
-	barrier := make(chan *BarrierPassed, 1)
-	sys.Root.Send(writer, &Barrier{Reply: barrier})
-	if _, err := await(barrier, 4*time.Second); err != nil {
+	passed := make(chan *barrierPassed, 1)
+	sys.Root.Send(writer, &barrier{Reply: passed})
+	if _, err := await(passed, 4*time.Second); err != nil {
 		t.Fatalf("barrier sent to a stopped writer: %v", err)
 	}
 }

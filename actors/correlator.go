@@ -50,7 +50,7 @@ type correlatorIdle struct {
 }
 
 // correlator returns (spawning when needed) the tenant/agent correlator.
-func (p *SOCPipeline) correlator(ctx actor.Context, tenantID, agentID string) *corrEntry {
+func (p *socPipeline) correlator(ctx actor.Context, tenantID, agentID string) *corrEntry {
 	key := tenantID + "/" + agentID
 	if e, ok := p.corr[key]; ok {
 		return e
@@ -58,7 +58,7 @@ func (p *SOCPipeline) correlator(ctx actor.Context, tenantID, agentID string) *c
 	parent, idle, seen := ctx.Self(), p.opt.CorrelatorIdle, new(uint64)
 	shared, life, stats := p.opt.Shared, p.life, p.stats
 	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &Correlator{tenantID: tenantID, agentID: agentID, key: key, parent: parent, idle: idle, seen: seen,
+		return &correlator{tenantID: tenantID, agentID: agentID, key: key, parent: parent, idle: idle, seen: seen,
 			shared: shared, life: life, stats: stats}
 	}, actor.WithDispatcher(dispatcherOf(ctx.ActorSystem()))))
 	e := &corrEntry{pid: pid}
@@ -67,12 +67,12 @@ func (p *SOCPipeline) correlator(ctx actor.Context, tenantID, agentID string) *c
 	return e
 }
 
-// Correlator holds one tenant/agent's correlation windows (SPEC 6.3), or
+// correlator holds one tenant/agent's correlation windows (SPEC 6.3), or
 // with shared detection updates the installation's windows and baseline of
 // the agent (SharedDetection). When idle with nothing left in its own
 // windows (with shared detection: when idle) it asks the pipeline to stop
 // it.
-type Correlator struct {
+type correlator struct {
 	tenantID, agentID, key string
 	parent                 *actor.PID
 	idle                   time.Duration
@@ -86,7 +86,7 @@ type Correlator struct {
 }
 
 // Receive implements actor.Actor.
-func (c *Correlator) Receive(ctx actor.Context) {
+func (c *correlator) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		c.w = &correlate.Windows{}

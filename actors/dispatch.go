@@ -9,7 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// ReusingDispatcher is a protoactor-go dispatcher that runs mailboxes on
+// reusingDispatcher is a protoactor-go dispatcher that runs mailboxes on
 // reused goroutines. The default dispatcher starts a goroutine for every
 // mailbox run; an agent actor's run evaluates Rego, whose deep recursion
 // then grows that fresh 8 KiB stack again every time (runtime.copystack was
@@ -18,7 +18,7 @@ import (
 // one is waiting and starts a new one otherwise, so it never blocks and the
 // number of goroutines follows the number of busy mailboxes, as before;
 // a worker idle for idleTimeout exits.
-type ReusingDispatcher struct {
+type reusingDispatcher struct {
 	throughput int
 	idle       chan func()
 	timeout    time.Duration
@@ -26,16 +26,16 @@ type ReusingDispatcher struct {
 	live       atomic.Int64 // goroutines running now
 }
 
-var _ actor.Dispatcher = (*ReusingDispatcher)(nil)
+var _ actor.Dispatcher = (*reusingDispatcher)(nil)
 
-// NewReusingDispatcher returns a dispatcher processing up to throughput
+// newReusingDispatcher returns a dispatcher processing up to throughput
 // messages per mailbox run before yielding (as actor.NewDefaultDispatcher).
-func NewReusingDispatcher(throughput int, idleTimeout time.Duration) *ReusingDispatcher {
-	return &ReusingDispatcher{throughput: throughput, idle: make(chan func()), timeout: idleTimeout}
+func newReusingDispatcher(throughput int, idleTimeout time.Duration) *reusingDispatcher {
+	return &reusingDispatcher{throughput: throughput, idle: make(chan func()), timeout: idleTimeout}
 }
 
 // Schedule implements actor.Dispatcher.
-func (d *ReusingDispatcher) Schedule(fn func()) {
+func (d *reusingDispatcher) Schedule(fn func()) {
 	select {
 	case d.idle <- fn:
 	default:
@@ -46,15 +46,15 @@ func (d *ReusingDispatcher) Schedule(fn func()) {
 }
 
 // Started is the number of goroutines the dispatcher has started.
-func (d *ReusingDispatcher) Started() int64 { return d.started.Load() }
+func (d *reusingDispatcher) Started() int64 { return d.started.Load() }
 
 // Live is the number of its goroutines running now, busy or idle.
-func (d *ReusingDispatcher) Live() int64 { return d.live.Load() }
+func (d *reusingDispatcher) Live() int64 { return d.live.Load() }
 
 // Throughput implements actor.Dispatcher.
-func (d *ReusingDispatcher) Throughput() int { return d.throughput }
+func (d *reusingDispatcher) Throughput() int { return d.throughput }
 
-func (d *ReusingDispatcher) work(fn func()) {
+func (d *reusingDispatcher) work(fn func()) {
 	t := time.NewTimer(d.timeout)
 	defer func() {
 		t.Stop()
@@ -75,7 +75,7 @@ func (d *ReusingDispatcher) work(fn func()) {
 // system's extensions: NewSystem creates one per system (so per node),
 // and it runs every actor svc spawns in that system (mailbox throughput
 // 300, as protoactor-go's default) and the GroupWriter's commits.
-type systemDispatcher struct{ d *ReusingDispatcher }
+type systemDispatcher struct{ d *reusingDispatcher }
 
 // dispatcherExtension is the extension id of systemDispatcher (an id drawn
 // once, not state).

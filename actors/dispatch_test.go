@@ -13,7 +13,7 @@ import (
 // Schedule never blocks: 100 runs that all wait for one another each get a
 // goroutine of their own.
 func TestReusingDispatcherNeverBlocks(t *testing.T) {
-	d := NewReusingDispatcher(10, time.Minute)
+	d := newReusingDispatcher(10, time.Minute)
 	var all, release sync.WaitGroup
 	all.Add(100)
 	release.Add(1)
@@ -33,7 +33,7 @@ func TestReusingDispatcherNeverBlocks(t *testing.T) {
 // Runs one after another reuse the same goroutine, and an idle goroutine
 // exits after the idle timeout.
 func TestReusingDispatcherReusesAndRetires(t *testing.T) {
-	d := NewReusingDispatcher(10, 200*time.Millisecond)
+	d := newReusingDispatcher(10, 200*time.Millisecond)
 	done := make(chan struct{})
 	for range 50 {
 		d.Schedule(func() { done <- struct{}{} })
@@ -54,7 +54,7 @@ func TestReusingDispatcherReusesAndRetires(t *testing.T) {
 // a time.
 func TestReusingDispatcherRunsActors(t *testing.T) {
 	system := actor.NewActorSystem()
-	d := NewReusingDispatcher(5, time.Minute)
+	d := newReusingDispatcher(5, time.Minute)
 	var mu sync.Mutex
 	var got []int
 	busy := false

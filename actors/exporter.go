@@ -29,11 +29,11 @@ const (
 
 // Exporter defaults (SPEC 6.5).
 const (
-	DefaultExportAttempts    = 3
-	DefaultExportBackoff     = 200 * time.Millisecond
-	DefaultExportTimeout     = 5 * time.Second
-	DefaultExportMaxInFlight = 32
-	DefaultExportCacheTTL    = 5 * time.Second
+	defaultExportAttempts    = 3
+	defaultExportBackoff     = 200 * time.Millisecond
+	defaultExportTimeout     = 5 * time.Second
+	defaultExportMaxInFlight = 32
+	defaultExportCacheTTL    = 5 * time.Second
 	// exportMaxWaiting bounds the exports of one tenant that wait while its
 	// subscriptions load; more are dropped.
 	exportMaxWaiting = 1024
@@ -82,7 +82,7 @@ type ExporterOptions struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
-// Exporter is the webhook-export actor (SPEC 6.5). It sees the chat
+// exporter is the webhook-export actor (SPEC 6.5). It sees the chat
 // notifier's triggers: subscribed to the event bus, it takes every deny
 // and require_approval decision, and it is sent the SOC pipeline's
 // Notifications of HIGH alerts and incidents. For each, it picks the
@@ -97,7 +97,7 @@ type ExporterOptions struct {
 // through the ExporterHandle; loading them runs off the mailbox, and the
 // tenant's exports wait for the load in order. Nothing here ever blocks
 // authorize: triggers arrive through the non-blocking bus or a Send.
-type Exporter struct {
+type exporter struct {
 	store  persistence.WebhookStore
 	opts   ExporterOptions
 	handle *ExporterHandle
@@ -127,7 +127,7 @@ type exportTenant struct {
 
 // exportLoaded brings a tenant's subscriptions back to the actor.
 type exportLoaded struct {
-	owner    *Exporter
+	owner    *exporter
 	tenantID string
 	subs     []persistence.WebhookSubscription
 	err      error
@@ -135,7 +135,7 @@ type exportLoaded struct {
 
 // exportDone reports a finished delivery back to the actor.
 type exportDone struct {
-	owner    *Exporter
+	owner    *exporter
 	tenantID string
 	subID    string
 	revision int64
@@ -154,19 +154,19 @@ type exportDone struct {
 // nil.
 func NewExporter(store persistence.WebhookStore, handle *ExporterHandle, opts ExporterOptions, log hclog.Logger) actor.Producer {
 	if opts.Attempts <= 0 {
-		opts.Attempts = DefaultExportAttempts
+		opts.Attempts = defaultExportAttempts
 	}
 	if opts.Backoff <= 0 {
-		opts.Backoff = DefaultExportBackoff
+		opts.Backoff = defaultExportBackoff
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultExportTimeout
+		opts.Timeout = defaultExportTimeout
 	}
 	if opts.MaxInFlight <= 0 {
-		opts.MaxInFlight = DefaultExportMaxInFlight
+		opts.MaxInFlight = defaultExportMaxInFlight
 	}
 	if opts.CacheTTL <= 0 {
-		opts.CacheTTL = DefaultExportCacheTTL
+		opts.CacheTTL = defaultExportCacheTTL
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"
@@ -184,12 +184,12 @@ func NewExporter(store persistence.WebhookStore, handle *ExporterHandle, opts Ex
 		log = hclog.NewNullLogger()
 	}
 	return func() actor.Actor {
-		return &Exporter{store: store, opts: opts, handle: handle, log: log}
+		return &exporter{store: store, opts: opts, handle: handle, log: log}
 	}
 }
 
 // Receive implements actor.Actor.
-func (x *Exporter) Receive(ctx actor.Context) {
+func (x *exporter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		x.ctx, x.cancel = context.WithCancel(context.Background())
@@ -213,7 +213,7 @@ func (x *Exporter) Receive(ctx actor.Context) {
 
 // export sends e to the tenant's matching subscriptions, loading them
 // first when the cache has none that are current.
-func (x *Exporter) export(ctx actor.Context, e Export) {
+func (x *exporter) export(ctx actor.Context, e Export) {
 	if x.opts.Post == nil || e.TenantID == "" {
 		return
 	}
@@ -249,7 +249,7 @@ func (x *Exporter) export(ctx actor.Context, e Export) {
 }
 
 // sweep forgets expired tenants once the cache is large.
-func (x *Exporter) sweep(now time.Time) {
+func (x *exporter) sweep(now time.Time) {
 	if len(x.tenants) < exportMaxTenants {
 		return
 	}
@@ -260,7 +260,7 @@ func (x *Exporter) sweep(now time.Time) {
 	}
 }
 
-func (x *Exporter) loaded(ctx actor.Context, m exportLoaded) {
+func (x *exporter) loaded(ctx actor.Context, m exportLoaded) {
 	if m.owner != x {
 		return // loaded for an earlier incarnation of this actor
 	}
@@ -294,7 +294,7 @@ func (x *Exporter) loaded(ctx actor.Context, m exportLoaded) {
 }
 
 // dispatch starts one detached delivery of e per matching subscription.
-func (x *Exporter) dispatch(ctx actor.Context, tenantID string, t *exportTenant, e Export) {
+func (x *exporter) dispatch(ctx actor.Context, tenantID string, t *exportTenant, e Export) {
 	bodies := map[string][2]string{} // format: body, content type
 	for i := range t.subs {
 		sub := t.subs[i]
@@ -324,7 +324,7 @@ func (x *Exporter) dispatch(ctx actor.Context, tenantID string, t *exportTenant,
 
 // start runs one delivery in a goroutine: the attempts, then the result
 // recorded in the store, then a report to the actor.
-func (x *Exporter) start(ctx actor.Context, tenantID string, sub persistence.WebhookSubscription, body []byte, ctype string) {
+func (x *exporter) start(ctx actor.Context, tenantID string, sub persistence.WebhookSubscription, body []byte, ctype string) {
 	header := map[string]string{
 		"Content-Type":           ctype,
 		"User-Agent":             "svc-webhook/" + x.opts.Version,
@@ -404,7 +404,7 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 // done counts a finished delivery (here, after its result is recorded and
 // before the next trigger is handled, so that Sent and Failed never run
 // ahead of the cached state) and updates the cached subscription.
-func (x *Exporter) done(m exportDone) {
+func (x *exporter) done(m exportDone) {
 	switch {
 	case m.abandoned:
 	case m.ok:

@@ -20,13 +20,13 @@ import (
 
 // Export types (CONTRACT §7 "Export payload").
 const (
-	ExportTypeDecision = "decision"
-	ExportTypeAlert    = "alert"
-	ExportTypeIncident = "incident"
+	exportTypeDecision = "decision"
+	exportTypeAlert    = "alert"
+	exportTypeIncident = "incident"
 )
 
-// ExportSchemaVersion is the schema_version of JSON export payloads.
-const ExportSchemaVersion = 1
+// exportSchemaVersion is the schema_version of JSON export payloads.
+const exportSchemaVersion = 1
 
 // Export is one thing sent to webhook-export subscribers (SPEC 6.5): a
 // deny or require_approval decision, or a HIGH alert or incident. Like a
@@ -35,7 +35,7 @@ const ExportSchemaVersion = 1
 type Export struct {
 	// ID is the decision, alert or incident id.
 	ID string
-	// Type is ExportTypeDecision, ExportTypeAlert or ExportTypeIncident.
+	// Type is exportTypeDecision, exportTypeAlert or exportTypeIncident.
 	Type string
 	// Kind is the decision (deny or require_approval), the alert name or
 	// the incident kind.
@@ -77,7 +77,7 @@ func ExportFromEvent(ev *messages.AseEvent) (Export, bool) {
 	if ev.Evidence != nil && ev.Evidence.DecisionID != nil && *ev.Evidence.DecisionID != "" {
 		id = *ev.Evidence.DecisionID
 	}
-	return Export{ID: id, Type: ExportTypeDecision, Kind: ev.Decision, Severity: sev, TenantID: ev.TenantID, AgentID: agent,
+	return Export{ID: id, Type: exportTypeDecision, Kind: ev.Decision, Severity: sev, TenantID: ev.TenantID, AgentID: agent,
 		Summary:    fmt.Sprintf("%s: %s.%s by agent %s (reason %s, risk %d)", ev.Decision, ev.Tool, ev.Action, agent, ev.Reason, ev.RiskScore),
 		OccurredAt: ev.OccurredAt}, true
 }
@@ -92,17 +92,17 @@ func ExportFromNotification(n messages.Notification) Export {
 	if e.AgentID == "" {
 		e.AgentID = messages.UnknownAgent
 	}
-	if e.Type != ExportTypeAlert && e.Type != ExportTypeIncident {
+	if e.Type != exportTypeAlert && e.Type != exportTypeIncident {
 		e.Type = ""
 	}
 	if _, err := uuid.Parse(e.ID); err != nil {
 		e.ID = uuid.NewString()
 	}
 	if e.Type == "" {
-		e.Type = ExportTypeAlert
+		e.Type = exportTypeAlert
 		switch n.Kind {
 		case correlate.KindDenyStorm, correlate.KindRunaway, correlate.KindRepeatedApproval, correlate.KindTrustEscalation:
-			e.Type = ExportTypeIncident
+			e.Type = exportTypeIncident
 		}
 	}
 	return e
@@ -168,7 +168,7 @@ func RenderExport(e Export, format, version string, now time.Time) ([]byte, stri
 	switch format {
 	case persistence.WebhookFormatJSON:
 		body, err := json.Marshal(exportJSON{ID: e.ID, Type: e.Type, Kind: e.Kind, Severity: e.Severity, TenantID: e.TenantID,
-			AgentID: e.AgentID, Summary: e.Summary, OccurredAt: at, SchemaVersion: ExportSchemaVersion})
+			AgentID: e.AgentID, Summary: e.Summary, OccurredAt: at, SchemaVersion: exportSchemaVersion})
 		return body, exportJSONType, err
 	case persistence.WebhookFormatCEF:
 		return []byte(CEFLine(e, version, at)), exportCEFType, nil

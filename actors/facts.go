@@ -173,7 +173,7 @@ func (f *factSource) checkApproval(ctx context.Context, tenantID, id, agentID, h
 	if errors.Is(err, persistence.ErrNotFound) {
 		ap, err = persistence.Approval{}, nil
 	}
-	return ClassifyApproval(ap, agentID, hash, f.opt.Approvals.Now(), false), err
+	return classifyApproval(ap, agentID, hash, f.opt.Approvals.Now(), false), err
 }
 
 func (f *factSource) reserveApproval(ctx context.Context, tenantID, id, agentID, hash string) (string, error) {

@@ -40,7 +40,7 @@ const (
 	gatePulls   = 200                 // pull requests listed per tenant
 )
 
-// SecurityGate is the pull-request Security Gate (SPEC 4.9 rules 1 to 6):
+// securityGate is the pull-request Security Gate (SPEC 4.9 rules 1 to 6):
 // it takes the decisions of the code-host tool on a pull request
 // (<owner>/<repo>#<number>) from the event bus, so it is never on the
 // authorize path (and a dry run, which emits no event, touches nothing).
@@ -52,7 +52,7 @@ const (
 // shared state); a change that arrives meanwhile marks it dirty, and the
 // writer writes again until it is clean. Code-host failures are logged,
 // counted and dropped.
-type SecurityGate struct {
+type securityGate struct {
 	host    GateHost
 	shared  sharedstate.State
 	toolKey string
@@ -67,12 +67,12 @@ type SecurityGate struct {
 func NewSecurityGate(host GateHost, shared sharedstate.State, toolKey, node string, stats *GateStats, log hclog.Logger) actor.Producer {
 	work := make(chan struct{}, gateWorkers)
 	return func() actor.Actor {
-		return &SecurityGate{host: host, shared: shared, toolKey: toolKey, node: node, stats: stats, log: log, work: work}
+		return &securityGate{host: host, shared: shared, toolKey: toolKey, node: node, stats: stats, log: log, work: work}
 	}
 }
 
 // Receive implements actor.Actor.
-func (g *SecurityGate) Receive(ctx actor.Context) {
+func (g *securityGate) Receive(ctx actor.Context) {
 	ev, ok := ctx.Message().(*messages.AseEvent)
 	if !ok || ev.Kind != messages.KindAuthorizeDecision || ev.Tool != g.toolKey || ev.Resource == nil {
 		return
@@ -104,7 +104,7 @@ func gateKey(tenantID string, pr gate.PR) string { return "gate:" + tenantID + "
 
 // take counts a decision, keeps its annotation, posts its comment and
 // writes the check run.
-func (g *SecurityGate) take(tenantID string, pr gate.PR, d gate.Decision) {
+func (g *securityGate) take(tenantID string, pr gate.PR, d gate.Decision) {
 	ctx, cancel := ioContext(2 * time.Minute)
 	defer cancel()
 	key := gateKey(tenantID, pr)
@@ -146,7 +146,7 @@ func (g *SecurityGate) take(tenantID string, pr gate.PR, d gate.Decision) {
 // flush writes the check run while it is dirty, holding the pull
 // request's lock; another node's change arriving meanwhile either finds
 // the lock free or is seen dirty after it is released.
-func (g *SecurityGate) flush(ctx context.Context, tenantID string, pr gate.PR) {
+func (g *securityGate) flush(ctx context.Context, tenantID string, pr gate.PR) {
 	key := gateKey(tenantID, pr)
 	for range 5 {
 		got, err := g.shared.SetNX(ctx, key+":lock", g.node, gateLockTTL)
@@ -162,7 +162,7 @@ func (g *SecurityGate) flush(ctx context.Context, tenantID string, pr gate.PR) {
 }
 
 // write writes the check run until no change arrived while it did.
-func (g *SecurityGate) write(ctx context.Context, tenantID string, pr gate.PR) {
+func (g *securityGate) write(ctx context.Context, tenantID string, pr gate.PR) {
 	key := gateKey(tenantID, pr)
 	for range 10 {
 		if err := g.shared.Set(ctx, key+":dirty", "0", gateTTL); err != nil {
@@ -271,7 +271,7 @@ func GatePulls(ctx context.Context, shared sharedstate.State, tenantID string) (
 }
 
 // output reads the tally and the annotations.
-func (g *SecurityGate) output(ctx context.Context, key string) (gate.Output, error) {
+func (g *securityGate) output(ctx context.Context, key string) (gate.Output, error) {
 	var out gate.Output
 	for _, b := range []struct {
 		bucket string
@@ -302,7 +302,7 @@ func (g *SecurityGate) output(ctx context.Context, key string) (gate.Output, err
 
 // head is the pull request's head commit, read from the code host at most
 // once a minute.
-func (g *SecurityGate) head(ctx context.Context, key string, pr gate.PR) (string, error) {
+func (g *securityGate) head(ctx context.Context, key string, pr gate.PR) (string, error) {
 	if sha, ok, err := g.shared.Get(ctx, key+":sha"); err != nil || ok {
 		return sha, err
 	}
@@ -313,7 +313,7 @@ func (g *SecurityGate) head(ctx context.Context, key string, pr gate.PR) (string
 	return sha, g.shared.Set(ctx, key+":sha", sha, gateSHATTL)
 }
 
-func (g *SecurityGate) failed(what string, pr gate.PR, err error) {
+func (g *securityGate) failed(what string, pr gate.PR, err error) {
 	g.stats.Failures.Add(1)
 	g.log.Warn("security gate: "+what+" failed; dropped", "pull_request", pr.String(), "error", err)
 }

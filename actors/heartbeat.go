@@ -10,10 +10,10 @@ import (
 	"svc/persistence"
 )
 
-// HeartbeatBuffer collects agents' last-seen times and writes them in one
+// heartbeatBuffer collects agents' last-seen times and writes them in one
 // batch every flush interval, so that a heartbeat costs no database write.
 // A failed flush keeps the batch for the next one; stopping flushes.
-type HeartbeatBuffer struct {
+type heartbeatBuffer struct {
 	store    persistence.AgentStore
 	every    time.Duration
 	log      hclog.Logger
@@ -31,12 +31,12 @@ type flushed struct {
 // NewHeartbeatBuffer returns the producer of the heartbeat actor.
 func NewHeartbeatBuffer(store persistence.AgentStore, every time.Duration, log hclog.Logger) actor.Producer {
 	return func() actor.Actor {
-		return &HeartbeatBuffer{store: store, every: every, log: log, pending: map[[2]string]time.Time{}}
+		return &heartbeatBuffer{store: store, every: every, log: log, pending: map[[2]string]time.Time{}}
 	}
 }
 
 // Receive implements actor.Actor.
-func (h *HeartbeatBuffer) Receive(ctx actor.Context) {
+func (h *heartbeatBuffer) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		h.ticker = startTicker(ctx, h.every)
@@ -60,14 +60,14 @@ func (h *HeartbeatBuffer) Receive(ctx actor.Context) {
 	}
 }
 
-func (h *HeartbeatBuffer) add(tenantID, agentID string, at time.Time) {
+func (h *heartbeatBuffer) add(tenantID, agentID string, at time.Time) {
 	k := [2]string{tenantID, agentID}
 	if at.After(h.pending[k]) {
 		h.pending[k] = at
 	}
 }
 
-func (h *HeartbeatBuffer) take() []persistence.Heartbeat {
+func (h *heartbeatBuffer) take() []persistence.Heartbeat {
 	batch := make([]persistence.Heartbeat, 0, len(h.pending))
 	for k, at := range h.pending {
 		batch = append(batch, persistence.Heartbeat{TenantID: k[0], AgentID: k[1], At: at})
@@ -76,7 +76,7 @@ func (h *HeartbeatBuffer) take() []persistence.Heartbeat {
 	return batch
 }
 
-func (h *HeartbeatBuffer) flushAsync(ctx actor.Context) {
+func (h *heartbeatBuffer) flushAsync(ctx actor.Context) {
 	if h.inFlight || len(h.pending) == 0 {
 		return
 	}
@@ -91,7 +91,7 @@ func (h *HeartbeatBuffer) flushAsync(ctx actor.Context) {
 }
 
 // flushNow writes what is pending synchronously; used only when stopping.
-func (h *HeartbeatBuffer) flushNow() {
+func (h *heartbeatBuffer) flushNow() {
 	batch := h.take()
 	if len(batch) == 0 {
 		return

@@ -10,9 +10,9 @@ import (
 	"svc/persistence"
 )
 
-// LeaderLease renews or takes the lease every interval (SPEC part 3). A node
+// leaderLease renews or takes the lease every interval (SPEC part 3). A node
 // that cannot reach the database stops calling itself leader at once.
-type LeaderLease struct {
+type leaderLease struct {
 	store    persistence.LeaseStore
 	node     string
 	every    time.Duration
@@ -31,12 +31,12 @@ type leaseResult struct {
 // NewLeaderLease returns the producer of the lease actor.
 func NewLeaderLease(store persistence.LeaseStore, node string, every, lease time.Duration, state *leader.Leadership, log hclog.Logger) actor.Producer {
 	return func() actor.Actor {
-		return &LeaderLease{store: store, node: node, every: every, lease: lease, state: state, log: log}
+		return &leaderLease{store: store, node: node, every: every, lease: lease, state: state, log: log}
 	}
 }
 
 // Receive implements actor.Actor.
-func (l *LeaderLease) Receive(ctx actor.Context) {
+func (l *leaderLease) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		l.ticker = startTicker(ctx, l.every)

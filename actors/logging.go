@@ -7,10 +7,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// SlogHandler bridges protoactor-go's slog output into an hclog logger, so
+// slogHandler bridges protoactor-go's slog output into an hclog logger, so
 // the actor system logs through the same sink, format and level as the rest
 // of svc.
-func SlogHandler(l hclog.Logger) slog.Handler { return &slogBridge{log: l} }
+func slogHandler(l hclog.Logger) slog.Handler { return &slogBridge{log: l} }
 
 type slogBridge struct {
 	log   hclog.Logger

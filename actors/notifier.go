@@ -24,10 +24,10 @@ const NotifierSignatureHeader = "X-Svc-Webhook-Signature"
 
 // Notifier defaults (SPEC 6.4, part 3 and part 8).
 const (
-	DefaultNotifierFailureThreshold = 5
-	DefaultNotifierCooldown         = 30 * time.Second
-	DefaultNotifierTimeout          = 5 * time.Second
-	DefaultNotifierMaxInFlight      = 16
+	defaultNotifierFailureThreshold = 5
+	defaultNotifierCooldown         = 30 * time.Second
+	defaultNotifierTimeout          = 5 * time.Second
+	defaultNotifierMaxInFlight      = 16
 )
 
 // NotifierOptions configures the outbound chat notifier. Zero values take
@@ -100,12 +100,12 @@ func (s *NotifierStats) State() string {
 	}
 }
 
-// Notifier is the outbound chat notifier actor (SPEC 6.4). It turns deny
+// notifier is the outbound chat notifier actor (SPEC 6.4). It turns deny
 // and require_approval decision events, and every Notification it is sent,
 // into one signed JSON POST each. Deliveries run detached in goroutines and
 // report back as a notified message; the circuit breaker (SPEC part 3)
 // lives in the actor's state.
-type Notifier struct {
+type notifier struct {
 	opts  NotifierOptions
 	stats *NotifierStats
 	log   hclog.Logger
@@ -123,7 +123,7 @@ type Notifier struct {
 
 // notified reports a finished delivery back to the notifier.
 type notified struct {
-	owner  *Notifier // the incarnation that started it
+	owner  *notifier // the incarnation that started it
 	gen    uint64
 	probe  bool
 	status int // 0 when there was no answer
@@ -133,16 +133,16 @@ type notified struct {
 // NewNotifier returns the producer of the notifier actor. stats may be nil.
 func NewNotifier(opts NotifierOptions, stats *NotifierStats, log hclog.Logger) actor.Producer {
 	if opts.FailureThreshold <= 0 {
-		opts.FailureThreshold = DefaultNotifierFailureThreshold
+		opts.FailureThreshold = defaultNotifierFailureThreshold
 	}
 	if opts.Cooldown <= 0 {
-		opts.Cooldown = DefaultNotifierCooldown
+		opts.Cooldown = defaultNotifierCooldown
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultNotifierTimeout
+		opts.Timeout = defaultNotifierTimeout
 	}
 	if opts.MaxInFlight <= 0 {
-		opts.MaxInFlight = DefaultNotifierMaxInFlight
+		opts.MaxInFlight = defaultNotifierMaxInFlight
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -154,18 +154,18 @@ func NewNotifier(opts NotifierOptions, stats *NotifierStats, log hclog.Logger) a
 		log = hclog.NewNullLogger()
 	}
 	return func() actor.Actor {
-		return &Notifier{opts: opts, stats: stats, log: log}
+		return &notifier{opts: opts, stats: stats, log: log}
 	}
 }
 
 // Receive implements actor.Actor.
-func (n *Notifier) Receive(ctx actor.Context) {
+func (n *notifier) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		n.ctx, n.cancel = context.WithCancel(context.Background())
 		n.setState(breakerClosed)
 	case *messages.AseEvent:
-		if note, ok := NotificationFromEvent(m); ok {
+		if note, ok := notificationFromEvent(m); ok {
 			n.submit(ctx, note)
 		}
 	case *messages.Notification:
@@ -179,7 +179,7 @@ func (n *Notifier) Receive(ctx actor.Context) {
 	}
 }
 
-// NotificationFromEvent maps a bus event to a notification: exactly the
+// notificationFromEvent maps a bus event to a notification: exactly the
 // authorize_decision events with decision deny or quarantine (a deny that
 // also quarantines the agent, CONTRACT §13; severity medium) or
 // require_approval (severity low). Everything else reports false.
@@ -188,7 +188,7 @@ func (n *Notifier) Receive(ctx actor.Context) {
 // gives the reason, risk score, matched policy ids and the decision id.
 // Resource, parameters, redacted paths, scan payloads and every other
 // field are left out.
-func NotificationFromEvent(ev *messages.AseEvent) (messages.Notification, bool) {
+func notificationFromEvent(ev *messages.AseEvent) (messages.Notification, bool) {
 	if ev == nil || ev.Kind != messages.KindAuthorizeDecision {
 		return messages.Notification{}, false
 	}
@@ -224,7 +224,7 @@ func NotificationFromEvent(ev *messages.AseEvent) (messages.Notification, bool) 
 	}, true
 }
 
-func (n *Notifier) submit(ctx actor.Context, note messages.Notification) {
+func (n *notifier) submit(ctx actor.Context, note messages.Notification) {
 	if n.opts.Post == nil {
 		n.stats.Disabled.Add(1)
 		return
@@ -271,7 +271,7 @@ func deliverNotification(base context.Context, post Post, secret string, timeout
 	defer cancel()
 	header := map[string]string{"Content-Type": "application/json"}
 	if secret != "" {
-		header[NotifierSignatureHeader] = SignNotification(secret, body)
+		header[NotifierSignatureHeader] = signNotification(secret, body)
 	}
 	status, err := post(c, body, header)
 	if err != nil {
@@ -283,14 +283,14 @@ func deliverNotification(base context.Context, post Post, secret string, timeout
 	return status, nil
 }
 
-// SignNotification is the value of NotifierSignatureHeader for body.
-func SignNotification(secret string, body []byte) string {
+// signNotification is the value of NotifierSignatureHeader for body.
+func signNotification(secret string, body []byte) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(body)
 	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 }
 
-func (n *Notifier) finished(m notified) {
+func (n *notifier) finished(m notified) {
 	if m.err == nil {
 		n.stats.Sent.Add(1)
 	} else {
@@ -322,7 +322,7 @@ func (n *Notifier) finished(m notified) {
 	}
 }
 
-func (n *Notifier) open(why string, err error) {
+func (n *notifier) open(why string, err error) {
 	n.gen++
 	n.openedAt = n.opts.Now()
 	n.setState(breakerOpen)
@@ -330,7 +330,7 @@ func (n *Notifier) open(why string, err error) {
 		"why", why, "consecutive_failures", n.failures, "cooldown", n.opts.Cooldown, "error", err)
 }
 
-func (n *Notifier) setState(s int32) {
+func (n *notifier) setState(s int32) {
 	n.state = s
 	n.stats.state.Store(s)
 }
@@ -355,7 +355,7 @@ type chatField struct {
 }
 
 // body renders note as the chat JSON body.
-func (n *Notifier) body(note messages.Notification) ([]byte, error) {
+func (n *notifier) body(note messages.Notification) ([]byte, error) {
 	at := note.At
 	if at.IsZero() {
 		at = n.opts.Now()

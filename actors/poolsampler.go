@@ -32,9 +32,9 @@ func (p *PoolSample) add(d time.Duration) {
 	p.bits.Store(math.Float64bits(old + (d.Seconds()-old)/w))
 }
 
-// PoolSampler acquires one connection every interval, records the wait and
+// poolSampler acquires one connection every interval, records the wait and
 // warns when the pool is more than 80 percent busy.
-type PoolSampler struct {
+type poolSampler struct {
 	store    persistence.Store
 	every    time.Duration
 	sample   *PoolSample
@@ -50,11 +50,11 @@ type sampled struct {
 
 // NewPoolSampler returns the producer of the sampler actor.
 func NewPoolSampler(store persistence.Store, every time.Duration, sample *PoolSample, log hclog.Logger) actor.Producer {
-	return func() actor.Actor { return &PoolSampler{store: store, every: every, sample: sample, log: log} }
+	return func() actor.Actor { return &poolSampler{store: store, every: every, sample: sample, log: log} }
 }
 
 // Receive implements actor.Actor.
-func (p *PoolSampler) Receive(ctx actor.Context) {
+func (p *poolSampler) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		p.ticker = startTicker(ctx, p.every)

@@ -38,7 +38,7 @@ type SOCOptions struct {
 	Shared *SharedDetection
 }
 
-// SOCPipeline is the detection actor (SPEC 6.2): subscribed to the event
+// socPipeline is the detection actor (SPEC 6.2): subscribed to the event
 // bus, it evaluates each tenant's enabled custom rules with the defaults
 // on every event, adds the behavioural-baseline alerts, and feeds each
 // authorize decision to its tenant/agent correlator (a child actor, SPEC
@@ -46,7 +46,7 @@ type SOCOptions struct {
 // retried while the database fails, and flushed when the actor stops: an
 // alert raised is never dropped. Rule loads run off the mailbox; events of
 // a tenant whose rules are loading wait in order.
-type SOCPipeline struct {
+type socPipeline struct {
 	store persistence.SOCStore
 	stats *SOCStats
 	opt   SOCOptions
@@ -92,20 +92,20 @@ type incidentsFlushed struct {
 	err       error
 }
 
-// RulesInvalidated tells the pipeline that a tenant's custom rules changed
+// rulesInvalidated tells the pipeline that a tenant's custom rules changed
 // (TenantID "" drops every tenant's); cmd/svc forwards the Authorizer's
 // invalidations, this node's and other nodes', as this message.
-type RulesInvalidated struct{ TenantID string }
+type rulesInvalidated struct{ TenantID string }
 
 // SOCRulesDrop returns the invalidation hub subscriber that tells the
-// pipeline at pid about custom rule changes (RulesInvalidated).
+// pipeline at pid about custom rule changes (rulesInvalidated).
 func SOCRulesDrop(system *actor.ActorSystem, pid *actor.PID) func(messages.Invalidation) {
 	return func(inv messages.Invalidation) {
 		tenant := inv.TenantID
 		if inv.Kind == messages.CacheAll {
 			tenant = ""
 		}
-		system.Root.Send(pid, RulesInvalidated{TenantID: tenant})
+		system.Root.Send(pid, rulesInvalidated{TenantID: tenant})
 	}
 }
 
@@ -124,12 +124,12 @@ func NewSOCPipeline(store persistence.SOCStore, stats *SOCStats, o SOCOptions, l
 		o.MaxBaselines = 100_000
 	}
 	return func() actor.Actor {
-		return &SOCPipeline{store: store, stats: stats, opt: o, log: log}
+		return &socPipeline{store: store, stats: stats, opt: o, log: log}
 	}
 }
 
 // Receive implements actor.Actor.
-func (p *SOCPipeline) Receive(ctx actor.Context) {
+func (p *socPipeline) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		p.rules, p.loading, p.ruleGen = map[string][]detect.Rule{}, map[string][]*messages.AseEvent{}, map[string]uint64{}
@@ -148,7 +148,7 @@ func (p *SOCPipeline) Receive(ctx actor.Context) {
 		p.event(ctx, m)
 	case rulesLoaded:
 		p.loaded(ctx, m)
-	case RulesInvalidated:
+	case rulesInvalidated:
 		if m.TenantID == "" {
 			for t := range p.rules {
 				p.ruleGen[t]++
@@ -198,7 +198,7 @@ func (p *SOCPipeline) Receive(ctx actor.Context) {
 // ever (a rules load answered after the stop began did exactly that). The
 // events still waiting for their tenant's rules are evaluated now, with
 // the rules loaded here, and what was raised is written.
-func (p *SOCPipeline) end() {
+func (p *socPipeline) end() {
 	p.ending = true
 	if p.endLife != nil {
 		p.endLife()
@@ -225,7 +225,7 @@ func (p *SOCPipeline) end() {
 }
 
 // event evaluates one event, or queues it while its tenant's rules load.
-func (p *SOCPipeline) event(ctx actor.Context, ev *messages.AseEvent) {
+func (p *socPipeline) event(ctx actor.Context, ev *messages.AseEvent) {
 	if q, ok := p.loading[ev.TenantID]; ok {
 		p.loading[ev.TenantID] = append(q, ev)
 		return
@@ -249,7 +249,7 @@ func (p *SOCPipeline) event(ctx actor.Context, ev *messages.AseEvent) {
 	p.detect(ctx, ev, rules)
 }
 
-func (p *SOCPipeline) loaded(ctx actor.Context, m rulesLoaded) {
+func (p *socPipeline) loaded(ctx actor.Context, m rulesLoaded) {
 	queued := p.loading[m.tenantID]
 	delete(p.loading, m.tenantID)
 	rules := p.defaults
@@ -269,7 +269,7 @@ func (p *SOCPipeline) loaded(ctx actor.Context, m rulesLoaded) {
 }
 
 // ruleSet is a tenant's rules: the defaults, then its enabled custom rules.
-func (p *SOCPipeline) ruleSet(rs []persistence.CustomRule) []detect.Rule {
+func (p *socPipeline) ruleSet(rs []persistence.CustomRule) []detect.Rule {
 	return append(append([]detect.Rule{}, p.defaults...), customRules(rs, p.log)...)
 }
 
@@ -299,8 +299,8 @@ func CustomRule(r persistence.CustomRule) (detect.Rule, error) {
 	return detect.NewCustomRule(r.Key, r.AlertName, r.Severity, r.Enabled, cond)
 }
 
-// DetectEvent converts a SOC event into the detection input.
-func DetectEvent(ev *messages.AseEvent) detect.Event {
+// detectEvent converts a SOC event into the detection input.
+func detectEvent(ev *messages.AseEvent) detect.Event {
 	out := detect.Event{EventID: ev.EventID, TenantID: ev.TenantID, Kind: ev.Kind, Decision: ev.Decision, Tool: ev.Tool,
 		Action: ev.Action, Resource: ev.Resource, RiskScore: ev.RiskScore, AgentID: ev.AgentID, MatchedPolicies: ev.MatchedPolicies,
 		RedactedFields: ev.RedactedFields, OccurredAt: ev.OccurredAt}
@@ -320,7 +320,7 @@ func DetectEvent(ev *messages.AseEvent) detect.Event {
 
 // raise records one alert of ev and hands it to the live feed and, when
 // HIGH, to the notifier.
-func (p *SOCPipeline) raise(ev *messages.AseEvent, de detect.Event, key, name, severity, source, summary string) {
+func (p *socPipeline) raise(ev *messages.AseEvent, de detect.Event, key, name, severity, source, summary string) {
 	now := time.Now().UTC()
 	a := persistence.Alert{ID: persistence.NewRecordID(), TenantID: ev.TenantID, RuleKey: key, AlertName: name, Severity: severity,
 		Source: source, AgentID: ev.AgentID, DecisionID: de.DecisionID, SourceEventID: ev.EventID, Summary: summary, CreatedAt: now}
@@ -338,12 +338,12 @@ func (p *SOCPipeline) raise(ev *messages.AseEvent, de detect.Event, key, name, s
 }
 
 // raiseAnomaly records a behavioural baseline alert.
-func (p *SOCPipeline) raiseAnomaly(ev *messages.AseEvent, de detect.Event, an detect.Anomaly) {
+func (p *socPipeline) raiseAnomaly(ev *messages.AseEvent, de detect.Event, an detect.Anomaly) {
 	p.raise(ev, de, an.Name, an.Name, an.Severity, detect.SourceDefault, fmt.Sprintf("%s: %s.%s by agent %s", an.Name, ev.Tool, ev.Action, ev.AgentID))
 }
 
-func (p *SOCPipeline) detect(ctx actor.Context, ev *messages.AseEvent, rules []detect.Rule) {
-	de := DetectEvent(ev)
+func (p *socPipeline) detect(ctx actor.Context, ev *messages.AseEvent, rules []detect.Rule) {
+	de := detectEvent(ev)
 	for _, r := range detect.Evaluate(rules, de) {
 		p.raise(ev, de, r.Key, r.AlertName, r.Severity, r.Source, fmt.Sprintf("%s: %s %s.%s by agent %s", r.AlertName, ev.Decision, ev.Tool, ev.Action, ev.AgentID))
 	}
@@ -377,7 +377,7 @@ func (p *SOCPipeline) detect(ctx actor.Context, ev *messages.AseEvent, rules []d
 }
 
 // opened records a correlator's incidents and anomalies.
-func (p *SOCPipeline) opened(m correlated) {
+func (p *socPipeline) opened(m correlated) {
 	for _, an := range m.anomalies {
 		p.raiseAnomaly(m.ev, m.de, an)
 	}
@@ -398,7 +398,7 @@ func (p *SOCPipeline) opened(m correlated) {
 	}
 }
 
-func (p *SOCPipeline) flushAlerts(ctx actor.Context) {
+func (p *socPipeline) flushAlerts(ctx actor.Context) {
 	if p.alertInFlight || len(p.alerts) == 0 {
 		return
 	}
@@ -414,7 +414,7 @@ func (p *SOCPipeline) flushAlerts(ctx actor.Context) {
 
 // writeAlerts writes buffered alerts and returns those to keep for the next
 // flush (writeBuffered).
-func (p *SOCPipeline) writeAlerts(alerts []persistence.Alert) ([]persistence.Alert, error) {
+func (p *socPipeline) writeAlerts(alerts []persistence.Alert) ([]persistence.Alert, error) {
 	return writeBuffered(alerts, p.store.AppendAlerts,
 		func(a persistence.Alert, err error) {
 			p.log.Error("alert dropped: it cannot be written", "tenant_id", a.TenantID, "alert_id", a.ID, "error", err)
@@ -424,7 +424,7 @@ func (p *SOCPipeline) writeAlerts(alerts []persistence.Alert) ([]persistence.Ale
 // writeIncidents opens buffered incidents and returns those to keep for the
 // next flush (writeBuffered). One whose id exists already was opened by an
 // earlier try that committed without our knowing: it counts as written.
-func (p *SOCPipeline) writeIncidents(incidents []persistence.Incident) ([]persistence.Incident, error) {
+func (p *socPipeline) writeIncidents(incidents []persistence.Incident) ([]persistence.Incident, error) {
 	return writeBuffered(incidents,
 		func(c context.Context, ins []persistence.Incident) error {
 			err := p.store.OpenIncidents(c, ins)
@@ -438,7 +438,7 @@ func (p *SOCPipeline) writeIncidents(incidents []persistence.Incident) ([]persis
 		})
 }
 
-func (p *SOCPipeline) flushIncidents(ctx actor.Context) {
+func (p *socPipeline) flushIncidents(ctx actor.Context) {
 	if p.incInFlight || len(p.incidents) == 0 {
 		return
 	}
@@ -453,7 +453,7 @@ func (p *SOCPipeline) flushIncidents(ctx actor.Context) {
 }
 
 // drain writes what is buffered, synchronously, when the pipeline stops.
-func (p *SOCPipeline) drain() {
+func (p *socPipeline) drain() {
 	if keep, err := p.writeAlerts(p.alerts); len(keep) > 0 {
 		p.log.Error("final alert flush failed", "alerts", len(keep), "error", err)
 	}

@@ -52,7 +52,7 @@ func TestRecordLostRaisesRateLimitedHighAlert(t *testing.T) {
 	var notified atomic.Int64
 	pipeline := sys.Root.Spawn(actor.PropsFromProducer(NewSOCPipeline(store, &SOCStats{},
 		SOCOptions{Notify: func(n messages.Notification) {
-			if n.Kind == AlertRecordLost && n.Severity == messages.NotifySeverityHigh {
+			if n.Kind == alertRecordLost && n.Severity == messages.NotifySeverityHigh {
 				notified.Add(1)
 			}
 		}}, hclog.NewNullLogger())))
@@ -70,9 +70,9 @@ func TestRecordLostRaisesRateLimitedHighAlert(t *testing.T) {
 	})
 	time.Sleep(2 * flushEvery) // a second alert, were there one, would be written by now
 	alerts, _ = store.ListAlerts(context.Background(), tenant, persistence.AlertFilter{}, persistence.Page{Limit: 10})
-	if len(alerts) != 1 || alerts[0].RuleKey != AlertRecordLost || alerts[0].Severity != detect.SeverityHigh ||
+	if len(alerts) != 1 || alerts[0].RuleKey != alertRecordLost || alerts[0].Severity != detect.SeverityHigh ||
 		alerts[0].DecisionID != "d1" || !strings.Contains(alerts[0].Summary, "1 decision(s)") {
-		t.Fatalf("alerts = %+v, want one HIGH %s for d1", alerts, AlertRecordLost)
+		t.Fatalf("alerts = %+v, want one HIGH %s for d1", alerts, alertRecordLost)
 	}
 	if notified.Load() != 1 {
 		t.Fatalf("notifications = %d, want 1", notified.Load())

@@ -14,9 +14,9 @@ import (
 	"svc/rules/detect"
 )
 
-// AlertRecordLost is the rule key and name of the HIGH alert raised when
+// alertRecordLost is the rule key and name of the HIGH alert raised when
 // decisions answered before their commit could not be recorded.
-const AlertRecordLost = "audit_record_lost"
+const alertRecordLost = "audit_record_lost"
 
 // lostAlertEvery bounds the audit-hole alerts to one per tenant in this
 // time; the losses in between are counted into the next one.
@@ -32,7 +32,7 @@ type lostRecords struct {
 
 // recordLost notes a decision that was answered but never recorded; the
 // tenant hears of it at once unless it was alerted within lostAlertEvery.
-func (p *SOCPipeline) recordLost(m *messages.RecordLost) {
+func (p *socPipeline) recordLost(m *messages.RecordLost) {
 	l := p.lost[m.TenantID]
 	if l == nil {
 		l = &lostRecords{}
@@ -46,7 +46,7 @@ func (p *SOCPipeline) recordLost(m *messages.RecordLost) {
 // alertLost raises the audit-hole alert of every tenant with losses whose
 // last alert is older than lostAlertEvery; fresh (a loss just arrived)
 // keeps the tenants without losses, else they are forgotten once quiet.
-func (p *SOCPipeline) alertLost(now time.Time, fresh bool) {
+func (p *socPipeline) alertLost(now time.Time, fresh bool) {
 	for tenant, l := range p.lost {
 		if l.count == 0 {
 			if !fresh && now.Sub(l.alertedAt) >= lostAlertEvery {
@@ -59,8 +59,8 @@ func (p *SOCPipeline) alertLost(now time.Time, fresh bool) {
 		}
 		m := l.last
 		summary := fmt.Sprintf("%s: %d decision(s) answered before their commit were not recorded; the audit trail and receipt chain lack them (last: decision %s of agent %s: %s)",
-			AlertRecordLost, l.count, m.DecisionID, m.AgentID, m.Error)
-		a := persistence.Alert{ID: persistence.NewRecordID(), TenantID: tenant, RuleKey: AlertRecordLost, AlertName: AlertRecordLost,
+			alertRecordLost, l.count, m.DecisionID, m.AgentID, m.Error)
+		a := persistence.Alert{ID: persistence.NewRecordID(), TenantID: tenant, RuleKey: alertRecordLost, AlertName: alertRecordLost,
 			Severity: detect.SeverityHigh, Source: detect.SourceDefault, AgentID: m.AgentID, DecisionID: m.DecisionID,
 			SourceEventID: uuid.NewString(), Summary: summary, CreatedAt: now.UTC()}
 		p.alerts = append(p.alerts, a)
@@ -69,9 +69,9 @@ func (p *SOCPipeline) alertLost(now time.Time, fresh bool) {
 			p.opt.Feed.Publish(messages.FeedItem{TenantID: tenant, Type: messages.FeedAlert, Data: a.Record()})
 		}
 		if p.opt.Notify != nil {
-			p.opt.Notify(messages.Notification{Kind: AlertRecordLost, Severity: messages.NotifySeverityHigh, TenantID: tenant,
+			p.opt.Notify(messages.Notification{Kind: alertRecordLost, Severity: messages.NotifySeverityHigh, TenantID: tenant,
 				AgentID: m.AgentID, At: a.CreatedAt, Summary: summary, Detail: fmt.Sprintf("alert %s", a.ID),
-				RecordType: messages.FeedAlert, RecordID: a.ID, RuleKey: AlertRecordLost})
+				RecordType: messages.FeedAlert, RecordID: a.ID, RuleKey: alertRecordLost})
 		}
 		l.count, l.alertedAt = 0, now
 	}

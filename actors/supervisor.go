@@ -30,19 +30,19 @@ type ChildSpec struct {
 	MaxBackoff time.Duration
 }
 
-// InjectFault makes the receiving supervised child panic: a chaos hook for
+// injectFault makes the receiving supervised child panic: a chaos hook for
 // SREs' drills and for tests, reachable only from the loopback debug
 // listener.
-type InjectFault struct{ Reason string }
+type injectFault struct{ Reason string }
 
 // NewSystem builds the actor system with its logging bridged into log,
 // whose dead letters answer the requests that carry a reply channel
 // (reply.go).
 func NewSystem(log hclog.Logger) *actor.ActorSystem {
-	handler := SlogHandler(log)
+	handler := slogHandler(log)
 	system := actor.NewActorSystemWithConfig(actor.Configure(actor.WithLoggerFactory(
 		func(*actor.ActorSystem) *slog.Logger { return slog.New(handler) })))
-	system.Extensions.Register(systemDispatcher{NewReusingDispatcher(300, 10*time.Second)})
+	system.Extensions.Register(systemDispatcher{newReusingDispatcher(300, 10*time.Second)})
 	answerDeadLetters(system)
 	return system
 }
@@ -107,14 +107,14 @@ func StartSupervisor(system *actor.ActorSystem, registry *Registry, log hclog.Lo
 }
 
 // childMiddleware marks the child ok each time it (re)starts and turns an
-// InjectFault into a panic inside the child.
+// injectFault into a panic inside the child.
 func (s *Supervisor) childMiddleware(name string) actor.ReceiverMiddleware {
 	return func(next actor.ReceiverFunc) actor.ReceiverFunc {
 		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
 			switch m := env.Message.(type) {
 			case *actor.Started:
 				s.registry.Set(name, StateOK, "")
-			case *InjectFault:
+			case *injectFault:
 				panic("injected fault: " + m.Reason)
 			}
 			next(c, env)
@@ -136,7 +136,7 @@ func (s *Supervisor) InjectFault(name, reason string) error {
 	if !ok {
 		return ErrUnknownTask
 	}
-	s.system.Root.Send(pid, &InjectFault{Reason: reason})
+	s.system.Root.Send(pid, &injectFault{Reason: reason})
 	return nil
 }
 

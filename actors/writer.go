@@ -29,18 +29,18 @@ type CommitDecision struct {
 	sealedAs string // the receipt hash sealed on arrival (EarlySeal)
 }
 
-// Barrier asks the writer to answer (with *BarrierPassed, on Reply when set,
+// barrier asks the writer to answer (with *barrierPassed, on Reply when set,
 // else to the sender) once every write it received before the barrier has
 // been committed or has failed: a read after it sees every decision
 // answered before it (read-your-writes after early answers).
-type Barrier struct {
-	Reply chan *BarrierPassed
+type barrier struct {
+	Reply chan *barrierPassed
 }
 
-func (m *Barrier) deadLetter() { offer(m.Reply, &BarrierPassed{}) }
+func (m *barrier) deadLetter() { offer(m.Reply, &barrierPassed{}) }
 
 // IgnoreDeadLetterLogging: a dead-lettered barrier is answered.
-func (m *Barrier) IgnoreDeadLetterLogging() {}
+func (m *barrier) IgnoreDeadLetterLogging() {}
 
 func (m *CommitDecision) deadLetter() {
 	offer(m.Reply, &Committed{DecisionID: m.Write.Decision.ID, Err: actor.ErrDeadLetter})
@@ -62,8 +62,8 @@ func (m *CommitDecision) answer(ctx actor.Context, c *Committed) {
 
 func (m *CommitDecision) awaited() bool { return m.Reply != nil || m.ReplyTo != nil }
 
-// BarrierPassed answers a Barrier.
-type BarrierPassed struct{}
+// barrierPassed answers a barrier.
+type barrierPassed struct{}
 
 // Committed is the writer's answer to one CommitDecision: the receipt hash
 // the decision was sealed with, or the error that stopped it.
@@ -75,22 +75,22 @@ type Committed struct {
 	Early bool
 }
 
-// BufferAudit hands the writer standalone, best-effort audit events: they
+// bufferAudit hands the writer standalone, best-effort audit events: they
 // are flushed in batches of SVC_AUDIT_BATCH_SIZE or every
 // SVC_AUDIT_BATCH_FLUSH_MS, whichever comes first. (A decision's own audit
 // row is never buffered: it travels in the decision's transaction.)
-type BufferAudit struct{ Events []persistence.AuditEvent }
+type bufferAudit struct{ Events []persistence.AuditEvent }
 
 // WriterHealth receives the outcome of every commit: the audit writer is
 // unhealthy from a failed commit until the next successful one.
 type WriterHealth func(err error)
 
-// GroupWriter group-commits decisions, their audit rows and receipts: while
+// groupWriter group-commits decisions, their audit rows and receipts: while
 // one transaction is in flight the next batch forms from whatever arrives,
 // and it starts the moment the previous one ends. There is no timer on this
 // path, so a lone request is committed at once and a busy stream is
 // committed in large batches.
-type GroupWriter struct {
+type groupWriter struct {
 	store    persistence.DecisionStore
 	audit    persistence.AuditStore
 	seal     persistence.Sealer
@@ -199,7 +199,7 @@ type WriterOptions struct {
 
 type barrierWait struct {
 	after   int64
-	reply   chan *BarrierPassed
+	reply   chan *barrierPassed
 	replyTo *actor.PID
 }
 
@@ -215,7 +215,7 @@ func NewGroupWriter(store persistence.Store, seal persistence.Sealer, health Wri
 		o.ProbeEvery = time.Second
 	}
 	return func() actor.Actor {
-		return &GroupWriter{store: store, audit: store, seal: seal, health: health, log: log, maxBatch: o.MaxBatch,
+		return &groupWriter{store: store, audit: store, seal: seal, health: health, log: log, maxBatch: o.MaxBatch,
 			auditSize: max(o.AuditBatchSize, 1), auditEvery: o.AuditBatchFlush,
 			earlySeal: o.EarlySeal, seal1: seal, heads: map[string]persistence.ChainHead{}, earlyLost: o.EarlyLost,
 			resync:  map[string]bool{},
@@ -225,7 +225,7 @@ func NewGroupWriter(store persistence.Store, seal persistence.Sealer, health Wri
 }
 
 // Receive implements actor.Actor.
-func (w *GroupWriter) Receive(ctx actor.Context) {
+func (w *groupWriter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		if w.auditEvery > 0 {
@@ -244,7 +244,7 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 			w.urgent++
 		}
 		w.maybeStart(ctx)
-	case *Barrier:
+	case *barrier:
 		w.barriers = append(w.barriers, barrierWait{after: w.received, reply: m.Reply, replyTo: ctx.Sender()})
 		w.passBarriers(ctx)
 		w.maybeStart(ctx)
@@ -262,7 +262,7 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 		}
 		w.passBarriers(ctx)
 		w.maybeStart(ctx)
-	case *BufferAudit:
+	case *bufferAudit:
 		w.auditBuf = append(w.auditBuf, m.Events...)
 		if len(w.auditBuf) >= w.auditSize {
 			w.flushAudit(ctx)
@@ -309,7 +309,7 @@ func (w *GroupWriter) Receive(ctx actor.Context) {
 // reasons only makes the timer's round come early for the next ones). A
 // timer that fires while a transaction is in flight starts the next one
 // when that ends, so no write waits much longer than the wait.
-func (w *GroupWriter) maybeStart(ctx actor.Context) {
+func (w *groupWriter) maybeStart(ctx actor.Context) {
 	if w.inFlight || len(w.queue) == 0 {
 		return
 	}
@@ -323,7 +323,7 @@ func (w *GroupWriter) maybeStart(ctx actor.Context) {
 	}
 }
 
-func (w *GroupWriter) stopDue() { stopTimer(&w.due) }
+func (w *groupWriter) stopDue() { stopTimer(&w.due) }
 
 // stopTimer stops and forgets a timer that would send the writer a message.
 func stopTimer(t **time.Timer) {
@@ -333,7 +333,7 @@ func stopTimer(t **time.Timer) {
 	}
 }
 
-func (w *GroupWriter) startBatch(ctx actor.Context) {
+func (w *groupWriter) startBatch(ctx actor.Context) {
 	n := min(len(w.queue), w.maxBatch)
 	batch := w.queue[:n:n]
 	w.queue = w.queue[n:]
@@ -360,7 +360,7 @@ func (w *GroupWriter) startBatch(ctx actor.Context) {
 	})
 }
 
-func (w *GroupWriter) reply(ctx actor.Context, d batchDone) {
+func (w *groupWriter) reply(ctx actor.Context, d batchDone) {
 	for i, c := range d.batch {
 		if c.Early && w.pending != nil {
 			w.pending.n.Add(-1)
@@ -386,7 +386,7 @@ func (w *GroupWriter) reply(ctx actor.Context, d batchDone) {
 
 // settle puts c's tenant in resync when c's write failed or its receipt,
 // sealed on arrival, was resealed in its transaction.
-func (w *GroupWriter) settle(c *CommitDecision, err error) {
+func (w *groupWriter) settle(c *CommitDecision, err error) {
 	r := c.Write.Receipt
 	if !w.earlySeal || r == nil {
 		return
@@ -401,7 +401,7 @@ func (w *GroupWriter) settle(c *CommitDecision, err error) {
 // sealed against it in order (they were sealed on a chain that is not the
 // stored one, or not at all). A tenant whose head cannot be read stays in
 // resync until the next transaction ends.
-func (w *GroupWriter) resyncHeads() {
+func (w *groupWriter) resyncHeads() {
 	for t := range w.resync {
 		c, cancel := ioContext(5 * time.Second)
 		head, err := w.store.ChainHead(c, t)
@@ -433,7 +433,7 @@ func (w *GroupWriter) resyncHeads() {
 // drain waits for the batch in flight and answers it, then commits
 // everything still queued, synchronously; used when stopping so that
 // nothing accepted is lost.
-func (w *GroupWriter) drain(ctx actor.Context) {
+func (w *groupWriter) drain(ctx actor.Context) {
 	if w.inFlight {
 		<-w.flight
 		w.inFlight = false

@@ -18,7 +18,7 @@ import (
 // and, when the batch fails for another reason (one bad row poisons a
 // transaction), commits its writes one by one so that only the bad one
 // fails. It returns one error per write.
-func (w *GroupWriter) commit(batch []*CommitDecision) []error {
+func (w *groupWriter) commit(batch []*CommitDecision) []error {
 	writes := make([]persistence.DecisionWrite, len(batch))
 	for i, c := range batch {
 		writes[i] = c.Write
@@ -41,7 +41,7 @@ func (w *GroupWriter) commit(batch []*CommitDecision) []error {
 // before the writes are answered as failed (fail closed).
 const retryBudget = 2 * time.Second
 
-func (w *GroupWriter) commitWithRetry(writes []persistence.DecisionWrite) error {
+func (w *groupWriter) commitWithRetry(writes []persistence.DecisionWrite) error {
 	deadline := time.Now().Add(retryBudget)
 	delay := 5 * time.Millisecond
 	for {
@@ -65,7 +65,7 @@ func transient(err error) bool {
 	return errors.Is(err, persistence.ErrBusy) || errors.Is(err, persistence.ErrUnavailable)
 }
 
-func (w *GroupWriter) flushAudit(ctx actor.Context) {
+func (w *groupWriter) flushAudit(ctx actor.Context) {
 	if w.auditInFlight || len(w.auditBuf) == 0 {
 		return
 	}
@@ -81,7 +81,7 @@ func (w *GroupWriter) flushAudit(ctx actor.Context) {
 
 // appendAudit writes buffered audit events and returns those to keep for
 // the next flush (writeBuffered).
-func (w *GroupWriter) appendAudit(events []persistence.AuditEvent) ([]persistence.AuditEvent, error) {
+func (w *groupWriter) appendAudit(events []persistence.AuditEvent) ([]persistence.AuditEvent, error) {
 	return writeBuffered(events, w.audit.AppendAudit,
 		func(e persistence.AuditEvent, err error) {
 			w.log.Error("audit event dropped: it cannot be written", "tenant_id", e.TenantID, "event_type", e.EventType,

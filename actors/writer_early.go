@@ -18,7 +18,7 @@ type earlyDue struct{}
 
 // answered reports whether m's caller has its answer already (an early
 // answer), so that its write may wait for company.
-func (w *GroupWriter) answered(m *CommitDecision) bool {
+func (w *groupWriter) answered(m *CommitDecision) bool {
 	return w.earlySeal && m.Early
 }
 
@@ -26,7 +26,7 @@ func (w *GroupWriter) answered(m *CommitDecision) bool {
 // its tenant (read from the database the first time) and answers an Early
 // request at once. The transaction checks the seal against the locked head
 // and reseals when they disagree.
-func (w *GroupWriter) presealAndMaybeAnswer(ctx actor.Context, m *CommitDecision) {
+func (w *groupWriter) presealAndMaybeAnswer(ctx actor.Context, m *CommitDecision) {
 	r := m.Write.Receipt
 	if r == nil {
 		return
@@ -64,15 +64,15 @@ func (w *GroupWriter) presealAndMaybeAnswer(ctx actor.Context, m *CommitDecision
 }
 
 // passBarriers answers the barriers whose writes have all ended.
-func (w *GroupWriter) passBarriers(ctx actor.Context) {
+func (w *groupWriter) passBarriers(ctx actor.Context) {
 	kept := w.barriers[:0]
 	for _, b := range w.barriers {
 		if b.after <= w.done {
 			switch {
 			case b.reply != nil:
-				offer(b.reply, &BarrierPassed{})
+				offer(b.reply, &barrierPassed{})
 			case b.replyTo != nil:
-				ctx.Send(b.replyTo, &BarrierPassed{})
+				ctx.Send(b.replyTo, &barrierPassed{})
 			}
 			continue
 		}

@@ -17,7 +17,7 @@ type probeDone struct{ err error }
 // noteOutcome tracks whether the database refuses writes: a batch of which
 // nothing committed because the database was busy or unavailable starts the
 // write probe; any committed write ends it.
-func (w *GroupWriter) noteOutcome(ctx actor.Context, errs []error) {
+func (w *groupWriter) noteOutcome(ctx actor.Context, errs []error) {
 	refused := false
 	for _, err := range errs {
 		if err == nil {
@@ -33,7 +33,7 @@ func (w *GroupWriter) noteOutcome(ctx actor.Context, errs []error) {
 	}
 }
 
-func (w *GroupWriter) scheduleProbe(ctx actor.Context) {
+func (w *groupWriter) scheduleProbe(ctx actor.Context) {
 	if w.probe != nil || w.probing {
 		return
 	}
@@ -41,12 +41,12 @@ func (w *GroupWriter) scheduleProbe(ctx actor.Context) {
 	w.probe = time.AfterFunc(w.probeEvery, func() { root.Send(self, probeDue{}) })
 }
 
-func (w *GroupWriter) stopProbe() { stopTimer(&w.probe) }
+func (w *groupWriter) stopProbe() { stopTimer(&w.probe) }
 
 // startProbe writes the probe row unless writes succeed again already or a
 // group commit is in flight (its outcome tells as much; the probe is
 // scheduled again if it fails).
-func (w *GroupWriter) startProbe(ctx actor.Context) {
+func (w *groupWriter) startProbe(ctx actor.Context) {
 	if !w.failing || w.probing {
 		return
 	}

@@ -94,7 +94,7 @@ func TestGroupWriterBuffersAuditBySizeAndTimer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sys, pid, store, tenant := writerFixture(t, tc.o)
 			for i := 0; i < tc.count; i++ {
-				sys.Root.Send(pid, &BufferAudit{Events: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: tenant,
+				sys.Root.Send(pid, &bufferAudit{Events: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: tenant,
 					EventType: "authorize_refused", Action: "rate_limited", CreatedAt: time.Now().UTC()}}})
 			}
 			testkit.Eventually(t, 3*time.Second, "buffered audit events flushed", func() bool {
@@ -107,7 +107,7 @@ func TestGroupWriterBuffersAuditBySizeAndTimer(t *testing.T) {
 
 func TestGroupWriterFlushesOnStop(t *testing.T) {
 	sys, pid, store, tenant := writerFixture(t, WriterOptions{AuditBatchSize: 1000, AuditBatchFlush: time.Hour})
-	sys.Root.Send(pid, &BufferAudit{Events: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: tenant,
+	sys.Root.Send(pid, &bufferAudit{Events: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: tenant,
 		EventType: "authorize_refused", Action: "x", CreatedAt: time.Now().UTC()}}})
 	w := write(tenant)
 	sys.Root.Send(pid, &CommitDecision{Write: w})
@@ -242,7 +242,7 @@ func TestGroupWriterEarlyWritesShareTransactions(t *testing.T) {
 	t.Run("a barrier takes them along", func(t *testing.T) {
 		f := start(t, time.Hour, 64)
 		early(t, f, 2)
-		if res, err := f.sys.Root.RequestFuture(f.pid, &Barrier{}, 5*time.Second).Result(); err != nil {
+		if res, err := f.sys.Root.RequestFuture(f.pid, &barrier{}, 5*time.Second).Result(); err != nil {
 			t.Fatalf("barrier: %v %v", res, err)
 		}
 		if got := f.commits(); !slices.Equal(got, []int{2}) || head(f) != 2 {
@@ -291,8 +291,8 @@ func TestGroupWriterDropsAnUnwritableAuditEventAlone(t *testing.T) {
 		return persistence.AuditEvent{ID: uuid.NewString(), TenantID: tenantID, EventType: "agent_quarantined", Action: action,
 			CreatedAt: time.Now().UTC()}
 	}
-	sys.Root.Send(pid, &BufferAudit{Events: []persistence.AuditEvent{event("no-such-tenant", "orphan"), event(tenant, "first")}})
-	sys.Root.Send(pid, &BufferAudit{Events: []persistence.AuditEvent{event(tenant, "second")}})
+	sys.Root.Send(pid, &bufferAudit{Events: []persistence.AuditEvent{event("no-such-tenant", "orphan"), event(tenant, "first")}})
+	sys.Root.Send(pid, &bufferAudit{Events: []persistence.AuditEvent{event(tenant, "second")}})
 	testkit.Eventually(t, 5*time.Second, "the writable events stored", func() bool {
 		ev, _ := store.ListAudit(context.Background(), tenant, persistence.AuditFilter{EventType: "agent_quarantined"}, persistence.Page{Limit: 10})
 		return len(ev) == 2
@@ -401,7 +401,7 @@ func TestGroupWriterResyncsTheChainAfterAFailedWrite(t *testing.T) {
 // flush above writes it within 20 ms).
 func TestGroupWriterFlushTimerHolds(t *testing.T) {
 	sys, pid, store, tenant := writerFixture(t, WriterOptions{AuditBatchSize: 1000, AuditBatchFlush: time.Hour})
-	sys.Root.Send(pid, &BufferAudit{Events: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: tenant,
+	sys.Root.Send(pid, &bufferAudit{Events: []persistence.AuditEvent{{ID: uuid.NewString(), TenantID: tenant,
 		EventType: "authorize_refused", Action: "held", CreatedAt: time.Now().UTC()}}})
 	time.Sleep(300 * time.Millisecond)
 	ev, err := store.ListAudit(context.Background(), tenant, persistence.AuditFilter{EventType: "authorize_refused"}, persistence.Page{Limit: 10})
