@@ -12,13 +12,13 @@ import (
 
 	"svc/messages"
 	"svc/persistence"
+	"svc/webhooksign"
 )
 
-// Headers of a webhook-export delivery.
+// Headers of a webhook-export delivery, beside its signature in
+// webhooksign.Header (the HMAC-SHA256 of the body under the subscription's
+// delivery secret).
 const (
-	// ExportSignatureHeader carries "sha256=" and the hex HMAC-SHA256 of the
-	// body under the subscription's delivery secret (SignExport).
-	ExportSignatureHeader = "X-Svc-Signature"
 	// ExportDeliveryHeader is a UUID per delivery, the same on each of its
 	// attempts, so that a receiver can drop a repeated attempt.
 	ExportDeliveryHeader = "X-Svc-Delivery-ID"
@@ -328,7 +328,7 @@ func (x *exporter) start(ctx actor.Context, tenantID string, sub persistence.Web
 	header := map[string]string{
 		"Content-Type":           ctype,
 		"User-Agent":             "svc-webhook/" + x.opts.Version,
-		ExportSignatureHeader:    SignExport(sub.DeliverySecret, body),
+		webhooksign.Header:       webhooksign.Sign(sub.DeliverySecret, body),
 		ExportDeliveryHeader:     uuid.NewString(),
 		ExportSubscriptionHeader: sub.ID,
 	}

@@ -1,9 +1,6 @@
 package actors
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -217,12 +214,3 @@ var (
 
 func cefHeader(s string) string    { return cefHeaderEscaper.Replace(s) }
 func cefExtension(s string) string { return cefExtensionEscaper.Replace(s) }
-
-// SignExport is the value of ExportSignatureHeader for body: "sha256="
-// and the hex HMAC-SHA256 of the exact body bytes under the subscription's
-// delivery secret (its UTF-8 bytes, as shown at creation).
-func SignExport(secret string, body []byte) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
-}

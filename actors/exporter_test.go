@@ -24,6 +24,7 @@ import (
 	"svc/persistence"
 	"svc/persistence/sqlite"
 	"svc/testkit"
+	"svc/webhooksign"
 )
 
 // ---- test helpers (prefixed ex: the package is shared with other tests) ----
@@ -256,9 +257,9 @@ func exVerify(t *testing.T, secret string, c exCall) {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(c.body)
 	want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
-	got := c.header[actors.ExportSignatureHeader]
+	got := c.header[webhooksign.Header]
 	if got == "" || !hmac.Equal([]byte(got), []byte(want)) {
-		t.Errorf("%s = %q, want %q (HMAC-SHA256 of the body under the delivery secret)", actors.ExportSignatureHeader, got, want)
+		t.Errorf("%s = %q, want %q (HMAC-SHA256 of the body under the delivery secret)", webhooksign.Header, got, want)
 	}
 }
 
@@ -439,7 +440,7 @@ func TestExporterDeliversSignedPerSubscription(t *testing.T) {
 	}
 	exVerify(t, jsonSub.DeliverySecret, js[0])
 	exVerify(t, cefSub.DeliverySecret, cef[0])
-	if js[0].header[actors.ExportSignatureHeader] == actors.SignExport(cefSub.DeliverySecret, js[0].body) {
+	if js[0].header[webhooksign.Header] == webhooksign.Sign(cefSub.DeliverySecret, js[0].body) {
 		t.Error("the json delivery verifies under another subscription's secret")
 	}
 	if js[0].header["Content-Type"] != "application/json" || !strings.HasPrefix(cef[0].header["Content-Type"], "text/plain") {

@@ -12,6 +12,7 @@ import (
 	"github.com/r3labs/sse/v2"
 
 	"svc/actors"
+	"svc/approvalcallback"
 	"svc/broadcast"
 	"svc/config"
 	"svc/control"
@@ -43,7 +44,7 @@ type Deps struct {
 	Waits *broadcast.ApprovalWaits
 	// Callbacks delivers the approval callbacks agents register (nil: no
 	// counts on /metrics).
-	Callbacks *actors.ApprovalCallbacks
+	Callbacks *approvalcallback.Callbacks
 	// Invalidations drops cached records on every node after a change;
 	// nil (in tests) caches none.
 	Invalidations *broadcast.Invalidations

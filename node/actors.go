@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"svc/actors"
+	"svc/approvalcallback"
 	"svc/broadcast"
 	"svc/canonical"
 	"svc/codehost"
@@ -47,7 +48,7 @@ func (n *Node) newActors() {
 	n.waits = broadcast.NewApprovalWaits(n.shared, log.Named("approvals"))
 	waits := n.waits
 	n.goroutines.Go(func() { waits.Run(feedCtx) })
-	n.callbacks = actors.NewApprovalCallbacks(feedCtx, n.store, outbound.ExportPoster(cfg.AllowPrivateTargets), log.Named("approvals"))
+	n.callbacks = approvalcallback.New(feedCtx, n.store, outbound.ExportPoster(cfg.AllowPrivateTargets), log.Named("approvals"))
 	callbacks := n.callbacks
 	n.approvals.OnDecided(func(a persistence.Approval) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -164,7 +165,7 @@ func (n *Node) children() []actors.ChildSpec {
 		{Name: actors.JobApprovalCleanup, Producer: actors.NewApprovalCleaner(store, cfg.ApprovalCleanupInterval,
 			time.Duration(cfg.ApprovalRetentionDays)*24*time.Hour, n.leader.IsLeader, &n.approvalsDeleted, n.jobs, log.Named("approvals")),
 			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
-		{Name: actors.JobApprovalCallbacks, Producer: actors.NewApprovalCallbackSweep(n.callbacks, approvalCallbackSweep, n.leader.IsLeader),
+		{Name: actors.JobApprovalCallbacks, Producer: actors.NewApprovalCallbackSweep(n.callbacks.Sweep, approvalCallbackSweep, n.leader.IsLeader),
 			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
 		// The maintenance jobs (issue 28): a failed pass restarts its job
 		// with a backoff; five failures within an hour leave it dead on

@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"svc/actors"
+	"svc/approvalcallback"
 	"svc/broadcast"
 	"svc/config"
 	"svc/control"
@@ -72,7 +73,7 @@ type Node struct {
 	maintenance                 *actors.Maintenance
 	invalidations               *broadcast.Invalidations
 	waits                       *broadcast.ApprovalWaits
-	callbacks                   *actors.ApprovalCallbacks
+	callbacks                   *approvalcallback.Callbacks
 	pool                        *actors.PoolSample
 	bus                         *broadcast.EventBus
 	notifyStats                 *actors.NotifierStats
