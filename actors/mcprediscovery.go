@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -32,9 +31,6 @@ func NewMCPRediscovery(registry *mcpregistry.Registry, store persistence.MCPStor
 				return "", err
 			}
 			ok, failed, err := registry.RediscoverAll(servers, isLeader, log)
-			if errors.Is(err, mcpregistry.ErrNotLeading) {
-				err = errNotLeader
-			}
 			if stats != nil {
 				stats.Passes.Add(1)
 				stats.Discovered.Add(ok)

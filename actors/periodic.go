@@ -110,7 +110,7 @@ func (s jobSpec) runOnce() error {
 	start := time.Now()
 	summary, err := s.run()
 	d := time.Since(start)
-	if errors.Is(err, errNotLeader) {
+	if errors.Is(err, leader.ErrNotLeading) {
 		summary, err = "stopped: this node no longer leads", nil
 	}
 	s.stats.Record(s.name, start, d, summary, err)

@@ -17,6 +17,7 @@ import (
 	"svc/config"
 	"svc/control"
 	"svc/leader"
+	"svc/maintenance"
 	"svc/mcpproxy"
 	"svc/mcpregistry"
 	"svc/messages"
@@ -71,7 +72,7 @@ type Deps struct {
 	// Jobs records the leader jobs' runs on this node; Maintenance runs
 	// the maintenance passes (its chain-integrity figures are metrics).
 	Jobs        *leader.JobStats
-	Maintenance *actors.Maintenance
+	Maintenance *maintenance.Maintenance
 	// Exporter is the webhook exporter's counters and subscription cache
 	// (invalidated after every subscription change); nil without one.
 	Exporter *actors.ExporterHandle

@@ -2,12 +2,12 @@ package mcpregistry
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"svc/leader"
 	"svc/persistence"
 )
 
@@ -15,10 +15,6 @@ import (
 type RediscoveryStats struct {
 	Passes, Discovered, Failed atomic.Uint64
 }
-
-// ErrNotLeading ends a re-discovery pass whose node stopped leading: it
-// starts no more discoveries.
-var ErrNotLeading = errors.New("mcpregistry: stopped: this node no longer leads")
 
 // rediscoveryTurn is the re-discovery's place in the node's slot turns
 // (no tenant has the empty id): a pass takes its turn among the tenants
@@ -29,7 +25,7 @@ const rediscoveryTurn = ""
 // RediscoverAll runs one pass of the leader's re-discovery over servers
 // (the job, actors.NewMCPRediscovery, lists them and runs a pass every
 // interval) and counts the discoveries that succeeded and failed;
-// ErrNotLeading when the node stopped leading (isLeader nil: it always
+// leader.ErrNotLeading when the node stopped leading (isLeader nil: it always
 // leads). A pass runs as many discoveries at once as the registry's slots
 // allow, each within its deadline, and hands them out fairly across
 // tenants (rediscoveryQueue): a tenant whose servers hang holds at most
@@ -66,7 +62,7 @@ func (r *Registry) RediscoverAll(servers []persistence.MCPServer, isLeader func(
 		}
 		if isLeader != nil && !isLeader() {
 			release()
-			err = ErrNotLeading
+			err = leader.ErrNotLeading
 			break
 		}
 		s := q.take()

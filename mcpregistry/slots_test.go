@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
+	"svc/leader"
 	"svc/persistence"
 	"svc/rules/manifest"
 	"svc/testkit"
@@ -231,7 +232,7 @@ func TestRediscoveryRunsConcurrentlyAndFairly(t *testing.T) {
 		t.Errorf("ok %d, failed %d, at most %d at once", r.ok, r.failed, most)
 	}
 	// A pass on a node that stops leading starts nothing more.
-	if _, _, err := reg.RediscoverAll(servers, func() bool { return false }, hclog.NewNullLogger()); !errors.Is(err, ErrNotLeading) {
+	if _, _, err := reg.RediscoverAll(servers, func() bool { return false }, hclog.NewNullLogger()); !errors.Is(err, leader.ErrNotLeading) {
 		t.Errorf("not leading: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"svc/codehost"
 	httpapi "svc/http"
 	"svc/leader"
+	"svc/maintenance"
 	"svc/mcpregistry"
 	"svc/messages"
 	"svc/outbound"
@@ -70,7 +71,7 @@ func (n *Node) newActors() {
 	if n.signer != nil {
 		pub = n.signer.PublicKey()
 	}
-	n.maintenance = actors.NewMaintenance(n.store, actors.MaintenanceOptions{PublicKey: pub,
+	n.maintenance = maintenance.New(n.store, maintenance.Options{PublicKey: pub,
 		Retention: time.Duration(cfg.AuditRetentionDays) * 24 * time.Hour, IsLeader: n.leader.IsLeader, Events: n.bus},
 		log.Named("maintenance"))
 	n.mcp = mcpregistry.New(n.store, n.bus, n.invalidations, mcpFetch(cfg.AllowPrivateTargets, n.version, n.mcpCredentials),

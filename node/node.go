@@ -28,6 +28,7 @@ import (
 	"svc/control"
 	httpapi "svc/http"
 	"svc/leader"
+	"svc/maintenance"
 	"svc/mcpproxy"
 	"svc/mcpregistry"
 	"svc/persistence"
@@ -70,7 +71,7 @@ type Node struct {
 	registry                    *actors.Registry
 	leader                      *leader.Leadership
 	jobs                        *leader.JobStats
-	maintenance                 *actors.Maintenance
+	maintenance                 *maintenance.Maintenance
 	invalidations               *broadcast.Invalidations
 	waits                       *broadcast.ApprovalWaits
 	callbacks                   *approvalcallback.Callbacks

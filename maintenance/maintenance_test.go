@@ -1,4 +1,4 @@
-package actors_test
+package maintenance
 
 import (
 	"context"
@@ -10,12 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
-	"svc/actors"
-	"svc/broadcast"
 	"svc/messages"
 	"svc/persistence"
 	"svc/persistence/postgres"
@@ -93,21 +90,51 @@ func (m maintained) commit(t *testing.T, signer *receipt.Signer, n int) {
 	for i := range n {
 		ws = append(ws, decisionWrite(m.tenantID, m.agentID, i))
 	}
-	if err := m.store.CommitDecisions(context.Background(), ws, actors.NewSealer(signer, nil)); err != nil {
+	if err := m.store.CommitDecisions(context.Background(), ws, sealer(signer)); err != nil {
 		t.Fatal(err)
 	}
 }
 
+// eventChan is an event bus that hands every event to a channel.
+type eventChan chan messages.AseEvent
+
+func (c eventChan) Publish(ev messages.AseEvent) { c <- ev }
+
 // brokenEvents collects the receipt_chain_broken events published.
-func brokenEvents(t *testing.T) (*broadcast.EventBus, chan messages.AseEvent) {
-	sys := actors.NewSystem(hclog.NewNullLogger())
-	bus := broadcast.NewEventBus(sys.Root, 16)
-	sink := &eventSink{ch: make(chan messages.AseEvent, 16)}
-	bus.Subscribe(sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sink })))
-	stop := make(chan struct{})
-	go bus.Run(stop)
-	t.Cleanup(func() { close(stop); sys.Shutdown() })
-	return bus, sink.ch
+func brokenEvents(_ *testing.T) (Events, chan messages.AseEvent) {
+	ch := make(chan messages.AseEvent, 16)
+	return eventChan(ch), ch
+}
+
+// sealer seals receipts onto the chain's head inside the commit, as the
+// writer's (actors.NewSealer) does.
+func sealer(signer *receipt.Signer) persistence.Sealer {
+	return func(_ string, head persistence.ChainHead, rs []*persistence.Receipt) error {
+		var err error
+		for _, r := range rs {
+			if head, err = r.SealAfter(head, signer); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// decisionWrite is the i-th allowed decision of the agent, with its
+// receipt to seal.
+func decisionWrite(tenantID, agentID string, i int) persistence.DecisionWrite {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	id, rid := uuid.NewString(), uuid.NewString()
+	hash := fmt.Sprintf("%064x", i)
+	matched := []string{"default_allow_trusted_mutation"}
+	rec := persistence.Decision{ID: id, TenantID: tenantID, AgentID: agentID, Tool: "crm", Action: "update_contact",
+		ActionHash: hash, Decision: "allow", Reason: "trusted_mutation", RiskScore: 35, CompositeRiskScore: 30,
+		MatchedPolicyIDs: matched, RedactedFields: []string{}, MutatesState: true, TrustLevel: "trusted_internal_signed",
+		RootTrustLevel: "trusted_internal_signed",
+		ToolCall:       []byte(fmt.Sprintf(`{"tool":"crm","action":"update_contact","resource":"contact/c-%d","parameters":{"contact_id":"c-%d"}}`, i, i)),
+		CreatedAt:      now, ReceiptID: rid, AuditID: uuid.NewString()}
+	return persistence.DecisionWrite{Decision: rec,
+		Receipt: &persistence.Receipt{ID: rid, TenantID: tenantID, DecisionID: id, ActionHash: hash, Decision: "allow", CreatedAt: now}}
 }
 
 func wantNoEvent(t *testing.T, ch chan messages.AseEvent) {
@@ -145,9 +172,9 @@ func TestReceiptIntegrity(t *testing.T) {
 		}
 		clock := &fakeClock{now: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)}
 		bus, events := brokenEvents(t)
-		m := actors.NewMaintenance(st.store, actors.MaintenanceOptions{PublicKey: signer.PublicKey(), Now: clock.Now, Events: bus},
+		m := New(st.store, Options{PublicKey: signer.PublicKey(), Now: clock.Now, Events: bus},
 			hclog.NewNullLogger())
-		pass := func() actors.IntegrityPass {
+		pass := func() IntegrityPass {
 			t.Helper()
 			p, err := m.CheckReceipts(ctx)
 			if err != nil {
@@ -229,8 +256,22 @@ func TestReceiptIntegrity(t *testing.T) {
 // TestReceiptIntegrityStopsOffLeadership: a node that does not lead stops
 // its pass before it verifies anything.
 func TestReceiptIntegrityStopsOffLeadership(t *testing.T) {
-	f := newBenchFixture(t, 1)
-	m := actors.NewMaintenance(f.store, actors.MaintenanceOptions{IsLeader: func() bool { return false }}, hclog.NewNullLogger())
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "svc.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	tn := persistence.Tenant{ID: uuid.NewString(), Name: "t", CreatedAt: time.Now().UTC()}
+	if err := store.CreateTenant(ctx, tn, persistence.OperatorToken{ID: uuid.NewString(), TenantID: tn.ID, Name: "admin",
+		Role: persistence.RoleAdmin, CreatedAt: time.Now().UTC()}, []byte("op-hash")); err != nil {
+		t.Fatal(err)
+	}
+	f := struct {
+		store    persistence.Store
+		tenantID string
+	}{store, tn.ID}
+	m := New(f.store, Options{IsLeader: func() bool { return false }}, hclog.NewNullLogger())
 	if _, err := m.CheckReceipts(context.Background()); err == nil {
 		t.Fatal("a pass ran on a node that does not lead")
 	}
@@ -250,7 +291,7 @@ func TestAuditArchival(t *testing.T) {
 		// A retention of 10 days (SVC_AUDIT_RETENTION_DAYS=10, not the
 		// default 90).
 		day := 24 * time.Hour
-		m := actors.NewMaintenance(st.store, actors.MaintenanceOptions{Retention: 10 * day, Now: clock.Now}, hclog.NewNullLogger())
+		m := New(st.store, Options{Retention: 10 * day, Now: clock.Now}, hclog.NewNullLogger())
 		var evs []persistence.AuditEvent
 		add := func(n int, age time.Duration, action string) {
 			for range n {
@@ -330,7 +371,7 @@ func TestReceiptIntegrityResumes(t *testing.T) {
 			st.commit(t, nil, 500)
 		}
 		flaky := &failingRange{Store: st.store, failFrom: 2}
-		m := actors.NewMaintenance(flaky, actors.MaintenanceOptions{}, hclog.NewNullLogger())
+		m := New(flaky, Options{}, hclog.NewNullLogger())
 		if _, err := m.CheckReceipts(ctx); err == nil {
 			t.Fatal("the pass did not report the failed read")
 		}
