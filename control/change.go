@@ -43,6 +43,8 @@ type Deps struct {
 	// Exporter drops the webhook exporter's cached subscriptions on this
 	// node when there is no invalidation hub (tests); nil: none.
 	Exporter *actors.ExporterHandle
+	// Approvals decide and consume approvals (the approval actors).
+	Approvals Approvals
 	// MCPCredentials seals MCP servers' upstream headers (the key derived
 	// from the installation secret); nil: they cannot be stored here.
 	MCPCredentials *mcpproxy.Sealer

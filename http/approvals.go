@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"math"
 	"net/url"
 	"strconv"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"svc/actors"
+	"svc/control"
 	"svc/persistence"
 )
 
@@ -105,10 +104,10 @@ func (s *Server) registerApprovals() {
 				if strings.TrimSpace(b.ApproverUserID) == "" {
 					return nil, invalidField("approver_user_id", "required")
 				}
-				a, err := s.Approvals.Decide(c.Ctx(), persistence.ApprovalDecision{TenantID: c.Principal.TenantID, ID: id, Status: status,
-					ApproverUserID: b.ApproverUserID, Reason: b.Reason}, nil, c.Principal.Actor())
+				a, err := s.Control.DecideApproval(c.Ctx(), operator(c.Principal), control.ApprovalDecision{ID: id, Status: status,
+					Approver: b.ApproverUserID, Reason: b.Reason})
 				if err != nil {
-					return nil, approvalError(err, "the approval is already decided or has expired")
+					return nil, err
 				}
 				return s.viewApproval(a), nil
 			})
@@ -197,13 +196,10 @@ func (s *Server) editApproval(c *Call) (any, error) {
 		if b.Parameters == nil {
 			return nil, invalidField("parameters", "required (an object)")
 		}
-		a, err := s.Approvals.Decide(c.Ctx(), persistence.ApprovalDecision{TenantID: c.Principal.TenantID, ID: id,
-			Status: persistence.ApprovalApproved, ApproverUserID: b.ApproverUserID, Reason: b.Reason}, b.Parameters, c.Principal.Actor())
-		if actors.IsInvalidParameters(err) {
-			return nil, invalidField("parameters", "%v", err)
-		}
+		a, err := s.Control.DecideApproval(c.Ctx(), operator(c.Principal), control.ApprovalDecision{ID: id,
+			Status: persistence.ApprovalApproved, Approver: b.ApproverUserID, Reason: b.Reason, Parameters: b.Parameters})
 		if err != nil {
-			return nil, approvalError(err, "the approval is already decided or has expired")
+			return nil, err
 		}
 		return s.viewApproval(a), nil
 	})
@@ -218,28 +214,11 @@ func (s *Server) consumeApproval(c *Call) (any, error) {
 	if c.Principal.Kind == KindAgent {
 		agent = c.Principal.AgentID
 	}
-	a, err := s.Approvals.Consume(c.Ctx(), c.Principal.TenantID, c.Param("approval_id"), agent, c.Principal.Actor())
+	a, err := s.Control.ConsumeApproval(c.Ctx(), operator(c.Principal), c.Param("approval_id"), agent)
 	if err != nil {
-		return nil, approvalError(err, "the approval is not approved, has expired, or was already consumed")
+		return nil, err
 	}
 	return s.viewApproval(a), nil
-}
-
-// approvalError maps the approval actors' errors to the API's.
-func approvalError(err error, conflict string) error {
-	return stateError(err, "approval", "approval_conflict", conflict)
-}
-
-// stateError maps a conditional transition's errors: ErrNotFound to the 404
-// for what, ErrStateConflict to a 409 with code and message.
-func stateError(err error, what, code, conflict string) error {
-	switch {
-	case errors.Is(err, persistence.ErrNotFound):
-		return notFound(what)
-	case errors.Is(err, persistence.ErrStateConflict):
-		return apiErr("Conflict", code, "%s", conflict)
-	}
-	return err
 }
 
 // guardApproval applies the abuse limits of approve, reject, edit and the
@@ -418,10 +397,10 @@ func (s *Server) chatCallback(c *Call) (any, error) {
 	}
 	reason := ChatReason
 	out, err := s.guardApproval(c, tenantID, approvalID, func() (any, error) {
-		a, err := s.Approvals.Decide(c.Ctx(), persistence.ApprovalDecision{TenantID: tenantID, ID: approvalID, Status: status,
-			ApproverUserID: approver, Reason: &reason}, nil, "chat:"+approver)
+		a, err := s.Control.DecideApproval(c.Ctx(), control.Operator{TenantID: tenantID, Actor: "chat:" + approver},
+			control.ApprovalDecision{ID: approvalID, Status: status, Approver: approver, Reason: &reason})
 		if err != nil {
-			return nil, approvalError(err, "the approval is already decided or has expired")
+			return nil, err
 		}
 		return chatCallbackView{OK: true, ApprovalID: a.ID, Status: a.EffectiveStatus(time.Now())}, nil
 	})

@@ -39,7 +39,6 @@ type Deps struct {
 	Events     *broadcast.EventBus
 	Supervisor *actors.Supervisor
 	Authorizer *actors.Authorizer
-	Approvals  *actors.Approvals
 	// Waits wakes the requests waiting for an approval (?wait=N) when it
 	// is decided on any node; nil answers every wait at once.
 	Waits *broadcast.ApprovalWaits
