@@ -32,7 +32,7 @@
 #                                soc: the SOC pipeline's overhead on authorize, on
 #                                vs SVC_SOC_PIPELINE=false)
 #   BENCH_GO [1]                 0 skips the Go benchmarks
-#   BENCH_GO_PKGS [./rules/policy/ ./canonical/ ./receipt/ ./actors/]
+#   BENCH_GO_PKGS [./rules/policy/ ./canonical/ ./receipt/ ./actors/ ./mcpregistry/ ./persistence/postgres/]
 #   BENCHFLAGS []                extra go test flags, e.g. -benchtime=2s -count=3
 #   BENCH_PROFILE [0]            1: take a CPU profile of each server during its
 #                                busiest closed-loop phase (into BENCH_OUT)
@@ -378,7 +378,7 @@ log "load runs took $((SECONDS - start)) s; results in $OUT"
 
 if [[ ${BENCH_GO:-1} != 0 ]]; then
 	# shellcheck disable=SC2206 # a list of packages
-	pkgs=(${BENCH_GO_PKGS:-./rules/policy/ ./canonical/ ./receipt/ ./actors/ ./persistence/postgres/})
+	pkgs=(${BENCH_GO_PKGS:-./rules/policy/ ./canonical/ ./receipt/ ./actors/ ./mcpregistry/ ./persistence/postgres/})
 	printf '\n== Go benchmarks: go test -run ^$ -bench . -benchmem %s %s\n' "${BENCHFLAGS:-}" "${pkgs[*]}"
 	# shellcheck disable=SC2086 # BENCHFLAGS is a list of flags
 	if ! "$GO" test -run '^$' -bench . -benchmem ${BENCHFLAGS:-} "${pkgs[@]}" 2>&1 | tee "$OUT/go-bench.txt"; then
