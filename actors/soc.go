@@ -93,7 +93,7 @@ type incidentsFlushed struct {
 }
 
 // rulesInvalidated tells the pipeline that a tenant's custom rules changed
-// (TenantID "" drops every tenant's); cmd/svc forwards the Authorizer's
+// (TenantID "" drops every tenant's); node/ forwards the Authorizer's
 // invalidations, this node's and other nodes', as this message.
 type rulesInvalidated struct{ TenantID string }
 

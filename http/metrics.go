@@ -333,7 +333,7 @@ func soc(s *Server, get func(*actors.SOCStats) float64) func() float64 {
 }
 
 // WriterMetrics describes the group writer's commits: their duration
-// (retries included) and how many decisions each carried. cmd/svc hands
+// (retries included) and how many decisions each carried. node/ hands
 // Observe to the writer and the value to Deps.
 type WriterMetrics struct {
 	duration prometheus.Histogram

@@ -27,7 +27,7 @@ import (
 	"svc/rules/policy"
 )
 
-// Deps are the server's collaborators, built in cmd/svc.
+// Deps are the server's collaborators, built by node/.
 type Deps struct {
 	Config *config.Config
 	// Store is read only (Reads): every change goes through Control.
@@ -58,8 +58,9 @@ type Deps struct {
 	Notifier         *actors.NotifierStats
 	ApprovalsDeleted *atomic.Uint64
 	Policy           *policy.Engine
-	// MCP discovers MCP servers and drops their cached records on every
-	// node after a change.
+	// MCP is the MCP registry: the proxy asks it for a re-discovery when
+	// an upstream says its tools changed (an operator's discovery goes
+	// through Control).
 	MCP *mcpregistry.Registry
 	// Control carries out every change (the control plane); required.
 	Control *control.Plane
