@@ -28,17 +28,27 @@ type agentActor struct {
 	facts agentFacts  // the node's *factSource; a fake in the unit tests
 	table *actorTable // where its incarnation is registered
 	idle  time.Duration
+	idleT idleTimer
 	key   string
 	ref   *actorRef // the incarnation; a restart after a panic keeps it
 }
 
 // Receive implements actor.Actor.
 func (g *agentActor) Receive(ctx actor.Context) {
+	g.idleT.seen(ctx.Message())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		ctx.SetReceiveTimeout(g.idle)
+		g.idleT.start(ctx, g.idle)
+	case idleTick:
+		if g.idleT.idle() {
+			ctx.Stop(ctx.Self())
+		}
 	case *actor.ReceiveTimeout:
+		// Idle now: protoactor's own timeout is no longer armed (idle.go),
+		// but a sender may still stop the actor as when idle.
 		ctx.Stop(ctx.Self())
+	case *actor.Stopping:
+		g.idleT.stop()
 	case *actor.Stopped:
 		// Calls still queued in the mailbox are dropped; their callers
 		// retry on seeing the stop.

@@ -210,21 +210,31 @@ type approvalActor struct {
 	reserved bool
 	// reservedAt is when the reservation was taken.
 	reservedAt time.Time
+	idle       idleTimer
 }
 
 // Receive implements actor.Actor.
 func (p *approvalActor) Receive(ctx actor.Context) {
+	p.idle.seen(ctx.Message())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		ctx.SetReceiveTimeout(p.front.opt.Idle)
-	case *actor.ReceiveTimeout:
+		p.idle.start(ctx, p.front.opt.Idle)
+	case idleTick, *actor.ReceiveTimeout:
+		// A ReceiveTimeout is idle now: protoactor's own timeout is no
+		// longer armed (idle.go), but a sender may still stop the actor as
+		// when idle.
+		if _, tick := m.(idleTick); tick && !p.idle.idle() {
+			return
+		}
 		if p.reserved && time.Since(p.reservedAt) < reservationLimit {
 			// A decision using this approval is still being committed; wait
-			// another idle period (protoactor disarms the timeout on firing).
-			ctx.SetReceiveTimeout(p.front.opt.Idle)
+			// another idle period.
+			p.idle.rearm()
 			return
 		}
 		ctx.Stop(ctx.Self())
+	case *actor.Stopping:
+		p.idle.stop()
 	case *actor.Stopped:
 		p.front.actors.stopped(p.key, p.ref) // requests still queued are retried
 	case *approvalReq:

@@ -76,6 +76,7 @@ type correlator struct {
 	tenantID, agentID, key string
 	parent                 *actor.PID
 	idle                   time.Duration
+	idleT                  idleTimer
 	w                      *correlate.Windows
 	seen                   *uint64 // observations processed (kept across a restart)
 
@@ -87,11 +88,12 @@ type correlator struct {
 
 // Receive implements actor.Actor.
 func (c *correlator) Receive(ctx actor.Context) {
+	c.idleT.seen(ctx.Message())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		c.w = &correlate.Windows{}
 		c.cached = ""
-		ctx.SetReceiveTimeout(c.idle)
+		c.idleT.start(ctx, c.idle)
 	case observed:
 		*c.seen++
 		if c.shared == nil {
@@ -110,10 +112,15 @@ func (c *correlator) Receive(ctx actor.Context) {
 		if len(found) > 0 || len(anomalies) > 0 {
 			ctx.Send(c.parent, correlated{tenantID: c.tenantID, agentID: c.agentID, incidents: found, ev: m.ev, de: m.de, anomalies: anomalies})
 		}
-	case *actor.ReceiveTimeout:
-		ctx.SetReceiveTimeout(c.idle) // protoactor disarms it on firing
+	case idleTick:
+		if !c.idleT.idle() {
+			return
+		}
+		c.idleT.rearm()
 		if c.shared != nil || c.w.Idle(time.Now()) {
 			ctx.Send(c.parent, correlatorIdle{key: c.key, pid: ctx.Self(), seen: *c.seen})
 		}
+	case *actor.Stopping:
+		c.idleT.stop()
 	}
 }
