@@ -130,6 +130,14 @@ func (s *Store) UpdateAgent(ctx context.Context, tenantID, id string, p persiste
 	args = append(args, tenantID, id)
 	stmt := fmt.Sprintf(`UPDATE agents SET %s WHERE tenant_id = $%d AND id = $%d AND status <> 'deleted'`,
 		strings.Join(sets, ", "), len(args)-1, len(args))
+	return s.updateAgentRow(ctx, tenantID, id, stmt, args, nil, audit)
+}
+
+// updateAgentRow runs stmt, an UPDATE of agent id's row, with its audit
+// events in one transaction, and returns the row as updated. When no row
+// changed the answer is ErrNotFound, or noRow's (which may read why).
+func (s *Store) updateAgentRow(ctx context.Context, tenantID, id, stmt string, args []any, noRow func(Querier) error,
+	audit []persistence.AuditEvent) (persistence.Agent, error) {
 	var out persistence.Agent
 	err := s.DB.Tx(ctx, func(q Querier) error {
 		n, err := q.Exec(ctx, stmt, args...)
@@ -137,6 +145,9 @@ func (s *Store) UpdateAgent(ctx context.Context, tenantID, id string, p persiste
 			return err
 		}
 		if n == 0 {
+			if noRow != nil {
+				return noRow(q)
+			}
 			return persistence.ErrNotFound
 		}
 		if err := s.insertAudit(ctx, q, audit); err != nil {
@@ -152,46 +163,18 @@ func (s *Store) UpdateAgent(ctx context.Context, tenantID, id string, p persiste
 func (s *Store) TransitionAgent(ctx context.Context, tenantID, id string, from []string, to string, audit ...persistence.AuditEvent) (persistence.Agent, error) {
 	args, in := inList([]any{to, now(), tenantID, id}, from)
 	stmt := `UPDATE agents SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status IN (` + in + `)`
-	var out persistence.Agent
-	err := s.DB.Tx(ctx, func(q Querier) error {
-		n, err := q.Exec(ctx, stmt, args...)
-		if err != nil {
-			return err
+	return s.updateAgentRow(ctx, tenantID, id, stmt, args, func(q Querier) error {
+		if _, err := getAgentTx(ctx, q, tenantID, id); err != nil {
+			return err // ErrNotFound
 		}
-		if n == 0 {
-			if _, err := getAgentTx(ctx, q, tenantID, id); err != nil {
-				return err // ErrNotFound
-			}
-			return persistence.ErrStateConflict
-		}
-		if err := s.insertAudit(ctx, q, audit); err != nil {
-			return err
-		}
-		out, err = getAgentTx(ctx, q, tenantID, id)
-		return err
-	})
-	return out, err
+		return persistence.ErrStateConflict
+	}, audit)
 }
 
 // RotateAgentToken implements persistence.AgentStore.
 func (s *Store) RotateAgentToken(ctx context.Context, tenantID, id string, newHash []byte, audit ...persistence.AuditEvent) (persistence.Agent, error) {
-	var out persistence.Agent
-	err := s.DB.Tx(ctx, func(q Querier) error {
-		n, err := q.Exec(ctx, `UPDATE agents SET token_hash = $1, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status <> 'deleted'`,
-			hashText(newHash), now(), tenantID, id)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return persistence.ErrNotFound
-		}
-		if err := s.insertAudit(ctx, q, audit); err != nil {
-			return err
-		}
-		out, err = getAgentTx(ctx, q, tenantID, id)
-		return err
-	})
-	return out, err
+	return s.updateAgentRow(ctx, tenantID, id, `UPDATE agents SET token_hash = $1, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status <> 'deleted'`,
+		[]any{hashText(newHash), now(), tenantID, id}, nil, audit)
 }
 
 // LookupAgentToken implements persistence.AgentStore.
