@@ -1,0 +1,98 @@
+package sharedstate
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"svc/runstate"
+)
+
+// Runs keeps the run context of CONTRACT §16: per run and per agent, the
+// bounded aggregates of runstate, folded atomically. Both [Memory] (a lone
+// node: no network round trip) and [Valkey] (a cluster: one round trip per
+// call, exact under concurrency from every node) implement it, and pass the
+// same contract suite.
+type Runs interface {
+	// Reserve applies the attempt to its run and its agent in one atomic
+	// step and returns the documents of both as they were before it. A
+	// retried attempt id changes nothing (Dup).
+	Reserve(ctx context.Context, k RunKey, a *runstate.Attempt) (RunPre, error)
+	// Peek returns the documents without changing anything (a dry run:
+	// no attempt, no dedup entry, no TTL refresh).
+	Peek(ctx context.Context, k RunKey, now int64) (RunPre, error)
+	// Settle records a committed decision at the run and the agent.
+	Settle(ctx context.Context, k RunKey, s *runstate.Settlement) error
+	// Tighten lowers the run's trust to level from a durable record and
+	// marks its counts incomplete (the state was lost and restored).
+	Tighten(ctx context.Context, k RunKey, level int, at int64) error
+}
+
+// RunKey names a run and the agent calling in it. Run is the call's
+// trace.run_id, "" for the agent's ambient run; Parent its
+// trace.parent_run_id.
+type RunKey struct {
+	TenantID string
+	AgentID  string
+	Run      string
+	Parent   string
+}
+
+// runKey and agentKey length-prefix each part, so that no separator inside
+// an id makes two keys collide. The ambient run is keyed apart from every
+// named run.
+func (k RunKey) runKey() string {
+	if k.Run == "" {
+		return "run:" + lp(k.TenantID) + "~" + lp(k.AgentID)
+	}
+	return "run:" + lp(k.TenantID) + "=" + lp(k.Run)
+}
+
+func (k RunKey) parentKey() string {
+	if k.Parent == "" {
+		return ""
+	}
+	return "run:" + lp(k.TenantID) + "=" + lp(k.Parent)
+}
+
+func (k RunKey) agentKey() string { return "runagent:" + lp(k.TenantID) + ":" + lp(k.AgentID) }
+
+func lp(s string) string { return strconv.Itoa(len(s)) + ":" + s }
+
+// RunPre is what Reserve and Peek return: the documents built from the state
+// before the call.
+type RunPre struct {
+	Run, Agent runstate.Obj
+	// Seq is the attempt's ordinal in the run (Reserve; for Settle).
+	Seq int64
+	// Dup: the attempt id was applied before; nothing changed.
+	Dup bool
+	// Restore: the run had no state while the store may have lost some
+	// within the maximum age (a restart, a flush, an eviction); the caller
+	// tightens it from the durable taint record, if any.
+	Restore bool
+}
+
+// RunLimits bound the run state.
+type RunLimits struct {
+	// IdleTTL drops a run (and an agent's history) idle this long.
+	IdleTTL time.Duration
+	// MaxAge drops a run this long after its first call.
+	MaxAge time.Duration
+	// MaxRuns caps the runs a lone node keeps (the least recently used is
+	// evicted first). Valkey runs with noeviction and keeps every run.
+	MaxRuns int
+}
+
+func (l RunLimits) withDefaults() RunLimits {
+	if l.IdleTTL <= 0 {
+		l.IdleTTL = runstate.DefaultIdleTTL
+	}
+	if l.MaxAge <= 0 {
+		l.MaxAge = runstate.DefaultMaxAge
+	}
+	if l.MaxRuns <= 0 {
+		l.MaxRuns = 50_000
+	}
+	return l
+}

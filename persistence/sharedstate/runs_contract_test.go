@@ -1,0 +1,269 @@
+package sharedstate_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"svc/persistence/sharedstate"
+	"svc/runstate"
+)
+
+// canon is a document's canonical text (what a receipt would commit to).
+func canon(t *testing.T, run, agent runstate.Obj) string {
+	t.Helper()
+	c, err := runstate.NewContext(run, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(c.Canonical)
+}
+
+func memoryRuns(t *testing.T) sharedstate.Runs {
+	m := sharedstate.NewMemory()
+	t.Cleanup(func() { _ = m.Close() })
+	return m.Runs(sharedstate.RunLimits{})
+}
+
+// TestRunsValkeyFoldsAsMemory runs one random script of attempts,
+// settlements, peeks and restorations against both backends in lockstep:
+// every document either returns must be byte for byte the other's (the Lua
+// fold is runstate's fold).
+func TestRunsValkeyFoldsAsMemory(t *testing.T) {
+	u := valkeyURL(t)
+	mem, vk := memoryRuns(t), newValkey(t, u).Runs(sharedstate.RunLimits{})
+	ctx := ctxT(t)
+	rng := rand.New(rand.NewPCG(7, 11))
+	now := time.Now().UnixMilli()
+	runs := []string{"", "r1", "r2", "r1/child", "r:1", "ü-run"}
+	agents := []string{"a1", "a2"}
+	tools := [][2]string{{"web", "fetch"}, {"crm", "get"}, {"stripe", "charge"}, {"email", "send"}, {"mcp:srv", "do"}}
+	labels := []string{"egress", "private_read", "untrusted_ingest"}
+	decisions := []string{"allow", "deny", "require_approval", "redact", "quarantine"}
+	var issued []struct {
+		k   sharedstate.RunKey
+		seq int64
+		a   runstate.Attempt
+	}
+	key := func() sharedstate.RunKey {
+		k := sharedstate.RunKey{TenantID: "t1", AgentID: agents[rng.IntN(len(agents))], Run: runs[rng.IntN(len(runs))]}
+		if k.Run == "r1/child" {
+			k.Parent = "r1"
+		}
+		return k
+	}
+	for step := range 600 {
+		now += int64(rng.IntN(3000))
+		switch op := rng.IntN(10); {
+		case op < 6:
+			k := key()
+			tool := tools[rng.IntN(len(tools))]
+			a := runstate.Attempt{AgentID: k.AgentID, At: now, Tool: tool[0], Action: tool[1],
+				Mutating: rng.IntN(2) == 0, Level: rng.IntN(7), Via: "source_trust", NoRunID: k.Run == ""}
+			a.Destructive = a.Mutating && rng.IntN(3) == 0
+			a.Egress = tool[0] == "email"
+			if rng.IntN(3) == 0 {
+				a.Labels = []string{labels[rng.IntN(len(labels))], labels[rng.IntN(len(labels))]}
+			}
+			if tool[0] == "stripe" {
+				a.Sums = map[string]float64{"stripe/charge.amount": float64(rng.IntN(10000)) / 100}
+			}
+			if rng.IntN(4) == 0 && len(issued) > 0 {
+				a.ID = issued[rng.IntN(len(issued))].a.ID // a retry
+			} else if rng.IntN(2) == 0 {
+				a.ID = fmt.Sprintf("att-%d", step)
+			}
+			pm, err := mem.Reserve(ctx, k, &a)
+			must(t, err)
+			pv, err := vk.Reserve(ctx, k, &a)
+			must(t, err)
+			if cm, cv := canon(t, pm.Run, pm.Agent), canon(t, pv.Run, pv.Agent); cm != cv || pm.Seq != pv.Seq || pm.Dup != pv.Dup || pm.Restore != pv.Restore {
+				t.Fatalf("step %d reserve %+v:\nmemory %d %v %v %s\nvalkey %d %v %v %s", step, k, pm.Seq, pm.Dup, pm.Restore, cm, pv.Seq, pv.Dup, pv.Restore, cv)
+			}
+			issued = append(issued, struct {
+				k   sharedstate.RunKey
+				seq int64
+				a   runstate.Attempt
+			}{k, pm.Seq, a})
+		case op < 8 && len(issued) > 0:
+			i := issued[rng.IntN(len(issued))]
+			d := decisions[rng.IntN(len(decisions))]
+			s := runstate.Settlement{Seq: i.seq, Tool: i.a.Tool, Action: i.a.Action, Decision: d, Reason: "because_" + d, At: now}
+			must(t, mem.Settle(ctx, i.k, &s))
+			must(t, vk.Settle(ctx, i.k, &s))
+		case op < 9:
+			k := key()
+			pm, err := mem.Peek(ctx, k, now)
+			must(t, err)
+			pv, err := vk.Peek(ctx, k, now)
+			must(t, err)
+			if cm, cv := canon(t, pm.Run, pm.Agent), canon(t, pv.Run, pv.Agent); cm != cv {
+				t.Fatalf("step %d peek %+v:\nmemory %s\nvalkey %s", step, k, cm, cv)
+			}
+		default:
+			k := key()
+			lv := 1 + rng.IntN(6)
+			must(t, mem.Tighten(ctx, k, lv, now))
+			must(t, vk.Tighten(ctx, k, lv, now))
+		}
+	}
+}
+
+func TestMemoryRuns(t *testing.T) {
+	runRunsContract(t, memoryRuns)
+}
+
+func TestValkeyRuns(t *testing.T) {
+	u := valkeyURL(t)
+	runRunsContract(t, func(t *testing.T) sharedstate.Runs { return newValkey(t, u).Runs(sharedstate.RunLimits{}) })
+}
+
+func field(t *testing.T, o runstate.Obj, path ...string) runstate.Doc {
+	t.Helper()
+	var d runstate.Doc = o
+	for _, p := range path {
+		obj, ok := d.(runstate.Obj)
+		if !ok {
+			t.Fatalf("%v: %s is not in an object", path, p)
+		}
+		found := false
+		for _, m := range obj {
+			if m.Key == p {
+				d, found = m.Value, true
+				break
+			}
+		}
+		if !found {
+			return nil
+		}
+	}
+	return d
+}
+
+func runRunsContract(t *testing.T, newRuns func(t *testing.T) sharedstate.Runs) {
+	t.Run("concurrent attempts each see a distinct state before them", func(t *testing.T) {
+		ctx := ctxT(t)
+		// For Valkey each call is one script, whichever node sends it; the
+		// end-to-end suite repeats this from two nodes.
+		r := newRuns(t)
+		k := sharedstate.RunKey{TenantID: "t", AgentID: "a", Run: "run-c"}
+		now := time.Now().UnixMilli()
+		seen := make([]int64, 100)
+		var mu sync.Mutex
+		race(100, func(i int) {
+			a := runstate.Attempt{ID: fmt.Sprint("id", i), AgentID: "a", At: now, Tool: "db", Action: "drop", Mutating: true, Destructive: true}
+			pre, err := r.Reserve(ctx, k, &a)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			seen[i], _ = field(t, pre.Run, "totals", "calls").(int64)
+			mu.Unlock()
+		})
+		got := map[int64]bool{}
+		for _, c := range seen {
+			got[c] = true
+		}
+		if len(got) != 100 {
+			t.Fatalf("%d distinct states before 100 concurrent calls, want 100", len(got))
+		}
+		pre, err := r.Peek(ctx, k, now)
+		must(t, err)
+		if c := field(t, pre.Run, "tools", "db", "drop", "attempts"); c != int64(100) {
+			t.Fatalf("attempts = %v, want 100", c)
+		}
+	})
+	t.Run("a retried attempt counts once and a peek changes nothing", func(t *testing.T) {
+		ctx := ctxT(t)
+		r := newRuns(t)
+		k := sharedstate.RunKey{TenantID: "t", AgentID: "a", Run: "run-d"}
+		now := time.Now().UnixMilli()
+		for range 10 {
+			a := runstate.Attempt{ID: "same", AgentID: "a", At: now, Tool: "x", Action: "y"}
+			pre, err := r.Reserve(ctx, k, &a)
+			must(t, err)
+			if pre.Seq != 1 {
+				t.Fatalf("seq %d, want 1", pre.Seq)
+			}
+		}
+		before, err := r.Peek(ctx, k, now)
+		must(t, err)
+		for range 50 {
+			_, err := r.Peek(ctx, k, now)
+			must(t, err)
+		}
+		after, err := r.Peek(ctx, k, now)
+		must(t, err)
+		if canon(t, before.Run, before.Agent) != canon(t, after.Run, after.Agent) {
+			t.Fatal("peeks changed the state")
+		}
+		if c := field(t, after.Run, "totals", "calls"); c != int64(1) {
+			t.Fatalf("calls = %v after ten retries of one attempt, want 1", c)
+		}
+		next, err := r.Reserve(ctx, k, &runstate.Attempt{ID: "other", AgentID: "a", At: now, Tool: "x", Action: "y"})
+		must(t, err)
+		if canon(t, next.Run, next.Agent) != canon(t, after.Run, after.Agent) {
+			t.Fatal("a reservation saw another state than the peek before it")
+		}
+	})
+	t.Run("trust only falls, and a child run inherits its parent's", func(t *testing.T) {
+		ctx := ctxT(t)
+		r := newRuns(t)
+		now := time.Now().UnixMilli()
+		parent := sharedstate.RunKey{TenantID: "t", AgentID: "a", Run: "p"}
+		for _, lv := range []int{2, runstate.LevelUntrusted, 1} {
+			_, err := r.Reserve(ctx, parent, &runstate.Attempt{AgentID: "a", At: now, Tool: "x", Action: "y", Level: lv})
+			must(t, err)
+		}
+		pre, err := r.Peek(ctx, parent, now)
+		must(t, err)
+		if m := field(t, pre.Run, "trust", "min"); m != "untrusted_external" {
+			t.Fatalf("parent trust.min = %v", m)
+		}
+		child := sharedstate.RunKey{TenantID: "t", AgentID: "b", Run: "c", Parent: "p"}
+		_, err = r.Reserve(ctx, child, &runstate.Attempt{AgentID: "b", At: now, Tool: "x", Action: "y", Level: 1})
+		must(t, err)
+		pre, err = r.Peek(ctx, child, now)
+		must(t, err)
+		if m, inh := field(t, pre.Run, "trust", "min"), field(t, pre.Run, "trust", "inherited"); m != "untrusted_external" || inh != "untrusted_external" {
+			t.Fatalf("child trust.min = %v, inherited %v", m, inh)
+		}
+		must(t, r.Tighten(ctx, child, runstate.LevelMalicious, now))
+		must(t, r.Tighten(ctx, child, 1, now))
+		pre, err = r.Peek(ctx, child, now)
+		must(t, err)
+		if m, c := field(t, pre.Run, "trust", "min"), field(t, pre.Run, "complete"); m != "malicious_suspected" || c != false {
+			t.Fatalf("after tightening: trust.min %v complete %v", m, c)
+		}
+	})
+	t.Run("tenants and separators never share a run", func(t *testing.T) {
+		ctx := ctxT(t)
+		r := newRuns(t)
+		now := time.Now().UnixMilli()
+		for _, k := range []sharedstate.RunKey{
+			{TenantID: "t1", AgentID: "a", Run: "x"},
+			{TenantID: "t2", AgentID: "a", Run: "x"},
+			{TenantID: "t1:", AgentID: "a", Run: "x"},
+			{TenantID: "t1", AgentID: "a", Run: ":x"},
+			{TenantID: "t1", AgentID: "a"},
+		} {
+			pre, err := r.Reserve(ctx, k, &runstate.Attempt{AgentID: "a", At: now, Tool: "x", Action: "y"})
+			must(t, err)
+			if field(t, pre.Run, "known") != false {
+				t.Fatalf("%+v shares a run with an earlier key", k)
+			}
+		}
+	})
+	t.Run("an unavailable context fails closed", func(t *testing.T) {
+		r := newRuns(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := r.Reserve(ctx, sharedstate.RunKey{TenantID: "t", AgentID: "a"}, &runstate.Attempt{AgentID: "a"}); err == nil {
+			t.Fatal("Reserve with a done context succeeded")
+		}
+	})
+}

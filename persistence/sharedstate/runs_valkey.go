@@ -1,0 +1,463 @@
+package sharedstate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/valkey-io/valkey-go"
+
+	"svc/runstate"
+)
+
+// valkeyRuns is the run state of a cluster: each run and each agent is one
+// JSON value, folded by one Lua script per call (Valkey runs a script alone,
+// so concurrent calls from every node each see a distinct state before
+// them, and limits are exact). The script is runstate's fold written again
+// in Lua; the contract suite holds the two equal.
+type valkeyRuns struct {
+	v       *Valkey
+	lim     RunLimits
+	reserve *valkey.Lua
+	peek    *valkey.Lua
+	settle  *valkey.Lua
+	tighten *valkey.Lua
+}
+
+var _ Runs = (*valkeyRuns)(nil)
+
+// Runs returns the cluster's run state. The first call after the server
+// lost its data (a flush, a restart without persistence) finds no epoch key
+// and counts as a loss, as a lone node's start does.
+func (v *Valkey) Runs(l RunLimits) Runs {
+	return &valkeyRuns{v: v, lim: l.withDefaults(),
+		reserve: valkey.NewLuaScript(runLua + runReserveLua),
+		peek:    valkey.NewLuaScriptReadOnly(runLua + runPeekLua),
+		settle:  valkey.NewLuaScript(runLua + runSettleLua),
+		tighten: valkey.NewLuaScript(runLua + runTightenLua),
+	}
+}
+
+// wireAttempt is an Attempt as the script reads it.
+type wireAttempt struct {
+	ID     string   `json:"id"`
+	Agent  string   `json:"ag"`
+	At     int64    `json:"at"`
+	Tool   string   `json:"t"`
+	Action string   `json:"a"`
+	M      int      `json:"m"`
+	D      int      `json:"d"`
+	E      int      `json:"e"`
+	Level  int      `json:"lv"`
+	Via    string   `json:"via"`
+	Labels []string `json:"lb"`
+	Sums   [][2]any `json:"su"`
+	NoRun  int      `json:"nr"`
+	Parent string   `json:"pid"`
+}
+
+func b01(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (r *valkeyRuns) args(op string, now int64) []string {
+	return []string{op, strconv.FormatInt(now, 10), strconv.FormatInt(r.lim.IdleTTL.Milliseconds(), 10),
+		strconv.FormatInt(r.lim.MaxAge.Milliseconds(), 10)}
+}
+
+func (r *valkeyRuns) keys(k RunKey) []string {
+	parent := k.parentKey()
+	if parent == "" {
+		parent = k.runKey()
+	}
+	return []string{r.v.key(k.runKey()), r.v.key(k.agentKey()), r.v.key("runepoch"), r.v.key(parent)}
+}
+
+func (r *valkeyRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt) (RunPre, error) {
+	if err := r.v.check(ctx, "run reserve"); err != nil {
+		return RunPre{}, err
+	}
+	w := wireAttempt{ID: a.ID, Agent: a.AgentID, At: a.At, Tool: a.Tool, Action: a.Action, M: b01(a.Mutating), D: b01(a.Destructive),
+		E: b01(a.Egress), Level: a.Level, Via: a.Via, Labels: slices.Sorted(slices.Values(a.Labels)), Sums: [][2]any{},
+		NoRun: b01(a.NoRunID), Parent: k.Parent}
+	if w.Labels == nil {
+		w.Labels = []string{}
+	}
+	for _, key := range slices.Sorted(func(yield func(string) bool) {
+		for key := range a.Sums {
+			if !yield(key) {
+				return
+			}
+		}
+	}) {
+		w.Sums = append(w.Sums, [2]any{key, a.Sums[key]})
+	}
+	raw, err := json.Marshal(w)
+	if err != nil {
+		return RunPre{}, fmt.Errorf("%w: run reserve: %w", ErrInvalidArgument, err)
+	}
+	res, err := r.reserve.Exec(ctx, r.v.client, r.keys(k), append(r.args("reserve", a.At), string(raw))).ToArray()
+	if err != nil {
+		return RunPre{}, r.v.fail("run reserve", err)
+	}
+	return r.pre(k, a.At, res, 2)
+}
+
+// pre decodes the script's answer {run, agent, flags...}: the run and agent
+// as they were, and from index flags on: dup, seq, restore, run lost,
+// agent lost (Reserve) or run lost, agent lost (Peek).
+func (r *valkeyRuns) pre(k RunKey, now int64, res []valkey.ValkeyMessage, flags int) (RunPre, error) {
+	ints := make([]int64, 0, len(res)-2)
+	for _, m := range res[2:] {
+		n, err := m.AsInt64()
+		if err != nil {
+			return RunPre{}, r.v.fail("run state", err)
+		}
+		ints = append(ints, n)
+	}
+	var pre RunPre
+	var runLost, agentLost int64
+	if flags == 2 && len(ints) == 5 {
+		pre.Dup, pre.Seq, pre.Restore, runLost, agentLost = ints[0] == 1, ints[1], ints[2] == 1, ints[3], ints[4]
+	} else if len(ints) == 2 {
+		runLost, agentLost = ints[0], ints[1]
+	} else {
+		return RunPre{}, fmt.Errorf("%w: run state: unexpected answer", ErrUnavailable)
+	}
+	var run runstate.Run
+	var agent runstate.Agent
+	if s, _ := res[0].ToString(); s != "" {
+		if err := json.Unmarshal([]byte(s), &run); err != nil {
+			return RunPre{}, fmt.Errorf("%w: run state: %w", ErrWrongType, err)
+		}
+	} else {
+		run.Lost = int(runLost)
+	}
+	if s, _ := res[1].ToString(); s != "" {
+		if err := json.Unmarshal([]byte(s), &agent); err != nil {
+			return RunPre{}, fmt.Errorf("%w: agent run state: %w", ErrWrongType, err)
+		}
+	} else {
+		agent.Lost = int(agentLost)
+	}
+	pre.Run = runstate.RunDoc(&run, k.Run, now)
+	pre.Agent = runstate.AgentDoc(&agent, now)
+	return pre, nil
+}
+
+func (r *valkeyRuns) Peek(ctx context.Context, k RunKey, now int64) (RunPre, error) {
+	if err := r.v.check(ctx, "run peek"); err != nil {
+		return RunPre{}, err
+	}
+	res, err := r.peek.Exec(ctx, r.v.client, r.keys(k), r.args("peek", now)).ToArray()
+	if err != nil {
+		return RunPre{}, r.v.fail("run peek", err)
+	}
+	pre, err := r.pre(k, now, res, 0)
+	if err != nil {
+		return RunPre{}, err
+	}
+	return pre, nil
+}
+
+// wireSettlement is a Settlement as the script reads it.
+type wireSettlement struct {
+	Seq      int64  `json:"s"`
+	Tool     string `json:"t"`
+	Action   string `json:"a"`
+	Decision string `json:"d"`
+	Reason   string `json:"r"`
+	At       int64  `json:"at"`
+}
+
+func (r *valkeyRuns) Settle(ctx context.Context, k RunKey, s *runstate.Settlement) error {
+	if err := r.v.check(ctx, "run settle"); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(wireSettlement{Seq: s.Seq, Tool: s.Tool, Action: s.Action, Decision: s.Decision, Reason: s.Reason, At: s.At})
+	if err != nil {
+		return fmt.Errorf("%w: run settle: %w", ErrInvalidArgument, err)
+	}
+	if err := r.settle.Exec(ctx, r.v.client, r.keys(k), append(r.args("settle", s.At), string(raw))).Error(); err != nil {
+		return r.v.fail("run settle", err)
+	}
+	return nil
+}
+
+func (r *valkeyRuns) Tighten(ctx context.Context, k RunKey, level int, at int64) error {
+	if err := r.v.check(ctx, "run tighten"); err != nil {
+		return err
+	}
+	if err := r.tighten.Exec(ctx, r.v.client, r.keys(k), append(r.args("tighten", at), strconv.Itoa(level))).Error(); err != nil {
+		return r.v.fail("run tighten", err)
+	}
+	return nil
+}
+
+// runLua is the fold shared by the run scripts: runstate's Run.Apply,
+// Run.Settle, Run.Tighten, Agent.Apply and Agent.Settle, field for field.
+// KEYS: run, agent, epoch, parent. ARGV: op, now (ms), idle TTL (ms), max
+// age (ms), then the op's argument.
+var runLua = fmt.Sprintf(`
+local MAXTOOLS, MAXLABELS, MAXSUMS, MAXAGENTS, RECENT, DEDUP = %d, %d, %d, %d, %d, %d
+local W60, S60, W1H, S1H = %d, %d, %d, %d
+local now = tonumber(ARGV[2])
+local idle = tonumber(ARGV[3])
+local maxage = tonumber(ARGV[4])
+
+local function count(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n
+end
+
+local function live(r)
+  return (now - r.la) < idle and (now - r.cr) < maxage
+end
+
+local function toolkey(t, a)
+  return string.len(t) .. ':' .. t .. '/' .. a
+end
+
+local function taint(r, level, src)
+  if level > (r.lv or 0) then r.lv = level end
+  r.so = r.so or {}
+  local k = tostring(level)
+  if r.so[k] == nil then r.so[k] = src end
+end
+
+local function bump(slots, width, n, at, d)
+  slots = slots or {}
+  local idx = math.floor(at / width)
+  local key = tostring(idx %% n)
+  local s = slots[key]
+  if s == nil or s.i ~= idx then
+    if s == nil or s.i < idx then
+      s = {i = idx, c = 0, m = 0, d = 0, dn = 0, rs = 0, nr = 0, lv = 0}
+      slots[key] = s
+    end
+  end
+  s.c = s.c + (d.c or 0)
+  s.m = s.m + (d.m or 0)
+  s.d = s.d + (d.d or 0)
+  s.dn = s.dn + (d.dn or 0)
+  s.rs = s.rs + (d.rs or 0)
+  s.nr = s.nr + (d.nr or 0)
+  if (d.lv or 0) > s.lv then s.lv = d.lv end
+  return slots
+end
+
+local function apply(r, a)
+  if a.id ~= '' and r.at ~= nil and r.at[a.id] ~= nil then return true end
+  if (r.sq or 0) == 0 then
+    r.cr = a.at
+    r.ow = a.ag
+    r.pa = a.pid
+    if a.pl > 0 then
+      r.ih = a.pl
+      taint(r, a.pl, {s = 0, t = '', a = '', v = 'parent_run', at = a.at})
+    end
+  end
+  r.sq = (r.sq or 0) + 1
+  local seq = r.sq
+  r.la = a.at
+  r.ag = r.ag or {}
+  if r.ag[a.ag] == nil and count(r.ag) < MAXAGENTS then r.ag[a.ag] = seq end
+  r.mu = (r.mu or 0) + a.m
+  r.de = (r.de or 0) + a.d
+  r.eg = (r.eg or 0) + a.e
+  if a.lv > 0 then taint(r, a.lv, {s = seq, t = a.t, a = a.a, v = a.via, at = a.at}) end
+  for _, l in ipairs(a.lb) do
+    r.lb = r.lb or {}
+    if r.lb[l] == nil then
+      if count(r.lb) >= MAXLABELS then r.tr = 1 else r.lb[l] = seq end
+    end
+  end
+  r.to = r.to or {}
+  local k = toolkey(a.t, a.a)
+  local t = r.to[k]
+  if t ~= nil then
+    t.n = t.n + 1
+    t.l = seq
+    t.at = a.at
+  elseif count(r.to) < MAXTOOLS then
+    r.to[k] = {t = a.t, a = a.a, n = 1, ok = 0, f = seq, l = seq, at = a.at}
+  else
+    r.tr = 1
+  end
+  r.w6 = bump(r.w6, W60, S60, a.at, {c = 1, m = a.m, d = a.d})
+  r.wh = bump(r.wh, W1H, S1H, a.at, {c = 1, m = a.m, d = a.d})
+  for _, p in ipairs(a.su) do
+    r.su = r.su or {}
+    local cur = r.su[p[1]]
+    if cur ~= nil then
+      r.su[p[1]] = string.format('%%.17g', tonumber(cur) + p[2])
+    elseif count(r.su) < MAXSUMS then
+      r.su[p[1]] = string.format('%%.17g', p[2])
+    else
+      r.tr = 1
+    end
+  end
+  r.rc = r.rc or {}
+  r.rc[tostring(seq %% RECENT)] = {s = seq, t = a.t, a = a.a, m = a.m, lv = a.lv, at = a.at, d = ''}
+  if a.id ~= '' then
+    r.at = r.at or {}
+    r.at[a.id] = seq
+    if count(r.at) > DEDUP then
+      local oldest, least = nil, nil
+      for id, s in pairs(r.at) do
+        if least == nil or s < least then oldest, least = id, s end
+      end
+      r.at[oldest] = nil
+    end
+  end
+  return false
+end
+
+local function agentApply(g, a, fresh)
+  if (g.cr or 0) == 0 then g.cr = a.at end
+  local d = {c = 1, m = a.m, d = a.d, nr = a.nr, lv = a.lv, rs = 0}
+  if fresh and a.nr == 0 then d.rs = 1 end
+  g.w6 = bump(g.w6, W60, S60, a.at, d)
+  g.wh = bump(g.wh, W1H, S1H, a.at, d)
+end
+
+local fields = {allow = 'al', deny = 'dn', require_approval = 'ra', redact = 'rd', quarantine = 'q'}
+
+local function settle(r, s)
+  r.dc = r.dc or {}
+  local dc = r.dc
+  local f = fields[s.d]
+  if f ~= nil then dc[f] = (dc[f] or 0) + 1 end
+  if s.d == 'deny' then
+    dc.cd = (dc.cd or 0) + 1
+    dc.lr = s.r
+  else
+    dc.cd = 0
+  end
+  if s.d == 'allow' or s.d == 'redact' then
+    local t = r.to and r.to[toolkey(s.t, s.a)]
+    if t ~= nil then t.ok = t.ok + 1 end
+    r.al = {t = s.t, a = s.a, at = s.at}
+  end
+  local e = r.rc and r.rc[tostring(s.s %% RECENT)]
+  if e ~= nil and e.s == s.s then e.d = s.d end
+end
+
+local function agentSettle(g, s)
+  if s.d ~= 'deny' then
+    g.cd = 0
+    return
+  end
+  g.cd = (g.cd or 0) + 1
+  g.dy = s.at
+  g.w6 = bump(g.w6, W60, S60, s.at, {dn = 1})
+  g.wh = bump(g.wh, W1H, S1H, s.at, {dn = 1})
+end
+
+local function readRun(key)
+  local raw = redis.call('GET', key)
+  if not raw then return nil, false end
+  local r = cjson.decode(raw)
+  if not live(r) then return nil, false end
+  return r, raw
+end
+`, runstate.MaxTools, runstate.MaxLabels, runstate.MaxSums, runstate.MaxAgents, runstate.Recent, runstate.Dedup,
+	runstate.Width60, runstate.Slots60, runstate.Width1h, runstate.Slots1h)
+
+// runReserveLua: Reserve. ARGV[5] is the attempt. Returns {run before,
+// agent before, dup, seq, restore, run lost, agent lost}.
+const runReserveLua = `
+local a = cjson.decode(ARGV[5])
+local epoch = redis.call('GET', KEYS[3])
+if not epoch then
+  redis.call('SET', KEYS[3], tostring(now))
+  epoch = now
+end
+epoch = tonumber(epoch)
+local r, rraw = readRun(KEYS[1])
+local fresh = r == nil or (r.sq or 0) == 0
+if r == nil then r = {} end
+local restore, rlost, glost = 0, 0, 0
+a.pl = 0
+if fresh then
+  if now - epoch < maxage then restore = 1 end
+  if now - epoch < idle then
+    r.ls = 1
+    rlost = 1
+  end
+  if a.pid ~= '' then
+    local p = readRun(KEYS[4])
+    if p ~= nil then a.pl = p.lv or 0 end
+  end
+end
+local dup = apply(r, a)
+local seq = r.sq
+if dup then
+  seq = r.at[a.id]
+else
+  local ttl = math.min(idle, r.cr + maxage - now)
+  if ttl < 1 then ttl = 1 end
+  redis.call('SET', KEYS[1], cjson.encode(r), 'PX', ttl)
+end
+local graw = redis.call('GET', KEYS[2])
+local g = {}
+if graw then
+  g = cjson.decode(graw)
+elseif now - epoch < idle then
+  g.ls = 1
+  glost = 1
+end
+if not dup then
+  agentApply(g, a, fresh)
+  redis.call('SET', KEYS[2], cjson.encode(g), 'PX', idle + W1H)
+end
+return {rraw or '', graw or '', dup and 1 or 0, seq, restore, rlost, glost}
+`
+
+// runPeekLua: Peek, read only. Returns {run, agent, run lost, agent lost}.
+const runPeekLua = `
+local epoch = redis.call('GET', KEYS[3])
+if not epoch then epoch = now end
+epoch = tonumber(epoch)
+local _, rraw = readRun(KEYS[1])
+local graw = redis.call('GET', KEYS[2])
+local rlost, glost = 0, 0
+if not rraw and now - epoch < idle then rlost = 1 end
+if not graw and now - epoch < idle then glost = 1 end
+return {rraw or '', graw or '', rlost, glost}
+`
+
+// runSettleLua: Settle. ARGV[5] is the settlement. The keys keep their TTL.
+const runSettleLua = `
+local s = cjson.decode(ARGV[5])
+local r = readRun(KEYS[1])
+if r ~= nil then
+  settle(r, s)
+  redis.call('SET', KEYS[1], cjson.encode(r), 'KEEPTTL')
+end
+local graw = redis.call('GET', KEYS[2])
+if graw then
+  local g = cjson.decode(graw)
+  agentSettle(g, s)
+  redis.call('SET', KEYS[2], cjson.encode(g), 'KEEPTTL')
+end
+return 1
+`
+
+// runTightenLua: Tighten. ARGV[5] is the level.
+const runTightenLua = `
+local lv = tonumber(ARGV[5])
+local r = readRun(KEYS[1])
+if r ~= nil then
+  if lv > (r.lv or 0) then taint(r, lv, {s = 0, t = '', a = '', v = 'restored', at = now}) end
+  r.ls = 1
+  redis.call('SET', KEYS[1], cjson.encode(r), 'KEEPTTL')
+end
+return 1
+`

@@ -1,0 +1,211 @@
+package runstate
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+func get(t *testing.T, o Obj, path ...string) Doc {
+	t.Helper()
+	var d Doc = o
+	for _, p := range path {
+		obj, ok := d.(Obj)
+		if !ok {
+			t.Fatalf("%v: %s is not in an object", path, p)
+		}
+		var found bool
+		for _, m := range obj {
+			if m.Key == p {
+				d, found = m.Value, true
+				break
+			}
+		}
+		if !found {
+			return nil
+		}
+	}
+	return d
+}
+
+func arr(t *testing.T, d Doc) Arr {
+	t.Helper()
+	a, ok := d.(Arr)
+	if !ok {
+		t.Fatalf("%v is not an array", d)
+	}
+	return a
+}
+
+func obj(t *testing.T, d Doc) Obj {
+	t.Helper()
+	o, ok := d.(Obj)
+	if !ok {
+		t.Fatalf("%v is not an object", d)
+	}
+	return o
+}
+
+func TestWindowBoundaries(t *testing.T) {
+	// One call at t0 (the start of a bucket): the 60 s window counts it
+	// until its bucket leaves the window, 60 to 70 s later, never sooner.
+	const t0 = 1_000_000_200_000 // a multiple of both widths
+	r := &Run{}
+	r.Apply(&Attempt{AgentID: "a", At: t0, Tool: "x", Action: "y"})
+	for _, c := range []struct {
+		at   int64
+		want int64
+	}{
+		{t0, 1}, {t0 + 59_999, 1}, {t0 + 60_000, 1}, {t0 + 69_999, 1}, {t0 + 70_000, 0},
+	} {
+		if got := get(t, RunDoc(r, "run", c.at), "window", "w60s", "calls"); got != c.want {
+			t.Errorf("w60s.calls at t0+%d ms = %v, want %d", c.at-t0, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		at   int64
+		want int64
+	}{
+		{t0 + 3_600_000, 1}, {t0 + 3_899_999, 1}, {t0 + 3_900_000, 0},
+	} {
+		if got := get(t, RunDoc(r, "run", c.at), "window", "w1h", "calls"); got != c.want {
+			t.Errorf("w1h.calls at t0+%d ms = %v, want %d", c.at-t0, got, c.want)
+		}
+	}
+	// A call in the last ms of a bucket still counts a full window later.
+	r2 := &Run{}
+	r2.Apply(&Attempt{AgentID: "a", At: t0 + 9_999, Tool: "x", Action: "y"})
+	if got := get(t, RunDoc(r2, "run", t0+9_999+60_000), "window", "w60s", "calls"); got != int64(1) {
+		t.Errorf("a call 60 s ago not counted: %v", got)
+	}
+}
+
+func TestBounds(t *testing.T) {
+	r := &Run{}
+	for i := range MaxTools + 1 {
+		r.Apply(&Attempt{AgentID: "a", At: 1, Tool: fmt.Sprint("t", i), Action: "y", Labels: []string{fmt.Sprint("l", i)}})
+	}
+	doc := RunDoc(r, "run", 1)
+	if got := get(t, doc, "distinct_tools"); got != int64(MaxTools) {
+		t.Errorf("distinct_tools = %v, want %d", got, MaxTools)
+	}
+	if get(t, doc, "truncated") != true {
+		t.Error("33 tools did not mark the run truncated")
+	}
+	if got := len(arr(t, get(t, doc, "labels"))); got != MaxLabels {
+		t.Errorf("%d labels, want %d", got, MaxLabels)
+	}
+	if got := get(t, doc, "totals", "calls"); got != int64(MaxTools+1) {
+		t.Errorf("calls = %v: a call beyond the tool bound must still count", got)
+	}
+	recent := arr(t, get(t, doc, "recent"))
+	if len(recent) != Recent || get(t, obj(t, recent[0]), "seq") != int64(MaxTools+1) || get(t, obj(t, recent[Recent-1]), "seq") != int64(MaxTools+2-Recent) {
+		t.Errorf("recent ring: %v", recent)
+	}
+	for i := range Dedup + 1 {
+		r.Apply(&Attempt{ID: fmt.Sprint("id", i), AgentID: "a", At: 1, Tool: "t0", Action: "y"})
+	}
+	if len(r.Att) != Dedup {
+		t.Errorf("%d attempt ids kept, want %d", len(r.Att), Dedup)
+	}
+	if r.Apply(&Attempt{ID: "id0", AgentID: "a", At: 1, Tool: "t0", Action: "y"}) {
+		t.Error("the oldest attempt id was not forgotten")
+	}
+	if !r.Apply(&Attempt{ID: fmt.Sprint("id", Dedup), AgentID: "a", At: 1, Tool: "t0", Action: "y"}) {
+		t.Error("a recent attempt id counted twice")
+	}
+}
+
+// TestMonotone applies random attempts and settlements: the run's level and
+// its counters never go down.
+func TestMonotone(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	r, g := &Run{}, &Agent{}
+	var level int
+	var calls, mut int64
+	at := int64(1_000_000)
+	for i := range 2000 {
+		at += int64(rng.IntN(2000))
+		a := &Attempt{AgentID: "a", At: at, Tool: fmt.Sprint("t", rng.IntN(5)), Action: "y", Level: rng.IntN(7), Mutating: rng.IntN(2) == 0}
+		if rng.IntN(5) == 0 {
+			a.ID = fmt.Sprint(rng.IntN(100))
+		}
+		g.Apply(a, !r.Known())
+		r.Apply(a)
+		if rng.IntN(3) == 0 {
+			r.Settle(&Settlement{Seq: r.Seq, Tool: a.Tool, Action: a.Action, Decision: []string{"allow", "deny"}[rng.IntN(2)], At: at})
+		}
+		if rng.IntN(50) == 0 {
+			r.Tighten(rng.IntN(7), at)
+		}
+		if r.Level < level || r.Seq < calls || r.Mut < mut {
+			t.Fatalf("step %d: level %d→%d, calls %d→%d, mutating %d→%d", i, level, r.Level, calls, r.Seq, mut, r.Mut)
+		}
+		level, calls, mut = r.Level, r.Seq, r.Mut
+	}
+	if level != LevelMalicious {
+		t.Fatalf("level %d after 2000 random attempts", level)
+	}
+}
+
+func TestSettleAndAbsentFields(t *testing.T) {
+	r := &Run{}
+	doc := RunDoc(r, "", 5)
+	if _, ok := get(t, doc, "id").(Null); !ok {
+		t.Error("the ambient run's id is not null")
+	}
+	for _, p := range [][]string{{"trust", "min"}, {"last_allowed"}, {"trust", "since_untrusted_s"}, {"age_s"}, {"decisions", "last_deny_reason"}} {
+		if v := get(t, doc, p...); v != nil {
+			t.Errorf("%v = %v on a new run, want absent", p, v)
+		}
+	}
+	if get(t, doc, "known") != false {
+		t.Error("a new run is known")
+	}
+	r.Apply(&Attempt{AgentID: "a", At: 1000, Tool: "web", Action: "fetch", Level: LevelUntrusted, Via: "skill.output_trust"})
+	r.Settle(&Settlement{Seq: 1, Tool: "web", Action: "fetch", Decision: "allow", At: 1000})
+	r.Apply(&Attempt{AgentID: "a", At: 2000, Tool: "email", Action: "send", Level: 2})
+	r.Settle(&Settlement{Seq: 2, Tool: "email", Action: "send", Decision: "deny", Reason: "egress_after_untrusted_content", At: 2000})
+	doc = RunDoc(r, "r", 11_000)
+	for _, c := range []struct {
+		path []string
+		want Doc
+	}{
+		{[]string{"known"}, true},
+		{[]string{"seq"}, int64(3)},
+		{[]string{"trust", "min"}, "untrusted_external"},
+		{[]string{"trust", "untrusted_seen"}, true},
+		{[]string{"trust", "first_untrusted_seq"}, int64(1)},
+		{[]string{"trust", "since_untrusted_s"}, int64(10)},
+		{[]string{"tools", "web", "fetch", "allowed"}, int64(1)},
+		{[]string{"tools", "email", "send", "allowed"}, int64(0)},
+		{[]string{"decisions", "deny"}, int64(1)},
+		{[]string{"decisions", "consecutive_denies"}, int64(1)},
+		{[]string{"decisions", "last_deny_reason"}, "egress_after_untrusted_content"},
+		{[]string{"last_allowed", "key"}, "web/fetch"},
+		{[]string{"last_allowed", "since_s"}, int64(10)},
+	} {
+		if got := get(t, doc, c.path...); got != c.want {
+			t.Errorf("%v = %#v, want %#v", c.path, got, c.want)
+		}
+	}
+	recent := arr(t, get(t, doc, "recent"))
+	if get(t, obj(t, recent[0]), "decision") != "deny" || get(t, obj(t, recent[1]), "decision") != "allow" {
+		t.Errorf("recent: %v", recent)
+	}
+}
+
+func TestCanonical(t *testing.T) {
+	o := Obj{{"b", int64(1)}, {"a", Arr{"x", 1.5, true, Null{}}}, {"é", "ü"}, {"Z", Obj{}}}.Sorted()
+	c, err := NewContext(o, Obj{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"agent_history":{},"run":{"Z":{},"a":["x",1.5,true,null],"b":1,"é":"ü"}}`
+	if string(c.Canonical) != want {
+		t.Fatalf("canonical\n%s\nwant\n%s", c.Canonical, want)
+	}
+	if len(c.Hash) != 64 {
+		t.Fatalf("hash %q", c.Hash)
+	}
+}
