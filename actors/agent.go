@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -31,6 +32,10 @@ type agentActor struct {
 	idleT idleTimer
 	key   string
 	ref   *actorRef // the incarnation; a restart after a panic keeps it
+	// run is the current call's place in its run, set by evaluate when
+	// the tenant's policies read the run context and recorded by
+	// draftDecision (the actor handles one call at a time).
+	run *runTicket
 }
 
 // Receive implements actor.Actor.
@@ -95,6 +100,7 @@ func (q *agentAsk) IgnoreDeadLetterLogging() {}
 func (g *agentActor) decide(ctx context.Context, m *messages.Authorize) *draft {
 	f := g.facts
 	req := &m.Request
+	g.run = nil
 	refuse := func(r *authz.Refused) *draft {
 		return &draft{outcome: &messages.AuthorizeOutcome{Failure: r.Failure()}}
 	}
@@ -139,7 +145,10 @@ func (g *agentActor) decide(ctx context.Context, m *messages.Authorize) *draft {
 		}
 	}
 	// Rule 9: policy.
-	res, facts := g.evaluate(ctx, m, ad, facts)
+	res, facts, failed := g.evaluate(ctx, m, ad, facts)
+	if failed != nil {
+		return failed
+	}
 	if _, on := f.approvalTTL(); req.ApprovalID != nil && *req.ApprovalID != "" && res.Decision != authz.DecisionDeny && !res.Quarantine && on {
 		return g.presentApproval(ctx, m, ad, res, facts)
 	}
@@ -147,8 +156,10 @@ func (g *agentActor) decide(ctx context.Context, m *messages.Authorize) *draft {
 }
 
 // evaluate is rule 9's policy evaluation, with the skill registry's facts
-// of the call; an unavailable or failing policy denies (fail closed).
-func (g *agentActor) evaluate(ctx context.Context, m *messages.Authorize, ad authz.Admission, facts authz.Facts) (policy.Result, authz.Facts) {
+// of the call and, when the tenant's policies read it, the run context; an
+// unavailable or failing policy denies (fail closed), and run context that
+// cannot be reached refuses the call (failed).
+func (g *agentActor) evaluate(ctx context.Context, m *messages.Authorize, ad authz.Admission, facts authz.Facts) (policy.Result, authz.Facts, *draft) {
 	f, req, tc := g.facts, &m.Request, ad.ToolCall
 	in := policy.Input{TenantID: m.TenantID, Agent: policy.AgentInput{ID: m.AgentID, Name: m.AgentName, RiskTier: m.RiskTier, Status: m.AgentStatus},
 		ToolCall:     policy.ToolCall{Tool: tc.Tool, Action: tc.Action, Resource: tc.Resource, Parameters: tc.Parameters},
@@ -156,12 +167,18 @@ func (g *agentActor) evaluate(ctx context.Context, m *messages.Authorize, ad aut
 	if req.Environment != nil {
 		in.Environment = *req.Environment
 	}
-	if sk := f.skill(ctx, m.TenantID, tc.Tool); sk.found {
-		if act, ok := sk.skill.Actions[tc.Action]; ok {
-			facts.Skill = authz.Skill{Risk: act.Risk, Mutates: act.MutatesState}
-			in.Skill = &policy.SkillInput{Key: sk.skill.Key, Description: sk.skill.Description, Action: tc.Action,
-				Risk: act.Risk, MutatesState: act.MutatesState, ApprovalRequired: act.ApprovalRequired}
+	sk := f.skill(ctx, m.TenantID, tc.Tool)
+	act, registered := sk.skill.Actions[tc.Action]
+	registered = registered && sk.found
+	if registered {
+		out := act.OutputTrust
+		if out == "" {
+			out = sk.skill.OutputTrust
 		}
+		facts.Skill = authz.Skill{Risk: act.Risk, Mutates: act.MutatesState}
+		in.Skill = &policy.SkillInput{Key: sk.skill.Key, Description: sk.skill.Description, Action: tc.Action,
+			Risk: act.Risk, MutatesState: act.MutatesState, ApprovalRequired: act.ApprovalRequired,
+			OutputTrust: out, Labels: act.Labels}
 	}
 	if server, ok := strings.CutPrefix(tc.Tool, "mcp:"); ok {
 		// The registry's server and tool (CONTRACT §8); the base policy
@@ -170,14 +187,27 @@ func (g *agentActor) evaluate(ctx context.Context, m *messages.Authorize, ad aut
 	}
 	if err := f.ensurePolicies(ctx, m.TenantID); err != nil {
 		f.logger().Error("tenant policies unavailable; failing closed", "tenant_id", m.TenantID, "error", err)
-		return policy.Result{Decision: authz.DecisionDeny, Reason: "policy_unavailable"}, authz.Facts{RequestMutates: req.MutatesState}
+		return policy.Result{Decision: authz.DecisionDeny, Reason: "policy_unavailable"}, authz.Facts{RequestMutates: req.MutatesState}, nil
+	}
+	if f.usesRun(m.TenantID) {
+		a := runAttempt(m, ad, act, sk.skill.OutputTrust, registered, in.MCP)
+		tk, err := f.runContext(ctx, m, &a)
+		if errors.Is(err, errRunStore) {
+			f.logger().Error("durable run taint unreadable; refusing the call (fail closed)", "error", err)
+			return policy.Result{}, facts, &draft{outcome: ptr(failure(messages.RefusalStoreUnavailable, "database_unavailable", "the database is unavailable", 1))}
+		}
+		if err != nil {
+			return policy.Result{}, facts, &draft{outcome: sharedFailure(f.logger(), err)}
+		}
+		g.run = tk
+		in.Run, in.AgentHistory = tk.ctx.Run, tk.ctx.AgentHistory
 	}
 	res, err := f.evaluatePolicy(ctx, m.TenantID, in)
 	if err != nil {
 		f.logger().Error("policy evaluation failed; failing closed", "tenant_id", m.TenantID, "error", err)
 		res = policy.Result{Decision: authz.DecisionDeny, Reason: "policy_error"}
 	}
-	return res, facts
+	return res, facts, nil
 }
 
 // rootTrust is the request's trace.root_trust_level, if any.
@@ -260,6 +290,10 @@ func (g *agentActor) draftDecision(ctx context.Context, m *messages.Authorize, a
 	if req.Trace != nil {
 		rec.RunID, rec.ParentRunID, rec.TraceID = req.Trace.RunID, req.Trace.ParentRunID, req.Trace.TraceID
 	}
+	if tk := g.run; tk != nil {
+		// What the policy saw: kept with the decision (CONTRACT §16).
+		rec.RunContext, rec.ContextHash = tk.ctx.Canonical, tk.ctx.Hash
+	}
 	receipt := &persistence.Receipt{ID: receiptID, TenantID: m.TenantID, DecisionID: decisionID, ActionHash: hash, Decision: v.Decision, CreatedAt: now}
 	// One record: the decision, its receipt and its authorize_decision
 	// audit event (rec.AuditID; persistence.Decision.AuditEvent).
@@ -274,7 +308,10 @@ func (g *agentActor) draftDecision(ctx context.Context, m *messages.Authorize, a
 		}
 		resp.ApprovalID, resp.ApprovalExpiresAt = w.Approval.ID, &expires
 	}
-	d := &draft{write: w, response: resp, verdict: v}
+	if g.run != nil {
+		w.Taint = g.run.taint
+	}
+	d := &draft{write: w, response: resp, verdict: v, run: g.run}
 	for _, e := range v.Events {
 		d.events = append(d.events, verdictEvent(m, &rec, e))
 	}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"svc/persistence/sharedstate"
 	"svc/rules/authz"
 	"svc/rules/policy"
+	"svc/runstate"
 )
 
 // fakeFacts is an agentFacts over fields. calls records each read, in order
@@ -168,6 +170,14 @@ func (f *fakeFacts) recentDenials(context.Context, string, string) int {
 }
 
 func (f *fakeFacts) logger() hclog.Logger { return hclog.NewNullLogger() }
+
+// The run context is tested end to end (e2e/runs_test.go) and in
+// runstate and sharedstate: these rule-order tests run without it.
+func (f *fakeFacts) usesRun(string) bool { return false }
+
+func (f *fakeFacts) runContext(context.Context, *messages.Authorize, *runstate.Attempt) (*runTicket, error) {
+	return nil, errors.New("no run context in the rule-order tests")
+}
 
 // agentCase is one call to agentActor.decide. call changes the default
 // request (a read-only call of github/list_issues at
@@ -469,7 +479,7 @@ func TestAgentActorRegistries(t *testing.T) {
 		{name: "rule 9: a critical registered action is denied", call: callOf("deploy", "prod", true), facts: deploySkills,
 			want: agentWant{calls: decided("deploy"), decision: "deny", reason: "critical_risk_action", matched: critical},
 			check: func(t *testing.T, _ *messages.Authorize, _ *draft, f *fakeFacts) {
-				if sk := f.inputs[0].Skill; sk == nil || *sk != (policy.SkillInput{Key: "deploy", Description: "deployments", Action: "prod",
+				if sk := f.inputs[0].Skill; sk == nil || !reflect.DeepEqual(*sk, policy.SkillInput{Key: "deploy", Description: "deployments", Action: "prod",
 					Risk: "critical", MutatesState: true}) {
 					t.Errorf("policy input skill %+v", sk)
 				}

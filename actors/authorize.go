@@ -59,6 +59,8 @@ type AuthorizerOptions struct {
 	// recorded in its authorize_refused audit event (the HTTP layer's
 	// mapping; actors know no status).
 	RefusalStatus func(messages.Refusal) int
+	// Runs keeps the run context of CONTRACT §16; nil builds none.
+	Runs sharedstate.Runs
 	// Invalidations, when set, is the hub that drops the Authorizer's
 	// cached skills, tenant policy and risk settings and reloads the base
 	// policy set.
@@ -183,6 +185,9 @@ type draft struct {
 	// the decision as a deny when another node consumed it first.
 	approvalID string
 	denied     func(reason string) *draft
+	// run is the call's place in its run (CONTRACT §16), settled once the
+	// decision is committed; nil without run context.
+	run *runTicket
 }
 
 // Authorize decides one call; it blocks the calling (HTTP) goroutine, never
@@ -327,6 +332,10 @@ func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft
 		}
 		a.log.Error("decision not recorded; denying (fail closed)", "decision_id", d.response.DecisionID, "error", commitErr)
 		return messages.AuthorizeOutcome{FailClosed: true}
+	}
+	if d.run != nil {
+		rec := &d.write.Decision
+		a.facts.settleRun(d.run, rec.Tool, rec.Action, rec.Decision, rec.Reason, rec.CreatedAt)
 	}
 	resp := d.response
 	resp.ReceiptHash = receiptHash

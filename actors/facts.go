@@ -17,6 +17,7 @@ import (
 	"svc/persistence/sharedstate"
 	"svc/rules/authz"
 	"svc/rules/policy"
+	"svc/runstate"
 )
 
 // What the agent actors read to decide a call (SPEC 4.2 rules 3 to 9 and
@@ -51,6 +52,11 @@ type agentFacts interface {
 	reserveApproval(ctx context.Context, tenantID, id, agentID, hash string) (string, error)
 	riskSettings(ctx context.Context, tenantID string) persistence.RiskSettings
 	recentDenials(ctx context.Context, tenantID, agentID string) int
+	// usesRun: the tenant's policies refer to the run context (CONTRACT
+	// §16); runContext then reserves the call's attempt (a dry run peeks)
+	// and returns what the policy sees (runcontext.go).
+	usesRun(tenantID string) bool
+	runContext(ctx context.Context, m *messages.Authorize, a *runstate.Attempt) (*runTicket, error)
 	logger() hclog.Logger
 }
 
@@ -192,6 +198,10 @@ func (f *factSource) bindings(ctx context.Context, tenantID, agentID string) ([]
 		keys[i] = p.ToolKey
 	}
 	return keys, nil
+}
+
+func (f *factSource) usesRun(tenantID string) bool {
+	return f.opt.Runs != nil && f.engine.UsesRun(tenantID)
 }
 
 // recentDenials is the agent's count of denies in its escalation window

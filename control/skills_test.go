@@ -19,7 +19,7 @@ func TestSkillChanges(t *testing.T) {
 	}
 	put := func(key string, actions map[string]persistence.SkillAction, want map[string]persistence.SkillAction) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
-			sk, err := f.plane.PutSkill(ctx, f.op, key, "d", actions)
+			sk, err := f.plane.PutSkill(ctx, f.op, key, "d", "", actions)
 			if err == nil && (sk.Key != key || sk.TenantID != f.op.TenantID || fmt.Sprint(sk.Actions) != fmt.Sprint(want)) {
 				return fmt.Errorf("stored %+v", sk)
 			}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"time"
 
 	"svc/persistence"
@@ -35,6 +36,12 @@ type decisionView struct {
 	// recorded before it was stored.
 	EventID   *string   `json:"event_id" openapi:"format=uuid"`
 	CreatedAt time.Time `json:"created_at"`
+	// RunContext is what the policy saw of the run (CONTRACT §16): the
+	// canonical {agent_history, run} before this call, present only when
+	// the tenant's policies read it; ContextHash is the lower-case hex
+	// SHA-256 of those canonical bytes.
+	RunContext  json.RawMessage `json:"run_context,omitempty"`
+	ContextHash string          `json:"context_hash,omitempty"`
 }
 
 func viewDecision(d persistence.Decision) decisionView {
@@ -43,7 +50,7 @@ func viewDecision(d persistence.Decision) decisionView {
 		CompositeRiskScore: d.CompositeRiskScore, MatchedPolicyIDs: nonNilStrings(d.MatchedPolicyIDs), RedactedFields: nonNilStrings(d.RedactedFields),
 		MutatesState: d.MutatesState, TrustLevel: d.TrustLevel, RootTrustLevel: d.RootTrustLevel, Environment: d.Environment,
 		RunID: d.RunID, ParentRunID: d.ParentRunID, TraceID: d.TraceID, ReceiptID: nullable(d.ReceiptID), ReceiptHash: nullable(d.ReceiptHash),
-		EventID: nullable(d.EventID), CreatedAt: d.CreatedAt.UTC()}
+		EventID: nullable(d.EventID), CreatedAt: d.CreatedAt.UTC(), RunContext: d.RunContext, ContextHash: d.ContextHash}
 }
 
 func nonNilStrings(s []string) []string {

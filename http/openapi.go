@@ -38,7 +38,9 @@ const policyInputDescription = "The input of every policy module (the embedded b
 	"tightened trust of this hop) and `root_trust_level`; `environment` (\"\" when not given); `skill` (the skill " +
 	"registry's `key`, `description`, `action`, `risk`, `mutates_state`, `approval_required` for the call's tool and " +
 	"action, or null when it is not registered); `mcp` (for tools `mcp:<server_key>`: `server_key`, `server_status`, " +
-	"`tool_status`, `trust_level`; null otherwise). A module (package `svc.policies.<name>`) contributes objects to the " +
+	"`tool_status`, `trust_level`; null otherwise); the skill also carries `output_trust` and `labels`. When one of the " +
+	"tenant's modules refers to them, `run` and `agent_history`: what the call's run and its agent did before this " +
+	"call (CONTRACT §16; every field in docs/policies.md), absent otherwise. A module (package `svc.policies.<name>`) contributes objects to the " +
 	"set `results`, each with `decision` (allow, deny, require_approval, redact or quarantine), `reason`, optional " +
 	"`policy` (its id in `matched_policies`, by default the module's name) and, for redact, `redact_fields` (paths such as " +
 	"`parameters.card_number`). Outcomes combine as quarantine > deny > require_approval > redact > allow; no result at " +

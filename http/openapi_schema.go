@@ -141,6 +141,10 @@ func applyRule(ps *openapi3.Schema, rule string) error {
 		ps.Pattern = p
 	case "format":
 		ps.Format = val
+	case "object":
+		// A JSON object whose members the description names (a Go type
+		// that encodes itself as one, such as runstate.Obj).
+		*ps = *openapi3.NewObjectSchema()
 	case "minLength", "maxLength", "minItems", "maxItems", "minProperties":
 		n, err := num()
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 // registerSkills registers /skills.
 func (s *Server) registerSkills() {
 	s.register(Route{Method: "PUT", Path: "/skills/:skill_key", Access: AccessAdmin, Tag: "policies", Body: &skillPut{}, Resp: skillView{},
-		Summary: "Register or replace a skill: each action's risk (low, medium, high, critical), mutates_state and approval_required, as the policy input's `skill`. The skill key and action keys are normalized like a call's tool and action (percent-decoded, NFC, trimmed, lower-cased); two action keys that normalize alike are 400.",
+		Summary: "Register or replace a skill: each action's risk (low, medium, high, critical), mutates_state and approval_required, as the policy input's `skill`; for run policies (CONTRACT §16) an optional `output_trust` (a trust level, on the skill or on one action: what the calls bring into their run lowers the run's `input.run.trust.min` for its later calls), `labels` (for example egress, private_read, untrusted_ingest: the run's `input.run.labels`) and `accumulate` (top-level numeric parameters the run sums in `input.run.sums`). The skill key and action keys are normalized like a call's tool and action (percent-decoded, NFC, trimmed, lower-cased); two action keys that normalize alike are 400.",
 		Handle:  s.putSkill})
 	s.register(Route{Method: "GET", Path: "/skills", Access: AccessViewer, Tag: "policies", Resp: []skillView{}, Summary: "The skill registry.",
 		Handle: s.listSkills})
@@ -28,18 +28,22 @@ func (s *Server) registerSkills() {
 type skillPut struct {
 	Description string                             `json:"description"`
 	Actions     map[string]persistence.SkillAction `json:"actions"`
+	// OutputTrust is the trust level of what the skill's calls bring into
+	// their run (CONTRACT §16); an action's own output_trust wins.
+	OutputTrust string `json:"output_trust,omitempty"`
 }
 
 type skillView struct {
 	SkillKey    string                             `json:"skill_key"`
 	Description string                             `json:"description"`
 	Actions     map[string]persistence.SkillAction `json:"actions"`
+	OutputTrust string                             `json:"output_trust,omitempty"`
 	CreatedAt   time.Time                          `json:"created_at"`
 	UpdatedAt   time.Time                          `json:"updated_at"`
 }
 
 func viewSkill(sk persistence.Skill) skillView {
-	return skillView{SkillKey: sk.Key, Description: sk.Description, Actions: sk.Actions, CreatedAt: sk.CreatedAt.UTC(), UpdatedAt: sk.UpdatedAt.UTC()}
+	return skillView{SkillKey: sk.Key, Description: sk.Description, Actions: sk.Actions, OutputTrust: sk.OutputTrust, CreatedAt: sk.CreatedAt.UTC(), UpdatedAt: sk.UpdatedAt.UTC()}
 }
 
 // skillKey is the path's skill key, normalized as a call's tool is (SPEC
@@ -63,7 +67,7 @@ func (s *Server) putSkill(c *Call) (any, error) {
 	if len(key) == 0 || len(key) > 128 {
 		return nil, invalidField("skill_key", "must be 1 to 128 characters")
 	}
-	sk, err := s.Control.PutSkill(c.Ctx(), operator(c.Principal), key, b.Description, b.Actions)
+	sk, err := s.Control.PutSkill(c.Ctx(), operator(c.Principal), key, b.Description, b.OutputTrust, b.Actions)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"svc/messages"
 	"svc/outbound"
 	"svc/persistence"
+	"svc/persistence/sharedstate"
 )
 
 // approvalCallbackSweep is how often the leader delivers the approval
@@ -227,12 +228,17 @@ func (n *Node) startSupervisor() error {
 func (n *Node) startAuthorizer() error {
 	cfg := n.cfg
 	writerPID, _ := n.sup.Child("group_writer")
+	runs, err := sharedstate.RunsOf(n.shared, sharedstate.RunLimits{})
+	if err != nil {
+		return err
+	}
 	a, err := actors.NewAuthorizer(n.system, n.store, n.shared, n.engine, writerPID, n.bus, n.heartbeat, actors.AuthorizerOptions{
 		RateCapacity: cfg.RateLimitCapacity, RateRefill: cfg.RateLimitRefillRate, QuotaLimit: cfg.QuotaLimit, QuotaWindow: cfg.QuotaWindow,
 		ReplayWindow: cfg.ReplayWindow, SkillCacheCapacity: cfg.SkillCacheCapacity,
 		MCPServerCacheCapacity: cfg.MCPServerCacheCapacity, MCPToolCacheCapacity: cfg.MCPToolCacheCapacity, RiskWeightsTTL: cfg.RiskWeightsCacheTTL,
 		CommitTimeout: cfg.RequestTimeout, EarlyAnswer: !cfg.Cluster && cfg.EarlyAnswer, Lost: &n.earlyLost, Pending: n.earlyPending,
-		OnLost: n.recordLost, Approvals: n.approvals, Invalidations: n.invalidations, RefusalStatus: httpapi.RefusalStatus}, n.log.Named("authorize"))
+		OnLost: n.recordLost, Approvals: n.approvals, Invalidations: n.invalidations, RefusalStatus: httpapi.RefusalStatus,
+		Runs: runs}, n.log.Named("authorize"))
 	n.authorizer = a
 	return err
 }

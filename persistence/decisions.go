@@ -55,6 +55,11 @@ type Decision struct {
 	// follow back to the decision (SPEC 4.4); empty on decisions recorded
 	// before it was stored.
 	EventID string
+	// RunContext is the canonical {agent_history, run} the policy saw
+	// (CONTRACT §16), nil when no loaded policy referred to it;
+	// ContextHash is its lower-case hex SHA-256 ("" without it).
+	RunContext  json.RawMessage
+	ContextHash string
 	// auditDetails are the details of an authorize_decision event written
 	// before decisions carried their own (migrated rows); nil otherwise.
 	auditDetails map[string]any
@@ -137,6 +142,21 @@ type DecisionWrite struct {
 	Approval *Approval
 	// Use consumes a presented approval in the decision's transaction.
 	Use *ApprovalUse
+	// Taint lowers the run's durable trust floor in the decision's
+	// transaction: the call lowered its run's trust (CONTRACT §16).
+	Taint *RunTaint
+}
+
+// RunTaint is a run's durable trust floor: the least trusted level its
+// calls brought in (Level is runstate's level, the rank plus one), the
+// attempt that brought it and how. A stored level only rises.
+type RunTaint struct {
+	TenantID  string
+	RunID     string
+	Level     int
+	Seq       int64
+	Via       string
+	UpdatedAt time.Time
 }
 
 // Continues reports whether rs are sealed already as the continuation of
@@ -189,6 +209,9 @@ type DecisionStore interface {
 	ReceiptsByID(ctx context.Context, tenantID string, ids []string) ([]Receipt, error)
 	ChainHead(ctx context.Context, tenantID string) (ChainHead, error)
 	TenantStats(ctx context.Context, tenantID string) (TenantStats, error)
+	// RunTaint reads a run's durable trust floor; ErrNotFound when the
+	// run never lowered its trust.
+	RunTaint(ctx context.Context, tenantID, runID string) (RunTaint, error)
 }
 
 // Policy is a tenant's Rego module.
@@ -209,6 +232,10 @@ type Skill struct {
 	Key         string
 	Description string
 	Actions     map[string]SkillAction
+	// OutputTrust is the trust level of what every action of the skill
+	// brings into a run (CONTRACT §16), "" for none; an action's own
+	// OutputTrust wins over it.
+	OutputTrust string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }
@@ -218,6 +245,14 @@ type SkillAction struct {
 	Risk             string `json:"risk"`
 	MutatesState     bool   `json:"mutates_state"`
 	ApprovalRequired bool   `json:"approval_required"`
+	// OutputTrust is the trust level of what the action's calls bring
+	// into their run ("" for the skill's); Labels classify the action for
+	// run policies (egress, private_read, untrusted_ingest, destructive or
+	// a tenant's own); Accumulate names the top-level numeric parameters a
+	// run sums (input.run.sums["<tool>/<action>.<param>"]).
+	OutputTrust string   `json:"output_trust,omitempty"`
+	Labels      []string `json:"labels,omitempty"`
+	Accumulate  []string `json:"accumulate,omitempty"`
 }
 
 // RiskSettings are a tenant's composite-risk weights and tier-escalation

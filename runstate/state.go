@@ -238,11 +238,8 @@ func (r *Run) Apply(a *Attempt) (dup bool) {
 		}
 	}
 	if r.Seq == 0 {
-		r.Created, r.Owner, r.Parent = a.At, a.AgentID, a.ParentID
-		if a.ParentLevel > 0 {
-			r.Inherited = a.ParentLevel
-			r.taint(a.ParentLevel, &Source{Seq: 0, Via: "parent_run", At: a.At})
-		}
+		r.Created, r.Owner = a.At, a.AgentID
+		r.Inherit(a.ParentID, a.ParentLevel, a.At)
 	}
 	r.Seq++
 	seq := r.Seq
@@ -323,6 +320,17 @@ func (r *Run) Apply(a *Attempt) (dup bool) {
 		}
 	}
 	return false
+}
+
+// Inherit starts a run under its parent: the parent's level is the run's
+// from its first call on (a store calls it on a run without state before
+// it builds the documents, so the first call's policy sees the taint too).
+func (r *Run) Inherit(parentID string, level int, at int64) {
+	r.Parent = parentID
+	if level > 0 && r.Inherited == 0 {
+		r.Inherited = level
+		r.taint(level, &Source{Seq: 0, Via: "parent_run", At: at})
+	}
 }
 
 // taint lowers the run's trust to level (it never rises) and records the

@@ -35,6 +35,9 @@ type Arr []Doc
 // Null is the JSON null (only the ambient run's id).
 type Null struct{}
 
+// MarshalJSON encodes o as its canonical JSON object.
+func (o Obj) MarshalJSON() ([]byte, error) { return AppendCanonical(nil, o) }
+
 // Sorted sorts o's members by their keys' UTF-16 code units (RFC 8785).
 func (o Obj) Sorted() Obj {
 	slices.SortFunc(o, func(a, b Member) int { return compareUTF16(a.Key, b.Key) })

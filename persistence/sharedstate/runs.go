@@ -2,6 +2,7 @@ package sharedstate
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -95,4 +96,16 @@ func (l RunLimits) withDefaults() RunLimits {
 		l.MaxRuns = 50_000
 	}
 	return l
+}
+
+// RunsOf returns the run state kept by st: in process for [Memory], in
+// Valkey for [Valkey].
+func RunsOf(st State, l RunLimits) (Runs, error) {
+	switch s := st.(type) {
+	case *Memory:
+		return s.Runs(l), nil
+	case *Valkey:
+		return s.Runs(l), nil
+	}
+	return nil, fmt.Errorf("%w: no run state for a %s state", ErrInvalidArgument, st.Backend())
 }

@@ -100,7 +100,7 @@ func TestRunsValkeyFoldsAsMemory(t *testing.T) {
 			must(t, err)
 			pv, err := vk.Peek(ctx, k, now)
 			must(t, err)
-			if cm, cv := canon(t, pm.Run, pm.Agent), canon(t, pv.Run, pv.Agent); cm != cv {
+			if cm, cv := canon(t, pm.Run, pm.Agent), canon(t, pv.Run, pv.Agent); cm != cv || pm.Restore != pv.Restore {
 				t.Fatalf("step %d peek %+v:\nmemory %s\nvalkey %s", step, k, cm, cv)
 			}
 		default:
@@ -225,8 +225,15 @@ func runRunsContract(t *testing.T, newRuns func(t *testing.T) sharedstate.Runs) 
 			t.Fatalf("parent trust.min = %v", m)
 		}
 		child := sharedstate.RunKey{TenantID: "t", AgentID: "b", Run: "c", Parent: "p"}
-		_, err = r.Reserve(ctx, child, &runstate.Attempt{AgentID: "b", At: now, Tool: "x", Action: "y", Level: 1})
+		peek, err := r.Peek(ctx, child, now)
 		must(t, err)
+		first, err := r.Reserve(ctx, child, &runstate.Attempt{AgentID: "b", At: now, Tool: "x", Action: "y", Level: 1})
+		must(t, err)
+		for _, pre := range []sharedstate.RunPre{peek, first} {
+			if m := field(t, pre.Run, "trust", "min"); m != "untrusted_external" {
+				t.Fatalf("the child run's first call sees trust.min %v, want its parent's", m)
+			}
+		}
 		pre, err = r.Peek(ctx, child, now)
 		must(t, err)
 		if m, inh := field(t, pre.Run, "trust", "min"), field(t, pre.Run, "trust", "inherited"); m != "untrusted_external" || inh != "untrusted_external" {

@@ -87,15 +87,7 @@ func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt) (R
 	if n := r.reserves.Add(1); n%sweepEvery == 0 {
 		r.sweep(int((n/sweepEvery)%memoryShards), now)
 	}
-	parentLevel := 0
-	if pk := k.parentKey(); pk != "" {
-		sh := &r.runs[r.shard(pk)]
-		sh.mu.Lock()
-		if p, ok := sh.m[pk]; ok && r.live(p, now) {
-			parentLevel = p.Level
-		}
-		sh.mu.Unlock()
-	}
+	parentLevel := r.parentLevel(k, now)
 	key := k.runKey()
 	sh := &r.runs[r.shard(key)]
 	sh.mu.Lock()
@@ -115,6 +107,7 @@ func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt) (R
 		if now-lost < r.lim.IdleTTL.Milliseconds() {
 			st.Lost = 1
 		}
+		st.Inherit(k.Parent, parentLevel, now)
 	}
 	pre.Run = runstate.RunDoc(st, k.Run, now)
 	at := *a
@@ -142,6 +135,21 @@ func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt) (R
 	}
 	ash.mu.Unlock()
 	return pre, nil
+}
+
+// parentLevel is the level of the call's parent run (0 without one).
+func (r *memRuns) parentLevel(k RunKey, now int64) int {
+	pk := k.parentKey()
+	if pk == "" {
+		return 0
+	}
+	sh := &r.runs[r.shard(pk)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if p, ok := sh.m[pk]; ok && r.live(p, now) {
+		return p.Level
+	}
+	return 0
 }
 
 // insert adds a new run to a locked shard, evicting the least recently used
@@ -193,15 +201,19 @@ func (r *memRuns) Peek(ctx context.Context, k RunKey, now int64) (RunPre, error)
 		return RunPre{}, err
 	}
 	var pre RunPre
+	parentLevel := r.parentLevel(k, now)
 	key := k.runKey()
 	sh := &r.runs[r.shard(key)]
 	sh.mu.Lock()
 	st, ok := sh.m[key]
 	if !ok || !r.live(st, now) {
 		st = &runstate.Run{}
-		if now-r.lost.Load() < r.lim.IdleTTL.Milliseconds() {
+		st.Inherit(k.Parent, parentLevel, now)
+		lost := r.lost.Load()
+		if now-lost < r.lim.IdleTTL.Milliseconds() {
 			st.Lost = 1
 		}
+		pre.Restore = now-lost < r.lim.MaxAge.Milliseconds()
 	}
 	pre.Run = runstate.RunDoc(st, k.Run, now)
 	pre.Seq = st.Seq + 1

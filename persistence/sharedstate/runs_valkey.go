@@ -110,7 +110,8 @@ func (r *valkeyRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt)
 
 // pre decodes the script's answer {run, agent, flags...}: the run and agent
 // as they were, and from index flags on: dup, seq, restore, run lost,
-// agent lost (Reserve) or run lost, agent lost (Peek).
+// agent lost, parent level (Reserve) or run lost, agent lost, restore,
+// parent level (Peek).
 func (r *valkeyRuns) pre(k RunKey, now int64, res []valkey.ValkeyMessage, flags int) (RunPre, error) {
 	ints := make([]int64, 0, len(res)-2)
 	for _, m := range res[2:] {
@@ -122,10 +123,11 @@ func (r *valkeyRuns) pre(k RunKey, now int64, res []valkey.ValkeyMessage, flags 
 	}
 	var pre RunPre
 	var runLost, agentLost int64
-	if flags == 2 && len(ints) == 5 {
-		pre.Dup, pre.Seq, pre.Restore, runLost, agentLost = ints[0] == 1, ints[1], ints[2] == 1, ints[3], ints[4]
-	} else if len(ints) == 2 {
-		runLost, agentLost = ints[0], ints[1]
+	var parentLevel int64
+	if flags == 2 && len(ints) == 6 {
+		pre.Dup, pre.Seq, pre.Restore, runLost, agentLost, parentLevel = ints[0] == 1, ints[1], ints[2] == 1, ints[3], ints[4], ints[5]
+	} else if flags == 0 && len(ints) == 4 {
+		runLost, agentLost, pre.Restore, parentLevel = ints[0], ints[1], ints[2] == 1, ints[3]
 	} else {
 		return RunPre{}, fmt.Errorf("%w: run state: unexpected answer", ErrUnavailable)
 	}
@@ -137,6 +139,7 @@ func (r *valkeyRuns) pre(k RunKey, now int64, res []valkey.ValkeyMessage, flags 
 		}
 	} else {
 		run.Lost = int(runLost)
+		run.Inherit(k.Parent, int(parentLevel), now)
 	}
 	if s, _ := res[1].ToString(); s != "" {
 		if err := json.Unmarshal([]byte(s), &agent); err != nil {
@@ -154,7 +157,11 @@ func (r *valkeyRuns) Peek(ctx context.Context, k RunKey, now int64) (RunPre, err
 	if err := r.v.check(ctx, "run peek"); err != nil {
 		return RunPre{}, err
 	}
-	res, err := r.peek.Exec(ctx, r.v.client, r.keys(k), r.args("peek", now)).ToArray()
+	hasParent := "0"
+	if k.Parent != "" {
+		hasParent = "1"
+	}
+	res, err := r.peek.Exec(ctx, r.v.client, r.keys(k), append(r.args("peek", now), hasParent)).ToArray()
 	if err != nil {
 		return RunPre{}, r.v.fail("run peek", err)
 	}
@@ -371,7 +378,7 @@ end
 	runstate.Width60, runstate.Slots60, runstate.Width1h, runstate.Slots1h)
 
 // runReserveLua: Reserve. ARGV[5] is the attempt. Returns {run before,
-// agent before, dup, seq, restore, run lost, agent lost}.
+// agent before, dup, seq, restore, run lost, agent lost, parent level}.
 const runReserveLua = `
 local a = cjson.decode(ARGV[5])
 local epoch = redis.call('GET', KEYS[3])
@@ -417,20 +424,28 @@ if not dup then
   agentApply(g, a, fresh)
   redis.call('SET', KEYS[2], cjson.encode(g), 'PX', idle + W1H)
 end
-return {rraw or '', graw or '', dup and 1 or 0, seq, restore, rlost, glost}
+return {rraw or '', graw or '', dup and 1 or 0, seq, restore, rlost, glost, a.pl}
 `
 
-// runPeekLua: Peek, read only. Returns {run, agent, run lost, agent lost}.
+// runPeekLua: Peek, read only. ARGV[5] is "1" when the call names a parent
+// run. Returns {run, agent, run lost, agent lost, restore, parent level}.
 const runPeekLua = `
 local epoch = redis.call('GET', KEYS[3])
 if not epoch then epoch = now end
 epoch = tonumber(epoch)
 local _, rraw = readRun(KEYS[1])
 local graw = redis.call('GET', KEYS[2])
-local rlost, glost = 0, 0
-if not rraw and now - epoch < idle then rlost = 1 end
+local rlost, glost, restore, pl = 0, 0, 0, 0
+if not rraw then
+  if now - epoch < idle then rlost = 1 end
+  if now - epoch < maxage then restore = 1 end
+  if ARGV[5] == '1' then
+    local p = readRun(KEYS[4])
+    if p ~= nil then pl = p.lv or 0 end
+  end
+end
 if not graw and now - epoch < idle then glost = 1 end
-return {rraw or '', graw or '', rlost, glost}
+return {rraw or '', graw or '', rlost, glost, restore, pl}
 `
 
 // runSettleLua: Settle. ARGV[5] is the settlement. The keys keep their TTL.

@@ -19,7 +19,8 @@ import (
 const decisionCols = `d.seq, d.id, d.tenant_id, d.agent_id, d.request_id, d.tool, d.action, d.resource, d.action_hash,
 	d.decision, d.reason, d.risk_score, d.composite_risk_score, d.matched_policy_ids, d.redacted_fields, d.mutates_state,
 	d.trust_level, d.root_trust_level, d.environment, d.run_id, d.parent_run_id, d.trace_id, d.tool_call, d.created_at,
-	COALESCE(d.receipt_id, ''), COALESCE(d.receipt_hash, ''), COALESCE(d.audit_id, ''), COALESCE(d.approval_id, ''), COALESCE(d.event_id, '')`
+	COALESCE(d.receipt_id, ''), COALESCE(d.receipt_hash, ''), COALESCE(d.audit_id, ''), COALESCE(d.approval_id, ''), COALESCE(d.event_id, ''),
+	d.run_context, d.context_hash`
 
 // decisionFrom: a decision's receipt and audit event are columns of its
 // own row (one record per decision), so no read joins.
@@ -28,10 +29,11 @@ const decisionFrom = ` FROM decisions d`
 func scanDecision(row Row) (persistence.Decision, error) {
 	var d persistence.Decision
 	var policies, redacted, toolCall string
+	var runContext *string
 	err := row.Scan(&d.Seq, &d.ID, &d.TenantID, &d.AgentID, &d.RequestID, &d.Tool, &d.Action, &d.Resource, &d.ActionHash,
 		&d.Decision, &d.Reason, &d.RiskScore, &d.CompositeRiskScore, &policies, &redacted, &d.MutatesState,
 		&d.TrustLevel, &d.RootTrustLevel, &d.Environment, &d.RunID, &d.ParentRunID, &d.TraceID, &toolCall, Time{&d.CreatedAt},
-		&d.ReceiptID, &d.ReceiptHash, &d.AuditID, &d.ApprovalID, &d.EventID)
+		&d.ReceiptID, &d.ReceiptHash, &d.AuditID, &d.ApprovalID, &d.EventID, &runContext, &d.ContextHash)
 	if IsNoRows(err) {
 		return d, persistence.ErrNotFound
 	}
@@ -45,6 +47,9 @@ func scanDecision(row Row) (persistence.Decision, error) {
 		return d, fmt.Errorf("sqlstore: redacted_fields: %w", err)
 	}
 	d.ToolCall = json.RawMessage(toolCall)
+	if runContext != nil {
+		d.RunContext = json.RawMessage(*runContext)
+	}
 	return d, nil
 }
 
@@ -140,7 +145,8 @@ func decisionRow(d persistence.Decision, r *persistence.Receipt, approval *persi
 		d.Reason, d.RiskScore, d.CompositeRiskScore, jsonText(d.MatchedPolicyIDs), jsonText(d.RedactedFields),
 		d.MutatesState, d.TrustLevel, d.RootTrustLevel, d.Environment, d.RunID, d.ParentRunID, d.TraceID, toolCall,
 		d.CreatedAt, d.Nonce, nullIfEmpty(d.AuditID), nullIfEmpty(approvalID),
-		receiptID, receiptSeq, receiptHash, prevHash, signature, keyID, nullIfEmpty(d.EventID)}, nil
+		receiptID, receiptSeq, receiptHash, prevHash, signature, keyID, nullIfEmpty(d.EventID),
+		nullIfEmpty(string(d.RunContext)), d.ContextHash}, nil
 }
 
 func nullIfEmpty(s string) *string {
@@ -153,9 +159,14 @@ func nullIfEmpty(s string) *string {
 const decisionInsertHead = `INSERT INTO decisions (id, tenant_id, agent_id, request_id, tool, action, resource, action_hash, decision,
 		reason, risk_score, composite_risk_score, matched_policy_ids, redacted_fields, mutates_state, trust_level,
 		root_trust_level, environment, run_id, parent_run_id, trace_id, tool_call, created_at, nonce, audit_id, approval_id,
-		receipt_id, receipt_seq, receipt_hash, prev_receipt_hash, signature, key_id, event_id)`
+		receipt_id, receipt_seq, receipt_hash, prev_receipt_hash, signature, key_id, event_id, run_context, context_hash)`
 
-const decisionInsertCols = 33
+const decisionInsertCols = 35
+
+// runTaintUpsert raises a run's durable trust floor, never lowers it.
+const runTaintUpsert = `INSERT INTO run_taint (tenant_id, run_id, level, seq, via, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+	ON CONFLICT (tenant_id, run_id) DO UPDATE SET level = excluded.level, seq = excluded.seq, via = excluded.via,
+	updated_at = excluded.updated_at WHERE run_taint.level < excluded.level`
 
 // CommitDecisions implements persistence.DecisionStore. Each tenant's chain
 // head is created when missing, read (locked on Postgres), advanced by the
@@ -258,6 +269,9 @@ func (s *Store) commitDecisions(ctx context.Context, writes []persistence.Decisi
 			if err != nil {
 				return err
 			}
+			if t := w.Taint; t != nil {
+				stmts = append(stmts, Stmt{SQL: runTaintUpsert, Args: []any{t.TenantID, t.RunID, t.Level, t.Seq, t.Via, t.UpdatedAt}})
+			}
 			decisions = append(decisions, row)
 			if w.Approval != nil {
 				approvals = append(approvals, approvalRow(w.Approval))
@@ -284,6 +298,17 @@ func (s *Store) commitDecisions(ctx context.Context, writes []persistence.Decisi
 		}
 		return nil
 	})
+}
+
+// RunTaint implements persistence.DecisionStore.
+func (s *Store) RunTaint(ctx context.Context, tenantID, runID string) (persistence.RunTaint, error) {
+	t := persistence.RunTaint{TenantID: tenantID, RunID: runID}
+	err := s.DB.Reader().QueryRow(ctx, `SELECT level, seq, via, updated_at FROM run_taint WHERE tenant_id = $1 AND run_id = $2`,
+		tenantID, runID).Scan(&t.Level, &t.Seq, &t.Via, Time{&t.UpdatedAt})
+	if IsNoRows(err) {
+		return t, persistence.ErrNotFound
+	}
+	return t, err
 }
 
 // GetDecision implements persistence.DecisionStore.

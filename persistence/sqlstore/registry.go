@@ -113,7 +113,7 @@ func (s *Store) PolicyVersion(ctx context.Context, tenantID string) (int64, erro
 func scanSkill(r Row) (persistence.Skill, error) {
 	var sk persistence.Skill
 	var actions string
-	err := r.Scan(&sk.TenantID, &sk.Key, &sk.Description, &actions, Time{&sk.CreatedAt}, Time{&sk.UpdatedAt})
+	err := r.Scan(&sk.TenantID, &sk.Key, &sk.Description, &actions, &sk.OutputTrust, Time{&sk.CreatedAt}, Time{&sk.UpdatedAt})
 	if IsNoRows(err) {
 		return sk, persistence.ErrNotFound
 	}
@@ -126,7 +126,7 @@ func scanSkill(r Row) (persistence.Skill, error) {
 	return sk, nil
 }
 
-const skillCols = `tenant_id, skill_key, description, actions, created_at, updated_at`
+const skillCols = `tenant_id, skill_key, description, actions, output_trust, created_at, updated_at`
 
 // PutSkill implements persistence.SkillStore (create or replace).
 func (s *Store) PutSkill(ctx context.Context, sk persistence.Skill, audit ...persistence.AuditEvent) (persistence.Skill, error) {
@@ -137,9 +137,9 @@ func (s *Store) PutSkill(ctx context.Context, sk persistence.Skill, audit ...per
 	t := now()
 	var out persistence.Skill
 	err = s.DB.Tx(ctx, func(q Querier) error {
-		if _, err := q.Exec(ctx, `INSERT INTO skills (`+skillCols+`) VALUES ($1,$2,$3,$4,$5,$5)
+		if _, err := q.Exec(ctx, `INSERT INTO skills (`+skillCols+`) VALUES ($1,$2,$3,$4,$5,$6,$6)
 			ON CONFLICT (tenant_id, skill_key) DO UPDATE SET description = excluded.description, actions = excluded.actions,
-			updated_at = excluded.updated_at`, sk.TenantID, sk.Key, sk.Description, string(raw), t); err != nil {
+			output_trust = excluded.output_trust, updated_at = excluded.updated_at`, sk.TenantID, sk.Key, sk.Description, string(raw), sk.OutputTrust, t); err != nil {
 			return err
 		}
 		if err := s.insertAudit(ctx, q, audit); err != nil {

@@ -91,6 +91,7 @@ type Engine struct {
 type snapshot struct {
 	base      *baseSet
 	baseQuery rego.PreparedEvalQuery
+	baseUses  bool
 	tenants   map[string]*tenantSet
 }
 
@@ -100,6 +101,8 @@ type tenantSet struct {
 	version string
 	modules []Module
 	query   rego.PreparedEvalQuery
+	// usesRun: a module refers to input.run or input.agent_history.
+	usesRun bool
 }
 
 // BaseSources returns the Rego text of the base policy set in force, by
@@ -130,11 +133,11 @@ func (e *Engine) loadSnapshot() (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := e.prepare(base, nil)
+	q, uses, err := e.prepare(base, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &snapshot{base: base, baseQuery: q, tenants: map[string]*tenantSet{}}, nil
+	return &snapshot{base: base, baseQuery: q, baseUses: uses, tenants: map[string]*tenantSet{}}, nil
 }
 
 // ReloadBase re-reads the base policy set (PolicyPath, or the embedded set),
@@ -155,11 +158,11 @@ func (e *Engine) ReloadBase() error {
 	old := e.snapshot.Load()
 	for _, id := range slices.Sorted(maps.Keys(old.tenants)) {
 		t := old.tenants[id]
-		q, err := e.prepareTenant(next, t.modules)
+		q, uses, err := e.prepareTenant(next, t.modules)
 		if err != nil {
 			return fmt.Errorf("policy: reload: tenant %s, version %s: %w", id, t.version, err)
 		}
-		next.tenants[id] = &tenantSet{version: t.version, modules: t.modules, query: q}
+		next.tenants[id] = &tenantSet{version: t.version, modules: t.modules, query: q, usesRun: uses}
 	}
 	e.snapshot.Store(next)
 	return nil
@@ -194,7 +197,7 @@ func (e *Engine) SetTenantPolicies(tenantID, version string, mods []Module) erro
 	mods = slices.Clone(mods)
 	for {
 		s := e.snapshot.Load()
-		q, err := e.prepareTenant(s, mods)
+		q, uses, err := e.prepareTenant(s, mods)
 		if err != nil {
 			return err
 		}
@@ -204,8 +207,8 @@ func (e *Engine) SetTenantPolicies(tenantID, version string, mods []Module) erro
 			e.mu.Unlock()
 			continue
 		}
-		next := &snapshot{base: cur.base, baseQuery: cur.baseQuery, tenants: maps.Clone(cur.tenants)}
-		next.tenants[tenantID] = &tenantSet{version: version, modules: mods, query: q}
+		next := &snapshot{base: cur.base, baseQuery: cur.baseQuery, baseUses: cur.baseUses, tenants: maps.Clone(cur.tenants)}
+		next.tenants[tenantID] = &tenantSet{version: version, modules: mods, query: q, usesRun: uses}
 		e.snapshot.Store(next)
 		e.mu.Unlock()
 		return nil
@@ -218,6 +221,19 @@ func (e *Engine) SetTenantPolicies(tenantID, version string, mods []Module) erro
 func (e *Engine) HasTenant(tenantID, version string) bool {
 	t, ok := e.snapshot.Load().tenants[tenantID]
 	return ok && t.version == version
+}
+
+// UsesRun reports whether the policy set that decides the tenant's calls
+// (its installed modules with the base set, or the base set alone) refers
+// to input.run or input.agent_history. When it does not, the caller builds
+// no run context and records no attempt: a tenant without run policies pays
+// nothing for them.
+func (e *Engine) UsesRun(tenantID string) bool {
+	s := e.snapshot.Load()
+	if t, ok := s.tenants[tenantID]; ok {
+		return t.usesRun
+	}
+	return s.baseUses
 }
 
 // Evaluate decides one call with the tenant's prepared query, or with the
@@ -275,35 +291,36 @@ func (e *Engine) eval(ctx context.Context, q rego.PreparedEvalQuery, in *Input) 
 
 // prepareTenant validates and compiles mods with s's base set and prepares
 // the query; with no modules it returns the base-only query.
-func (e *Engine) prepareTenant(s *snapshot, mods []Module) (rego.PreparedEvalQuery, error) {
+func (e *Engine) prepareTenant(s *snapshot, mods []Module) (rego.PreparedEvalQuery, bool, error) {
 	if len(mods) == 0 {
-		return s.baseQuery, nil
+		return s.baseQuery, s.baseUses, nil
 	}
 	parsed := make(map[string]*ast.Module, len(mods))
 	for _, m := range mods {
 		pm, errs := parseTenantModule(s.base, m.Name, m.Rego, e.caps)
 		if errs != nil {
-			return rego.PreparedEvalQuery{}, &ModuleError{Module: m.Name, Errors: errs}
+			return rego.PreparedEvalQuery{}, false, &ModuleError{Module: m.Name, Errors: errs}
 		}
 		file := tenantFilePrefix + m.Name
 		if _, dup := parsed[file]; dup {
-			return rego.PreparedEvalQuery{}, &ModuleError{Module: m.Name, Errors: []CompileError{{Message: "module given twice"}}}
+			return rego.PreparedEvalQuery{}, false, &ModuleError{Module: m.Name, Errors: []CompileError{{Message: "module given twice"}}}
 		}
 		parsed[file] = pm
 	}
 	return e.prepare(s.base, parsed)
 }
 
-// prepare compiles the base set with the tenant modules and prepares query.
-func (e *Engine) prepare(base *baseSet, tenant map[string]*ast.Module) (rego.PreparedEvalQuery, error) {
+// prepare compiles the base set with the tenant modules and prepares query;
+// it reports whether the modules refer to the run context (usesRun).
+func (e *Engine) prepare(base *baseSet, tenant map[string]*ast.Module) (rego.PreparedEvalQuery, bool, error) {
 	e.prepares.Add(1)
 	c, errs := compileModules(base, tenant, e.caps)
 	if len(errs) > 0 {
-		return rego.PreparedEvalQuery{}, moduleErrorFor(errs)
+		return rego.PreparedEvalQuery{}, false, moduleErrorFor(errs)
 	}
 	body, err := ast.ParseBodyWithOpts(buildQuery(c), parserOptions(e.caps))
 	if err != nil {
-		return rego.PreparedEvalQuery{}, fmt.Errorf("policy: parse query: %w", err)
+		return rego.PreparedEvalQuery{}, false, fmt.Errorf("policy: parse query: %w", err)
 	}
 	pq, err := rego.New(
 		rego.Compiler(c),
@@ -312,9 +329,9 @@ func (e *Engine) prepare(base *baseSet, tenant map[string]*ast.Module) (rego.Pre
 		rego.StrictBuiltinErrors(true),
 	).PrepareForEval(context.Background())
 	if err != nil {
-		return rego.PreparedEvalQuery{}, fmt.Errorf("policy: prepare query: %w", err)
+		return rego.PreparedEvalQuery{}, false, fmt.Errorf("policy: prepare query: %w", err)
 	}
-	return pq, nil
+	return pq, usesRun(c.Modules), nil
 }
 
 // moduleErrorFor attributes compile errors to the module of the first one.

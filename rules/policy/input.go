@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"svc/runstate"
 )
 
 // Input is the document a policy sees as `input` (CONTRACT §6). The JSON
@@ -32,6 +34,11 @@ type Input struct {
 	// MCP describes the MCP server and tool for tools "mcp:<server_key>",
 	// nil otherwise.
 	MCP *MCPInput `json:"mcp"`
+	// Run and AgentHistory are the run context (CONTRACT §16), the state
+	// before this call; nil (absent from the input) when no loaded policy
+	// refers to them.
+	Run          runstate.Obj `json:"run,omitempty" openapi:"object"`
+	AgentHistory runstate.Obj `json:"agent_history,omitempty" openapi:"object"`
 }
 
 // AgentInput is the calling agent. RiskTier comes from the server (low,
@@ -62,6 +69,10 @@ type SkillInput struct {
 	Risk             string `json:"risk"`
 	MutatesState     bool   `json:"mutates_state"`
 	ApprovalRequired bool   `json:"approval_required"`
+	// OutputTrust is the trust level of what the action's calls bring into
+	// their run ("" for none); Labels classify the action for run policies.
+	OutputTrust string   `json:"output_trust"`
+	Labels      []string `json:"labels"`
 }
 
 // MCPInput describes an MCP call. ServerStatus is "" for an unknown server
@@ -79,10 +90,11 @@ type MCPInput struct {
 // They are never modified after newInputKeys.
 type inputKeys struct {
 	tenantID, agent, toolCall, mutatesState, trustLevel, rootTrustLevel,
-	environment, skill, mcp *ast.Term
+	environment, skill, mcp, run, agentHistory *ast.Term
 	id, name, riskTier, status               *ast.Term
 	tool, action, resource, parameters       *ast.Term
 	key, description, risk, approvalRequired *ast.Term
+	outputTrust, labels                      *ast.Term
 	serverKey, serverStatus, toolStatus      *ast.Term
 }
 
@@ -92,12 +104,12 @@ func newInputKeys() *inputKeys {
 		tenantID: s("tenant_id"), agent: s("agent"), toolCall: s("tool_call"),
 		mutatesState: s("mutates_state"), trustLevel: s("trust_level"),
 		rootTrustLevel: s("root_trust_level"), environment: s("environment"),
-		skill: s("skill"), mcp: s("mcp"),
+		skill: s("skill"), mcp: s("mcp"), run: s("run"), agentHistory: s("agent_history"),
 		id: s("id"), name: s("name"), riskTier: s("risk_tier"), status: s("status"),
 		tool: s("tool"), action: s("action"), resource: s("resource"), parameters: s("parameters"),
 		key: s("key"), description: s("description"), risk: s("risk"),
-		approvalRequired: s("approval_required"),
-		serverKey:        s("server_key"), serverStatus: s("server_status"), toolStatus: s("tool_status"),
+		approvalRequired: s("approval_required"), outputTrust: s("output_trust"), labels: s("labels"),
+		serverKey: s("server_key"), serverStatus: s("server_status"), toolStatus: s("tool_status"),
 	}
 }
 
@@ -125,6 +137,8 @@ func (k *inputKeys) value(in *Input) (ast.Value, error) {
 			[2]*ast.Term{k.risk, str(s.Risk)},
 			[2]*ast.Term{k.mutatesState, ast.InternedTerm(s.MutatesState)},
 			[2]*ast.Term{k.approvalRequired, ast.InternedTerm(s.ApprovalRequired)},
+			[2]*ast.Term{k.outputTrust, str(s.OutputTrust)},
+			[2]*ast.Term{k.labels, labelsTerm(s.Labels)},
 		)
 	}
 	mcp := ast.InternedNullTerm
@@ -136,27 +150,43 @@ func (k *inputKeys) value(in *Input) (ast.Value, error) {
 			[2]*ast.Term{k.trustLevel, str(m.TrustLevel)},
 		)
 	}
-	return ast.NewObject(
-		[2]*ast.Term{k.tenantID, str(in.TenantID)},
-		[2]*ast.Term{k.agent, ast.ObjectTerm(
+	members := [][2]*ast.Term{
+		{k.tenantID, str(in.TenantID)},
+		{k.agent, ast.ObjectTerm(
 			[2]*ast.Term{k.id, str(in.Agent.ID)},
 			[2]*ast.Term{k.name, str(in.Agent.Name)},
 			[2]*ast.Term{k.riskTier, str(in.Agent.RiskTier)},
 			[2]*ast.Term{k.status, str(in.Agent.Status)},
 		)},
-		[2]*ast.Term{k.toolCall, ast.ObjectTerm(
+		{k.toolCall, ast.ObjectTerm(
 			[2]*ast.Term{k.tool, str(in.ToolCall.Tool)},
 			[2]*ast.Term{k.action, str(in.ToolCall.Action)},
 			[2]*ast.Term{k.resource, resource},
 			[2]*ast.Term{k.parameters, params},
 		)},
-		[2]*ast.Term{k.mutatesState, ast.InternedTerm(in.MutatesState)},
-		[2]*ast.Term{k.trustLevel, str(in.TrustLevel)},
-		[2]*ast.Term{k.rootTrustLevel, str(in.RootTrustLevel)},
-		[2]*ast.Term{k.environment, str(in.Environment)},
-		[2]*ast.Term{k.skill, skill},
-		[2]*ast.Term{k.mcp, mcp},
-	), nil
+		{k.mutatesState, ast.InternedTerm(in.MutatesState)},
+		{k.trustLevel, str(in.TrustLevel)},
+		{k.rootTrustLevel, str(in.RootTrustLevel)},
+		{k.environment, str(in.Environment)},
+		{k.skill, skill},
+		{k.mcp, mcp},
+	}
+	if in.Run != nil {
+		members = append(members, [2]*ast.Term{k.run, docValue(in.Run)})
+	}
+	if in.AgentHistory != nil {
+		members = append(members, [2]*ast.Term{k.agentHistory, docValue(in.AgentHistory)})
+	}
+	return ast.NewObject(members...), nil
+}
+
+// labelsTerm is a skill's labels as an array (empty when it has none).
+func labelsTerm(labels []string) *ast.Term {
+	ts := make([]*ast.Term, len(labels))
+	for i, l := range labels {
+		ts[i] = str(l)
+	}
+	return ast.ArrayTerm(ts...)
 }
 
 // str returns a string term, shared for the strings OPA interns.
