@@ -294,7 +294,8 @@ func (g *agentActor) draftDecision(ctx context.Context, m *messages.Authorize, a
 		// What the policy saw: kept with the decision (CONTRACT §16).
 		rec.RunContext, rec.ContextHash = tk.ctx.Canonical, tk.ctx.Hash
 	}
-	receipt := &persistence.Receipt{ID: receiptID, TenantID: m.TenantID, DecisionID: decisionID, ActionHash: hash, Decision: v.Decision, CreatedAt: now}
+	receipt := &persistence.Receipt{ID: receiptID, TenantID: m.TenantID, DecisionID: decisionID, ActionHash: hash, Decision: v.Decision,
+		CreatedAt: now, ContextHash: rec.ContextHash}
 	// One record: the decision, its receipt and its authorize_decision
 	// audit event (rec.AuditID; persistence.Decision.AuditEvent).
 	w := &persistence.DecisionWrite{Decision: rec, Receipt: receipt}

@@ -77,7 +77,8 @@ func TestE2ERunPolicies(t *testing.T) {
 	t.Parallel()
 	policies := readmeRunPolicies(t)
 	gateway.ForModes(t, func(t *testing.T, backend string) {
-		s := gateway.Start(t, backend, nil)
+		_, seed := gateway.AzSeed(t)
+		s := gateway.Start(t, backend, map[string]string{"SVC_RECEIPT_SIGNING_KEY": seed})
 		_, admin := s.Tenant(t, "runs-"+testkit.Uniq())
 		s.Want(t, 200, "PUT", "/v2/skills/web", admin, map[string]any{"output_trust": "untrusted_external",
 			"actions": map[string]any{"fetch": map[string]any{"risk": "low"}}})
@@ -137,6 +138,32 @@ func TestE2ERunPolicies(t *testing.T) {
 			}
 			if sum := sha256.Sum256(c); d["context_hash"] != hex.EncodeToString(sum[:]) {
 				t.Errorf("context_hash %v is not the SHA-256 of the canonical run_context", d["context_hash"])
+			}
+
+			// Its receipt commits to the context (svc-receipt-2), verifies
+			// online and offline, and a changed context hash is caught.
+			rid := testkit.Str(t, m, "receipt_id")
+			rc2 := testkit.Obj(t, s.Want(t, 200, "GET", "/v2/receipts/"+rid, admin, nil))
+			if rc2["context_hash"] != d["context_hash"] {
+				t.Errorf("receipt context_hash %v, decision's %v", rc2["context_hash"], d["context_hash"])
+			}
+			if v := testkit.Obj(t, s.Want(t, 200, "GET", "/v2/receipts/"+rid+"/verify", admin, nil)); v["valid"] != true {
+				t.Errorf("verify = %v", v)
+			}
+			if v := testkit.Obj(t, s.Want(t, 200, "POST", "/v2/receipts/verify-chain", admin, nil)); v["valid"] != true {
+				t.Errorf("verify-chain = %v", v)
+			}
+			path, lines := azExport(t, s, admin)
+			if code, out, errOut := gateway.RunCLI("verify-receipts", path); code != 0 {
+				t.Fatalf("verify-receipts: exit %d\n%s%s", code, out, errOut)
+			}
+			for i, l := range lines {
+				if strings.Contains(l, `"receipt_id":"`+rid+`"`) {
+					lines[i] = strings.Replace(l, testkit.Str(t, d, "context_hash"), strings.Repeat("0", 64), 1)
+				}
+			}
+			if code, out := azVerifyFile(t, lines); code != 1 || !strings.Contains(out, rid) {
+				t.Errorf("a changed context hash: exit %d\n%s", code, out)
 			}
 		})
 

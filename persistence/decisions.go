@@ -123,6 +123,9 @@ type Receipt struct {
 	Signature  *string
 	KeyID      string
 	CreatedAt  time.Time
+	// ContextHash is the decision's context hash, which the receipt's hash
+	// covers (svc-receipt-2); "" without run context.
+	ContextHash string
 }
 
 // ChainHead is the last link of a tenant's chain (Seq 0 and Hash "" before

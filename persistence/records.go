@@ -44,10 +44,11 @@ func (in Incident) Record() messages.IncidentRecord {
 func (r Receipt) Sealable(seq int64) receipt.Receipt {
 	return receipt.Receipt{ReceiptID: r.ID, TenantID: r.TenantID, DecisionID: r.DecisionID, Seq: seq, ActionHash: r.ActionHash,
 		Decision: r.Decision, ReceiptHash: r.Hash, PrevReceiptHash: r.PrevHash, Signature: r.Signature, KeyID: r.KeyID,
-		CreatedAt: receipt.FormatTime(r.CreatedAt)}
+		CreatedAt: receipt.FormatTime(r.CreatedAt), ContextHash: r.ContextHash}
 }
 
-// SealAfter seals r as the link after head (svc-receipt-1 hash, signed
+// SealAfter seals r as the link after head (svc-receipt-1 hash, or
+// svc-receipt-2 with a context hash; signed
 // with Ed25519 when signer is set) and returns the chain's new head.
 func (r *Receipt) SealAfter(head ChainHead, signer *receipt.Signer) (ChainHead, error) {
 	sealed, err := receipt.Seal(r.Sealable(head.Seq+1), head.Hash, signer)

@@ -37,6 +37,20 @@
 // The scheme name is [HashScheme]; a change of any of these rules needs a new
 // name (SPEC 9.5).
 //
+// # Receipt hashing scheme svc-receipt-2
+//
+// A receipt of a decision made under run context (CONTRACT §16: the
+// tenant's policies read input.run or input.agent_history) carries one
+// more field, context_hash: the lower-case hex SHA-256 of the RFC 8785
+// bytes of {"agent_history": …, "run": …} exactly as the policy saw them
+// (the decision keeps those bytes as its run_context). Its receipt_hash is
+// computed as svc-receipt-1's with context_hash added to the hashed object
+// ([HashSchemeContext]). A receipt without context_hash (the field absent or
+// empty) is svc-receipt-1, so one chain mixes both, and a verifier picks the
+// scheme by the field ([Scheme]). Dropping, adding or changing a
+// context_hash changes receipt_hash, so the receipt commits to what the
+// policy saw as it does to the call (action_hash).
+//
 // # Signing
 //
 // The gateway's key is an Ed25519 key derived from a 32-byte seed

@@ -18,8 +18,11 @@ import (
 
 const (
 	// HashScheme names the receipt hashing scheme of the package
-	// documentation.
+	// documentation for a receipt without run context.
 	HashScheme = "svc-receipt-1"
+	// HashSchemeContext names the scheme of a receipt made under run
+	// context (CONTRACT §16): svc-receipt-1's object plus context_hash.
+	HashSchemeContext = "svc-receipt-2"
 
 	// TimeLayout is the form of created_at: RFC 3339 in UTC with exactly
 	// six fractional digits.
@@ -42,10 +45,24 @@ type Receipt struct {
 	Signature       *string `json:"signature"`
 	KeyID           string  `json:"key_id"`
 	CreatedAt       string  `json:"created_at"`
+	// ContextHash is the SHA-256 (64 lower-case hex) of the canonical run
+	// context the decision's policy saw; present only on a receipt made
+	// under run context, which is then hashed as svc-receipt-2.
+	ContextHash string `json:"context_hash,omitempty"`
+}
+
+// Scheme names the hashing scheme of r: svc-receipt-2 when it carries a
+// context hash, else svc-receipt-1.
+func Scheme(r Receipt) string {
+	if r.ContextHash != "" {
+		return HashSchemeContext
+	}
+	return HashScheme
 }
 
 // hashed is the object that svc-receipt-1 hashes: every receipt field but
-// receipt_hash and signature.
+// receipt_hash and signature (and svc-receipt-2 the same with
+// context_hash).
 type hashed struct {
 	ReceiptID       string `json:"receipt_id"`
 	TenantID        string `json:"tenant_id"`
@@ -56,6 +73,7 @@ type hashed struct {
 	PrevReceiptHash string `json:"prev_receipt_hash"`
 	KeyID           string `json:"key_id"`
 	CreatedAt       string `json:"created_at"`
+	ContextHash     string `json:"context_hash,omitempty"`
 }
 
 // FormatTime renders t as created_at expects it ([TimeLayout], in UTC). It
@@ -67,10 +85,11 @@ func FormatTime(t time.Time) string {
 	return t.UTC().Format(TimeLayout)
 }
 
-// Hash returns the svc-receipt-1 receipt_hash of r. ReceiptHash and
-// Signature are ignored. It fails when a field is not valid UTF-8 or seq is
-// beyond 2^53 in magnitude, because the canonical bytes would not then
-// record the field exactly.
+// Hash returns the receipt_hash of r: svc-receipt-1, or svc-receipt-2 when
+// r carries a context hash ([Scheme]). ReceiptHash and Signature are
+// ignored. It fails when a field is not valid UTF-8, seq is beyond 2^53 in
+// magnitude (the canonical bytes would not then record the field exactly)
+// or a context hash is not 64 lower-case hex characters.
 func Hash(r Receipt) (string, error) {
 	h := hashed{
 		ReceiptID:       r.ReceiptID,
@@ -82,6 +101,10 @@ func Hash(r Receipt) (string, error) {
 		PrevReceiptHash: r.PrevReceiptHash,
 		KeyID:           r.KeyID,
 		CreatedAt:       r.CreatedAt,
+		ContextHash:     r.ContextHash,
+	}
+	if h.ContextHash != "" && !isHash(h.ContextHash) {
+		return "", errors.New("receipt: context_hash is not 64 lower-case hex characters")
 	}
 	for _, f := range []struct{ name, value string }{
 		{"receipt_id", h.ReceiptID}, {"tenant_id", h.TenantID}, {"decision_id", h.DecisionID},
@@ -108,6 +131,10 @@ func Hash(r Receipt) (string, error) {
 func (h hashed) canonical(b []byte) []byte {
 	b = append(b, `{"action_hash":`...)
 	b = canonical.AppendString(b, h.ActionHash)
+	if h.ContextHash != "" {
+		b = append(b, `,"context_hash":`...)
+		b = canonical.AppendString(b, h.ContextHash)
+	}
 	b = append(b, `,"created_at":`...)
 	b = canonical.AppendString(b, h.CreatedAt)
 	b = append(b, `,"decision":`...)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"svc/canonical"
 	"svc/receipt"
 )
 
@@ -594,5 +595,54 @@ func TestVerifyChainBatches(t *testing.T) {
 	}
 	if len(want) != 5 || want[0].Index != 5 || want[0].Error != "invalid signature" {
 		t.Fatalf("reference errors %v", want)
+	}
+}
+
+// A chain may mix receipts with and without run context: each verifies
+// under its own scheme, and dropping or changing a context hash breaks it.
+func TestContextHashScheme(t *testing.T) {
+	s, err := receipt.NewSigner(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := strings.Repeat("ab", 32)
+	var chain []receipt.Receipt
+	prev := ""
+	for i, c := range []string{"", ctx, "", ctx} {
+		r, err := receipt.Seal(receipt.Receipt{ReceiptID: fmt.Sprint("r", i), TenantID: "t", DecisionID: fmt.Sprint("d", i), Seq: int64(i + 1),
+			ActionHash: strings.Repeat("0", 64), Decision: "allow", CreatedAt: "2026-11-28T00:00:00.000000Z", ContextHash: c}, prev, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]string{false: receipt.HashScheme, true: receipt.HashSchemeContext}[c != ""]; receipt.Scheme(r) != want {
+			t.Fatalf("receipt %d: scheme %s, want %s", i, receipt.Scheme(r), want)
+		}
+		chain = append(chain, r)
+		prev = r.ReceiptHash
+	}
+	if _, errs := receipt.VerifyChain(chain, s.PublicKey(), false); len(errs) != 0 {
+		t.Fatalf("a mixed chain does not verify: %v", errs)
+	}
+	same := chain[1]
+	same.ContextHash = ""
+	if h, _ := receipt.Hash(same); h == chain[1].ReceiptHash {
+		t.Fatal("dropping the context hash keeps the receipt hash")
+	}
+	for _, bad := range []string{strings.Repeat("cd", 32), "ABAB", strings.Repeat("AB", 32)} {
+		r := chain[3]
+		r.ContextHash = bad
+		if c := receipt.Verify(r, s.PublicKey()); c.Valid || c.HashValid {
+			t.Fatalf("context hash %q verifies: %+v", bad, c)
+		}
+	}
+	// svc-receipt-2 hashes svc-receipt-1's object plus context_hash.
+	want, err := canonical.Marshal(map[string]any{"receipt_id": "r1", "tenant_id": "t", "decision_id": "d1", "seq": 2,
+		"action_hash": strings.Repeat("0", 64), "decision": "allow", "prev_receipt_hash": chain[0].ReceiptHash, "key_id": s.KeyID(),
+		"created_at": "2026-11-28T00:00:00.000000Z", "context_hash": ctx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(want); hex.EncodeToString(sum[:]) != chain[1].ReceiptHash {
+		t.Fatalf("svc-receipt-2 is not SHA-256 of %s", want)
 	}
 }

@@ -132,7 +132,7 @@ func decisionRow(d persistence.Decision, r *persistence.Receipt, approval *persi
 	var signature *string
 	if r != nil {
 		if r.TenantID != d.TenantID || r.DecisionID != d.ID || r.ActionHash != d.ActionHash || r.Decision != d.Decision ||
-			!r.CreatedAt.Equal(d.CreatedAt) {
+			!r.CreatedAt.Equal(d.CreatedAt) || r.ContextHash != d.ContextHash {
 			return nil, fmt.Errorf("%w: receipt %s, decision %s", persistence.ErrReceiptMismatch, r.ID, d.ID)
 		}
 		receiptID, receiptHash, prevHash, keyID, receiptSeq, signature = &r.ID, &r.Hash, &r.PrevHash, &r.KeyID, &r.Seq, r.Signature
@@ -356,12 +356,13 @@ func (s *Store) ListDecisions(ctx context.Context, tenantID, query string, p per
 	return collect(rows, scanDecision)
 }
 
-const receiptCols = `id, tenant_id, decision_id, seq, action_hash, decision, receipt_hash, prev_receipt_hash, signature, key_id, created_at`
+const receiptCols = `id, tenant_id, decision_id, seq, action_hash, decision, receipt_hash, prev_receipt_hash, signature, key_id, created_at,
+	context_hash`
 
 func scanReceipt(row Row) (persistence.Receipt, error) {
 	var r persistence.Receipt
 	err := row.Scan(&r.ID, &r.TenantID, &r.DecisionID, &r.Seq, &r.ActionHash, &r.Decision, &r.Hash, &r.PrevHash,
-		&r.Signature, &r.KeyID, Time{&r.CreatedAt})
+		&r.Signature, &r.KeyID, Time{&r.CreatedAt}, &r.ContextHash)
 	if IsNoRows(err) {
 		return r, persistence.ErrNotFound
 	}
