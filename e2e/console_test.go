@@ -378,6 +378,28 @@ func testConsole(t *testing.T, backend string) {
 	b.shot("graph-run")
 	b.accessible("graph")
 
+	// Run context (CONTRACT §16): once a policy of the tenant reads the
+	// run, a decision keeps what its policy saw, and the decision page and
+	// the run's graph show it.
+	s.Want(t, 201, "POST", "/v2/policies", admin, map[string]any{"name": "run_watch", "rego": "package svc.policies.run_watch\n\n" +
+		`results contains {"decision": "deny", "reason": "runaway_run"} if input.run.totals.calls > 1000` + "\n"})
+	ctxRun := "console-ctx-" + testkit.Uniq()
+	untrustedRead := gateway.AzBody("github", "list_issues", false, gateway.AzUntrusted, nil)
+	gateway.AzDecide(t, s, tok, withRun(untrustedRead, ctxRun), "allow", "")
+	last := gateway.AzDecide(t, s, tok, withRun(gateway.AzRead(nil), ctxRun), "allow", "")
+	b.do(chromedp.Navigate(s.Base+"/dashboard/#/decisions?id="+testkit.Str(t, last, "decision_id")), chromedp.WaitVisible(chromedp.ID("run-context")))
+	b.waitText("#run-context-id", ctxRun)
+	b.waitText("#run-context-calls", "1")
+	b.waitText("#run-context-trust", "untrusted_external")
+	b.shot("decision-run-context")
+	b.accessible("decision")
+	b.do(chromedp.Navigate(s.Base+"/dashboard/#/graph?kind=run&id="+ctxRun), chromedp.WaitVisible(chromedp.CSS("#graph-context #run-context")))
+	b.waitText("#graph-context #run-context-trust", "untrusted_external")
+	b.shot("graph-run-context")
+	b.do(chromedp.Navigate(s.Base+"/dashboard/#/decisions"), chromedp.WaitVisible(chromedp.CSS(`tr[data-decision="`+testkit.Str(t, last, "decision_id")+`"]`)))
+	b.shot("decisions")
+	b.accessible("decisions")
+
 	// The live feed: its first ticket is refused (as an expired one would
 	// be), which the page says before it opens the stream with a new one;
 	// then a deny appears, then a deny storm's incident, without a reload;

@@ -10,6 +10,7 @@ import * as alerts from './pages/alerts.js';
 import * as incidents from './pages/incidents.js';
 import * as agents from './pages/agents.js';
 import * as graph from './pages/graph.js';
+import * as decisions from './pages/decisions.js';
 import * as receipts from './pages/receipts.js';
 import * as scoreboard from './pages/scoreboard.js';
 import * as rules from './pages/rules.js';
@@ -19,7 +20,7 @@ import * as pulls from './pages/pulls.js';
 import * as status from './pages/status.js';
 
 // pages: one per resource family; a later family adds one line here.
-const pages = [approvals, feed, alerts, incidents, agents, graph, receipts, scoreboard, rules, policies, mcp, pulls, status];
+const pages = [approvals, feed, alerts, incidents, agents, decisions, graph, receipts, scoreboard, rules, policies, mcp, pulls, status];
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');

@@ -5,6 +5,7 @@
 import { Network, DataSet } from '../../vendor/vis-network/vis-network.esm.min.js';
 import { api } from '../api.js';
 import { el, state } from '../dom.js';
+import { renderRunContext } from '../runcontext.js';
 
 export const title = 'Evidence graph';
 export const path = '/graph';
@@ -32,12 +33,13 @@ export function render(main, params) {
   const status = el('div', { id: 'graph-status' });
   const canvas = el('div', { id: 'graph', role: 'img', 'aria-label': 'Evidence graph' });
   const details = el('pre', { id: 'graph-details', class: 'details', hidden: true });
+  const context = el('div', { id: 'graph-context' });
   const form = el('form', { class: 'panel inline-form' },
     el('div', {}, el('label', { for: 'graph-kind', text: 'Of a' }), kind),
     el('div', {}, el('label', { for: 'graph-id', text: 'Id' }), id),
     el('div', {}, el('label', { for: 'graph-depth', text: 'Depth (agent)' }), depth),
     el('button', { type: 'submit', id: 'graph-draw', text: 'Draw' }));
-  main.replaceChildren(el('h1', { text: 'Evidence graph' }), form, status, canvas, details);
+  main.replaceChildren(el('h1', { text: 'Evidence graph' }), form, status, canvas, context, details);
   let network = null;
 
   async function draw() {
@@ -60,6 +62,25 @@ export function render(main, params) {
     canvas.dataset.edges = String(g.edges.length);
     status.replaceChildren(el('p', { class: 'state', id: 'graph-count', text: g.nodes.length + ' nodes, ' + g.edges.length + ' edges. Click a node for its record.' }));
     network.on('click', (p) => { if (p.nodes.length) show(nodes.get(p.nodes[0]).record); });
+    if (kind.value === 'run') latestContext(g.nodes);
+    else context.replaceChildren();
+  }
+
+  // latestContext shows the run context of the run's newest decision: what
+  // the policy saw of the run before its latest call.
+  async function latestContext(all) {
+    const ds = all.filter((n) => n.group === 'decision').sort((a, b) => (a.timestamp < b.timestamp ? 1 : -1));
+    context.replaceChildren();
+    if (!ds.length) return;
+    try {
+      const d = await api('GET', '/decisions/' + encodeURIComponent(ds[0].id.split(':').slice(1).join(':')));
+      if (d.run_context) {
+        context.replaceChildren(el('p', { class: 'muted', text: 'As of the run\'s latest decision (' + d.decision + ' ' + d.tool + '.' + d.action + '):' }),
+          renderRunContext(d.run_context, d.context_hash));
+      }
+    } catch (e) {
+      state(context, 'Could not load the run context: ' + e.message, true);
+    }
   }
 
   async function show(n) {
@@ -72,7 +93,12 @@ export function render(main, params) {
     details.textContent = JSON.stringify(n, null, 2);
     if (!path) return;
     try {
-      details.textContent = JSON.stringify(await api('GET', path), null, 2);
+      const rec = await api('GET', path);
+      details.textContent = JSON.stringify(rec, null, 2);
+      if (type === 'decision' && rec.run_context) {
+        context.replaceChildren(el('p', {}, el('a', { href: '#/decisions?id=' + encodeURIComponent(rid), text: 'Open this decision' })),
+          renderRunContext(rec.run_context, rec.context_hash));
+      }
     } catch (e) {
       details.textContent = 'Could not load the record: ' + e.message;
     }
