@@ -189,9 +189,9 @@ func (g *agentActor) evaluate(ctx context.Context, m *messages.Authorize, ad aut
 		f.logger().Error("tenant policies unavailable; failing closed", "tenant_id", m.TenantID, "error", err)
 		return policy.Result{Decision: authz.DecisionDeny, Reason: "policy_unavailable"}, authz.Facts{RequestMutates: req.MutatesState}, nil
 	}
-	if f.usesRun(m.TenantID) {
+	if fields := f.runFields(m.TenantID); fields.Any() {
 		a := runAttempt(m, ad, act, sk.skill.OutputTrust, registered, in.MCP)
-		tk, err := f.runContext(ctx, m, &a)
+		tk, err := f.runContext(ctx, m, &a, fields)
 		if errors.Is(err, errRunStore) {
 			f.logger().Error("durable run taint unreadable; refusing the call (fail closed)", "error", err)
 			return policy.Result{}, facts, &draft{outcome: ptr(failure(messages.RefusalStoreUnavailable, "database_unavailable", "the database is unavailable", 1))}

@@ -173,9 +173,9 @@ func (f *fakeFacts) logger() hclog.Logger { return hclog.NewNullLogger() }
 
 // The run context is tested end to end (e2e/runs_test.go) and in
 // runstate and sharedstate: these rule-order tests run without it.
-func (f *fakeFacts) usesRun(string) bool { return false }
+func (f *fakeFacts) runFields(string) runstate.Fields { return runstate.Fields{} }
 
-func (f *fakeFacts) runContext(context.Context, *messages.Authorize, *runstate.Attempt) (*runTicket, error) {
+func (f *fakeFacts) runContext(context.Context, *messages.Authorize, *runstate.Attempt, runstate.Fields) (*runTicket, error) {
 	return nil, errors.New("no run context in the rule-order tests")
 }
 

@@ -16,6 +16,7 @@ import (
 	"svc/persistence/sharedstate"
 	"svc/rules/authz"
 	"svc/rules/policy"
+	"svc/runstate"
 )
 
 // AuthorizerOptions are the authorize path's settings (SPEC part 8).
@@ -61,6 +62,9 @@ type AuthorizerOptions struct {
 	RefusalStatus func(messages.Refusal) int
 	// Runs keeps the run context of CONTRACT §16; nil builds none.
 	Runs sharedstate.Runs
+	// RunMaxAge is how far back the durable taint floors are loaded (the
+	// runs' maximum age).
+	RunMaxAge time.Duration
 	// Invalidations, when set, is the hub that drops the Authorizer's
 	// cached skills, tenant policy and risk settings and reloads the base
 	// policy set.
@@ -100,6 +104,9 @@ func NewAuthorizer(system *actor.ActorSystem, store persistence.Store, shared sh
 	}
 	if o.CommitTimeout <= 0 {
 		o.CommitTimeout = 15 * time.Second
+	}
+	if o.RunMaxAge <= 0 {
+		o.RunMaxAge = runstate.DefaultMaxAge
 	}
 	if o.RefusalStatus == nil {
 		o.RefusalStatus = func(messages.Refusal) int { return 0 }

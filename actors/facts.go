@@ -52,11 +52,12 @@ type agentFacts interface {
 	reserveApproval(ctx context.Context, tenantID, id, agentID, hash string) (string, error)
 	riskSettings(ctx context.Context, tenantID string) persistence.RiskSettings
 	recentDenials(ctx context.Context, tenantID, agentID string) int
-	// usesRun: the tenant's policies refer to the run context (CONTRACT
-	// §16); runContext then reserves the call's attempt (a dry run peeks)
-	// and returns what the policy sees (runcontext.go).
-	usesRun(tenantID string) bool
-	runContext(ctx context.Context, m *messages.Authorize, a *runstate.Attempt) (*runTicket, error)
+	// runFields: what the tenant's policies read of the run context
+	// (CONTRACT §16); when they read some, runContext reserves the call's
+	// attempt (a dry run peeks) and returns what the policy sees
+	// (runcontext.go).
+	runFields(tenantID string) runstate.Fields
+	runContext(ctx context.Context, m *messages.Authorize, a *runstate.Attempt, f runstate.Fields) (*runTicket, error)
 	logger() hclog.Logger
 }
 
@@ -76,6 +77,8 @@ type factSource struct {
 	// skillGen advances with every skill drop: a fill that read the store
 	// before a drop is not cached (it could put back what was dropped).
 	skillGen atomic.Uint64
+	// seeding: a restore of the run taint floors runs (runcontext.go).
+	seeding atomic.Bool
 }
 
 type skillEntry struct {
@@ -200,8 +203,11 @@ func (f *factSource) bindings(ctx context.Context, tenantID, agentID string) ([]
 	return keys, nil
 }
 
-func (f *factSource) usesRun(tenantID string) bool {
-	return f.opt.Runs != nil && f.engine.UsesRun(tenantID)
+func (f *factSource) runFields(tenantID string) runstate.Fields {
+	if f.opt.Runs == nil {
+		return runstate.Fields{}
+	}
+	return f.engine.RunFields(tenantID)
 }
 
 // recentDenials is the agent's count of denies in its escalation window

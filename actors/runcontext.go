@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"svc/messages"
@@ -126,13 +127,60 @@ func runKey(m *messages.Authorize) sharedstate.RunKey {
 	return k
 }
 
+// ambientPrefix names an agent's ambient run in the durable taint table.
+const ambientPrefix = "~ambient:"
+
 // durableRunID is the run's id in the durable taint table; the ambient run
 // is named after its agent.
 func durableRunID(k sharedstate.RunKey) string {
 	if k.Run == "" {
-		return "~ambient:" + k.AgentID
+		return ambientPrefix + k.AgentID
 	}
 	return k.Run
+}
+
+// SeedRuns loads the durable trust floors of the last day into the run
+// state (a node's start, before it serves; a cluster's shared state after a
+// Valkey flush), so that a run without state takes its taint from there
+// rather than from the database.
+func (a *Authorizer) SeedRuns(ctx context.Context) error { return a.facts.seedRuns(ctx) }
+
+func (f *factSource) seedRuns(ctx context.Context) error {
+	if f.opt.Runs == nil {
+		return nil
+	}
+	rows, err := f.store.RecentRunTaints(ctx, time.Now().Add(-f.opt.RunMaxAge))
+	if err != nil {
+		return err
+	}
+	floors := make([]sharedstate.RunFloor, 0, len(rows))
+	for _, t := range rows {
+		k := sharedstate.RunKey{TenantID: t.TenantID, Run: t.RunID}
+		if agent, ok := strings.CutPrefix(t.RunID, ambientPrefix); ok {
+			k = sharedstate.RunKey{TenantID: t.TenantID, AgentID: agent}
+		}
+		floors = append(floors, sharedstate.RunFloor{Key: k, Level: t.Level, At: t.UpdatedAt.UnixMilli()})
+	}
+	return f.opt.Runs.Seed(ctx, floors)
+}
+
+// reseed restores the floors in the background after the shared state lost
+// them (a Valkey flush), once at a time on this node; calls meanwhile read
+// each new run's floor from the database.
+func (f *factSource) reseed() {
+	if !f.seeding.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer f.seeding.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := f.seedRuns(ctx); err != nil {
+			f.log.Warn("run taint floors not restored into shared state yet; new runs read theirs from the database", "error", err)
+			return
+		}
+		f.log.Info("run taint floors restored into shared state")
+	}()
 }
 
 // levelOf is the run's level in its document (trust.min_rank plus one; 0
@@ -153,20 +201,38 @@ func levelOf(run runstate.Obj) int {
 	return 0
 }
 
+// withoutMember is o without its member name.
+func withoutMember(o runstate.Obj, name string) runstate.Obj {
+	out := make(runstate.Obj, 0, len(o))
+	for _, m := range o {
+		if m.Key != name {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // runContext reserves the call's attempt in its run (a dry run only peeks)
 // and returns the documents the policy sees, the state before this call.
 // Shared state that cannot be reached fails the call closed.
-func (f *factSource) runContext(ctx context.Context, m *messages.Authorize, a *runstate.Attempt) (*runTicket, error) {
+func (f *factSource) runContext(ctx context.Context, m *messages.Authorize, a *runstate.Attempt, fields runstate.Fields) (*runTicket, error) {
 	k := runKey(m)
+	// The run's level decides what this call taints durably, whether the
+	// policies read the trust or not.
+	read := fields
+	read.Run |= runstate.RunMember("trust")
 	var pre sharedstate.RunPre
 	var err error
 	if m.Request.DryRun {
-		pre, err = f.opt.Runs.Peek(ctx, k, a.At)
+		pre, err = f.opt.Runs.Peek(ctx, k, a.At, read)
 	} else {
-		pre, err = f.opt.Runs.Reserve(ctx, k, a)
+		pre, err = f.opt.Runs.Reserve(ctx, k, a, read)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if pre.Restoring {
+		f.reseed()
 	}
 	if pre.Restore {
 		// The run has no state, and the store may have lost some: its
@@ -181,10 +247,17 @@ func (f *factSource) runContext(ctx context.Context, m *messages.Authorize, a *r
 			}
 			r := &runstate.Run{}
 			r.Tighten(t.Level, t.UpdatedAt.UnixMilli())
-			pre.Run = runstate.RunDoc(r, k.Run, a.At)
+			pre.Run = runstate.RunDoc(r, k.Run, a.At, read.Run)
 		case err != nil && !errors.Is(err, persistence.ErrNotFound):
 			return nil, fmt.Errorf("%w: %w", errRunStore, err)
 		}
+	}
+	level := levelOf(pre.Run)
+	if fields.Run&runstate.RunMember("trust") == 0 {
+		pre.Run = withoutMember(pre.Run, "trust")
+	}
+	if fields.Run == 0 {
+		pre.Run = nil
 	}
 	c, err := runstate.NewContext(pre.Run, pre.Agent)
 	if err != nil {
@@ -193,7 +266,7 @@ func (f *factSource) runContext(ctx context.Context, m *messages.Authorize, a *r
 	tk := &runTicket{key: k, seq: pre.Seq, ctx: c, dry: m.Request.DryRun}
 	// Taint (untrusted_external or worse) is durable: the decision's
 	// transaction writes it, so losing shared state never clears it.
-	if !tk.dry && !pre.Dup && a.Level > levelOf(pre.Run) && a.Level >= runstate.LevelUntrusted {
+	if !tk.dry && !pre.Dup && a.Level > level && a.Level >= runstate.LevelUntrusted {
 		tk.taint = &persistence.RunTaint{TenantID: m.TenantID, RunID: durableRunID(k), Level: a.Level, Seq: pre.Seq,
 			Via: a.Via, UpdatedAt: m.ReceivedAt.UTC().Truncate(time.Microsecond)}
 	}

@@ -382,7 +382,7 @@ func testConsole(t *testing.T, backend string) {
 	// run, a decision keeps what its policy saw, and the decision page and
 	// the run's graph show it.
 	s.Want(t, 201, "POST", "/v2/policies", admin, map[string]any{"name": "run_watch", "rego": "package svc.policies.run_watch\n\n" +
-		`results contains {"decision": "deny", "reason": "runaway_run"} if input.run.totals.calls > 1000` + "\n"})
+		"results contains {\"decision\": \"deny\", \"reason\": \"runaway_run\"} if {\n\tr := input.run\n\tr.totals.calls > 1000\n}\n"})
 	ctxRun := "console-ctx-" + testkit.Uniq()
 	untrustedRead := gateway.AzBody("github", "list_issues", false, gateway.AzUntrusted, nil)
 	gateway.AzDecide(t, s, tok, withRun(untrustedRead, ctxRun), "allow", "")

@@ -129,7 +129,7 @@ func (n *Node) Handler() http.Handler { return n.api }
 
 // New builds a node over an opened store: it bootstraps the tenant of
 // SVC_BOOTSTRAP_TENANT, connects the shared state, restores the replay
-// nonces, starts the actors under their supervisor and builds the HTTP
+// nonces and the runs' taint, starts the actors under their supervisor and builds the HTTP
 // layer. It does not listen (Start does). On error what was built is
 // released.
 func New(ctx context.Context, o Options) (*Node, error) {
@@ -156,6 +156,10 @@ func (n *Node) build(ctx context.Context, stdout io.Writer) error {
 	}
 	if err := n.startAuthorizer(); err != nil {
 		return err
+	}
+	// Before serving: a run tainted before a restart is tainted after it.
+	if err := n.authorizer.SeedRuns(ctx); err != nil {
+		return fmt.Errorf("restore the runs' taint: %w", err)
 	}
 	n.subscribe()
 	plane := control.New(control.Deps{Config: n.cfg, Store: n.store, Registry: n.registry, MCP: n.mcp, Invalidations: n.invalidations, Approvals: n.approvals,

@@ -215,6 +215,9 @@ type DecisionStore interface {
 	// RunTaint reads a run's durable trust floor; ErrNotFound when the
 	// run never lowered its trust.
 	RunTaint(ctx context.Context, tenantID, runID string) (RunTaint, error)
+	// RecentRunTaints lists the durable trust floors set since since, in
+	// every tenant (what a starting node puts back into shared state).
+	RecentRunTaints(ctx context.Context, since time.Time) ([]RunTaint, error)
 }
 
 // Policy is a tenant's Rego module.

@@ -58,7 +58,7 @@ func TestWindowBoundaries(t *testing.T) {
 	}{
 		{t0, 1}, {t0 + 59_999, 1}, {t0 + 60_000, 1}, {t0 + 69_999, 1}, {t0 + 70_000, 0},
 	} {
-		if got := get(t, RunDoc(r, "run", c.at), "window", "w60s", "calls"); got != c.want {
+		if got := get(t, RunDoc(r, "run", c.at, AllFields.Run), "window", "w60s", "calls"); got != c.want {
 			t.Errorf("w60s.calls at t0+%d ms = %v, want %d", c.at-t0, got, c.want)
 		}
 	}
@@ -68,14 +68,14 @@ func TestWindowBoundaries(t *testing.T) {
 	}{
 		{t0 + 3_600_000, 1}, {t0 + 3_899_999, 1}, {t0 + 3_900_000, 0},
 	} {
-		if got := get(t, RunDoc(r, "run", c.at), "window", "w1h", "calls"); got != c.want {
+		if got := get(t, RunDoc(r, "run", c.at, AllFields.Run), "window", "w1h", "calls"); got != c.want {
 			t.Errorf("w1h.calls at t0+%d ms = %v, want %d", c.at-t0, got, c.want)
 		}
 	}
 	// A call in the last ms of a bucket still counts a full window later.
 	r2 := &Run{}
 	r2.Apply(&Attempt{AgentID: "a", At: t0 + 9_999, Tool: "x", Action: "y"})
-	if got := get(t, RunDoc(r2, "run", t0+9_999+60_000), "window", "w60s", "calls"); got != int64(1) {
+	if got := get(t, RunDoc(r2, "run", t0+9_999+60_000, AllFields.Run), "window", "w60s", "calls"); got != int64(1) {
 		t.Errorf("a call 60 s ago not counted: %v", got)
 	}
 }
@@ -85,7 +85,7 @@ func TestBounds(t *testing.T) {
 	for i := range MaxTools + 1 {
 		r.Apply(&Attempt{AgentID: "a", At: 1, Tool: fmt.Sprint("t", i), Action: "y", Labels: []string{fmt.Sprint("l", i)}})
 	}
-	doc := RunDoc(r, "run", 1)
+	doc := RunDoc(r, "run", 1, AllFields.Run)
 	if got := get(t, doc, "distinct_tools"); got != int64(MaxTools) {
 		t.Errorf("distinct_tools = %v, want %d", got, MaxTools)
 	}
@@ -150,7 +150,7 @@ func TestMonotone(t *testing.T) {
 
 func TestSettleAndAbsentFields(t *testing.T) {
 	r := &Run{}
-	doc := RunDoc(r, "", 5)
+	doc := RunDoc(r, "", 5, AllFields.Run)
 	if _, ok := get(t, doc, "id").(Null); !ok {
 		t.Error("the ambient run's id is not null")
 	}
@@ -166,7 +166,7 @@ func TestSettleAndAbsentFields(t *testing.T) {
 	r.Settle(&Settlement{Seq: 1, Tool: "web", Action: "fetch", Decision: "allow", At: 1000})
 	r.Apply(&Attempt{AgentID: "a", At: 2000, Tool: "email", Action: "send", Level: 2})
 	r.Settle(&Settlement{Seq: 2, Tool: "email", Action: "send", Decision: "deny", Reason: "egress_after_untrusted_content", At: 2000})
-	doc = RunDoc(r, "r", 11_000)
+	doc = RunDoc(r, "r", 11_000, AllFields.Run)
 	for _, c := range []struct {
 		path []string
 		want Doc

@@ -129,17 +129,26 @@ type Context struct {
 	Hash      string
 }
 
-// NewContext builds a Context from the two documents.
+// NewContext builds a Context from the two documents; a nil one (no policy
+// reads it) is left out.
 func NewContext(run, agentHistory Obj) (*Context, error) {
 	b := make([]byte, 0, 1024)
-	b = append(b, `{"agent_history":`...)
-	b, err := AppendCanonical(b, agentHistory)
-	if err != nil {
-		return nil, err
+	b = append(b, '{')
+	var err error
+	if agentHistory != nil {
+		b = append(b, `"agent_history":`...)
+		if b, err = AppendCanonical(b, agentHistory); err != nil {
+			return nil, err
+		}
 	}
-	b = append(b, `,"run":`...)
-	if b, err = AppendCanonical(b, run); err != nil {
-		return nil, err
+	if run != nil {
+		if agentHistory != nil {
+			b = append(b, ',')
+		}
+		b = append(b, `"run":`...)
+		if b, err = AppendCanonical(b, run); err != nil {
+			return nil, err
+		}
 	}
 	b = append(b, '}')
 	sum := sha256.Sum256(b)
@@ -149,50 +158,105 @@ func NewContext(run, agentHistory Obj) (*Context, error) {
 // secs is a duration in whole seconds (never negative) from ms to now.
 func secs(now, at int64) int64 { return max(0, now-at) / 1000 }
 
-// RunDoc builds input.run from r, the state before this call. runID is the
-// call's trace.run_id ("" for the ambient run); now is the call's time in
-// Unix ms. seq is this call's ordinal in the run.
-func RunDoc(r *Run, runID string, now int64) Obj {
-	o := make(Obj, 0, 24)
-	if runID == "" {
-		o = append(o, Member{"id", Null{}})
-	} else {
-		o = append(o, Member{"id", runID})
+// Fields says which members of input.run and input.agent_history a
+// tenant's policies read: one bit per member of each document ([RunMember],
+// [AgentMember]). Only those are built, kept and hashed, so a policy that
+// reads two members pays for two. The zero Fields reads nothing.
+type Fields struct {
+	Run, Agent uint32
+}
+
+// The members of input.run and input.agent_history, in bit order.
+var (
+	runMembers = [...]string{"id", "known", "complete", "truncated", "seq", "totals", "decisions", "trust", "labels",
+		"tools", "distinct_tools", "window", "sums", "recent", "parent_id", "owner_agent_id", "agents", "age_s", "idle_s",
+		"last_allowed"}
+	agentMembers = [...]string{"complete", "consecutive_denies", "window", "trust", "since_last_deny_s"}
+)
+
+// AllFields reads every member of both documents.
+var AllFields = Fields{Run: 1<<len(runMembers) - 1, Agent: 1<<len(agentMembers) - 1}
+
+// RunMember is the bit of an input.run member, 0 for a name that is none.
+func RunMember(name string) uint32 { return memberBit(runMembers[:], name) }
+
+// AgentMember is the bit of an input.agent_history member, 0 for a name
+// that is none.
+func AgentMember(name string) uint32 { return memberBit(agentMembers[:], name) }
+
+func memberBit(names []string, name string) uint32 {
+	for i, n := range names {
+		if n == name {
+			return 1 << i
+		}
+	}
+	return 0
+}
+
+// Any reports whether f reads anything.
+func (f Fields) Any() bool { return f.Run|f.Agent != 0 }
+
+// RunDoc builds the members of input.run that mask selects ([Fields.Run])
+// from r, the state before this call. runID is the call's trace.run_id (""
+// for the ambient run); now is the call's time in Unix ms. seq is this
+// call's ordinal in the run.
+func RunDoc(r *Run, runID string, now int64, mask uint32) Obj {
+	o := make(Obj, 0, 8)
+	add := func(name string, build func() Doc) {
+		if mask&RunMember(name) != 0 {
+			if v := build(); v != nil {
+				o = append(o, Member{name, v})
+			}
+		}
 	}
 	known := r.Known()
-	o = append(o,
-		Member{"known", known},
-		Member{"complete", r.Lost == 0},
-		Member{"truncated", r.Truncated != 0},
-		Member{"seq", r.Seq + 1},
-		Member{"totals", Obj{{"calls", r.Seq}, {"destructive", r.Destr}, {"egress", r.Egress}, {"mutating", r.Mut}}},
-		Member{"decisions", decisionsDoc(&r.Dec)},
-		Member{"trust", trustDoc(r, now)},
-		Member{"labels", labelsDoc(r.Labels)},
-		Member{"tools", toolsDoc(r.Tools, now)},
-		Member{"distinct_tools", int64(len(r.Tools))},
-		Member{"window", Obj{
+	add("id", func() Doc {
+		if runID == "" {
+			return Null{}
+		}
+		return runID
+	})
+	add("known", func() Doc { return known })
+	add("complete", func() Doc { return r.Lost == 0 })
+	add("truncated", func() Doc { return r.Truncated != 0 })
+	add("seq", func() Doc { return r.Seq + 1 })
+	add("totals", func() Doc {
+		return Obj{{"calls", r.Seq}, {"destructive", r.Destr}, {"egress", r.Egress}, {"mutating", r.Mut}}
+	})
+	add("decisions", func() Doc { return decisionsDoc(&r.Dec) })
+	add("trust", func() Doc { return trustDoc(r, now) })
+	add("labels", func() Doc { return labelsDoc(r.Labels) })
+	add("tools", func() Doc { return toolsDoc(r.Tools, now) })
+	add("distinct_tools", func() Doc { return int64(len(r.Tools)) })
+	add("window", func() Doc {
+		return Obj{
 			{"w1h", windowDoc(window(r.W1h, Width1h, Slots1h, now), false)},
 			{"w60s", windowDoc(window(r.W60, Width60, Slots60, now), false)},
-		}},
-		Member{"sums", sumsDoc(r.Sums)},
-		Member{"recent", recentDoc(r.Recent, now)},
-	)
-	if r.Parent != "" {
-		o = append(o, Member{"parent_id", r.Parent})
-	}
-	if known {
-		o = append(o,
-			Member{"owner_agent_id", r.Owner},
-			Member{"agents", int64(len(r.Agents))},
-			Member{"age_s", secs(now, r.Created)},
-			Member{"idle_s", secs(now, r.Last)},
-		)
-	}
-	if a := r.Allowed; a != nil {
-		o = append(o, Member{"last_allowed", Obj{{"action", a.A}, {"key", a.T + "/" + a.A}, {"since_s", secs(now, a.At)}, {"tool", a.T}}})
-	}
+		}
+	})
+	add("sums", func() Doc { return sumsDoc(r.Sums) })
+	add("recent", func() Doc { return recentDoc(r.Recent, now) })
+	add("parent_id", func() Doc { return orNil(r.Parent != "", r.Parent) })
+	add("owner_agent_id", func() Doc { return orNil(known, r.Owner) })
+	add("agents", func() Doc { return orNil(known, int64(len(r.Agents))) })
+	add("age_s", func() Doc { return orNil(known, secs(now, r.Created)) })
+	add("idle_s", func() Doc { return orNil(known, secs(now, r.Last)) })
+	add("last_allowed", func() Doc {
+		a := r.Allowed
+		if a == nil {
+			return nil
+		}
+		return Obj{{"action", a.A}, {"key", a.T + "/" + a.A}, {"since_s", secs(now, a.At)}, {"tool", a.T}}
+	})
 	return o.Sorted()
+}
+
+// orNil is v when ok, else nil (the member is left out).
+func orNil(ok bool, v Doc) Doc {
+	if ok {
+		return v
+	}
+	return nil
 }
 
 func decisionsDoc(d *Decisions) Obj {
@@ -295,20 +359,31 @@ func recentDoc(recent map[string]*Entry, now int64) Arr {
 	return a
 }
 
-// AgentDoc builds input.agent_history from g, the state before this call.
-func AgentDoc(g *Agent, now int64) Obj {
-	w1h := window(g.W1h, Width1h, Slots1h, now)
-	o := Obj{
-		{"complete", g.Lost == 0},
-		{"consecutive_denies", g.Consec},
-		{"window", Obj{{"w1h", windowDoc(w1h, true)}, {"w60s", windowDoc(window(g.W60, Width60, Slots60, now), true)}}},
+// AgentDoc builds the members of input.agent_history that mask selects
+// ([Fields.Agent]) from g, the state before this call.
+func AgentDoc(g *Agent, now int64, mask uint32) Obj {
+	o := make(Obj, 0, 5)
+	want := func(name string) bool { return mask&AgentMember(name) != 0 }
+	if want("complete") {
+		o = append(o, Member{"complete", g.Lost == 0})
 	}
-	trust := Obj{}
-	if w1h.Lv > 0 {
-		trust = Obj{{"min_1h", LevelName(w1h.Lv)}, {"min_rank_1h", int64(w1h.Lv - 1)}}
+	if want("consecutive_denies") {
+		o = append(o, Member{"consecutive_denies", g.Consec})
 	}
-	o = append(o, Member{"trust", trust})
-	if g.Deny > 0 {
+	if want("window") || want("trust") {
+		w1h := window(g.W1h, Width1h, Slots1h, now)
+		if want("window") {
+			o = append(o, Member{"window", Obj{{"w1h", windowDoc(w1h, true)}, {"w60s", windowDoc(window(g.W60, Width60, Slots60, now), true)}}})
+		}
+		if want("trust") {
+			trust := Obj{}
+			if w1h.Lv > 0 {
+				trust = Obj{{"min_1h", LevelName(w1h.Lv)}, {"min_rank_1h", int64(w1h.Lv - 1)}}
+			}
+			o = append(o, Member{"trust", trust})
+		}
+	}
+	if want("since_last_deny_s") && g.Deny > 0 {
 		o = append(o, Member{"since_last_deny_s", secs(now, g.Deny)})
 	}
 	return o.Sorted()

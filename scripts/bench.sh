@@ -27,10 +27,15 @@
 #   BENCH_RATIO_ROUNDS [3]       ratio: rounds of back-to-back closed-loop runs
 #   BENCH_RATIO_CONCURRENCY [8,64] ratio: the closed-loop phases of each run; each
 #                                target's best phase is its throughput in the round
-#   BENCH_TARGETS [sqlite,postgres,opa,ratio,soc]  which runs to do (ratio: the
-#                                throughput ratios to OPA from back-to-back runs;
+#   BENCH_RUNS_PAIRS [5]         runs: pairs with and without run policies
+#   BENCH_BEFORE_BIN []          before: an svc binary to alternate with bin/svc
+#   BENCH_BEFORE_PAIRS [5]       before: before/after pairs
+#   BENCH_TARGETS [sqlite,postgres,opa,ratio,soc,runs]  which runs to do (ratio:
+#                                the throughput ratios to OPA from back-to-back runs;
 #                                soc: the SOC pipeline's overhead on authorize, on
-#                                vs SVC_SOC_PIPELINE=false)
+#                                vs SVC_SOC_PIPELINE=false; runs: the cost of run
+#                                context, README's five run policies loaded vs none;
+#                                before: BENCH_BEFORE_BIN against bin/svc)
 #   BENCH_GO [1]                 0 skips the Go benchmarks
 #   BENCH_GO_PKGS [./rules/policy/ ./canonical/ ./receipt/ ./actors/ ./mcpregistry/ ./persistence/postgres/]
 #   BENCHFLAGS []                extra go test flags, e.g. -benchtime=2s -count=3
@@ -81,7 +86,7 @@ WARMUP=${BENCH_WARMUP:-2s}
 CONCURRENCY=${BENCH_CONCURRENCY:-1,8,32,64}
 AGENTS=${BENCH_AGENTS:-50}
 MIX=${BENCH_MIX:-read=60,mutate=20,deny=10,redact=10}
-TARGETS=${BENCH_TARGETS:-sqlite,postgres,opa,ratio,soc}
+TARGETS=${BENCH_TARGETS:-sqlite,postgres,opa,ratio,soc,runs}
 OUT=${BENCH_OUT:-$BIN/bench}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -172,7 +177,7 @@ run_svc() {
 	env DATABASE_URL="$db" SVC_LISTEN_ADDR="127.0.0.1:$port" SVC_DEBUG_ADDR="127.0.0.1:$dport" \
 		SVC_ADMIN_TOKEN="$admin" SVC_RATE_LIMIT_CAPACITY=1000000000 SVC_RATE_LIMIT_REFILL_RATE=1000000000 \
 		SVC_LOG_LEVEL=error SVC_RECEIPT_SIGNING_KEY="$key" ${BENCH_SVC_ENV:-} \
-		"$BIN/svc" serve >"$OUT/$label.svc.log" 2>&1 &
+		"${SVC_BIN:-$BIN/svc}" serve >"$OUT/$label.svc.log" 2>&1 &
 	SERVER_PID=$!
 	if ! wait_http "http://127.0.0.1:$port/readyz" 60; then
 		log "$label: svc did not become ready; its log:"
@@ -260,6 +265,65 @@ print(f"target: p99 on/off <= 1.05; median of the pairs {statistics.median(ratio
 PY
 }
 
+# pairs_report TITLE OUT PAIRS A B TARGET: the throughput of each pair of
+# runs labelled A-N and B-N (closed loop, one phase), the ratio A/B per pair,
+# and the median ratio against TARGET (A/B at least TARGET).
+pairs_report() {
+	python3 - "$@" <<'PY'
+import json, statistics, sys
+title, out, pairs, a, b, target = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], float(sys.argv[6])
+def phase(label):
+    with open(f"{out}/{label}.json") as f:
+        return json.load(f)["phases"][0]
+print(f"\n== {title}")
+print(f"{'pair':>4} {a + ' req/s':>16} {b + ' req/s':>16} {a + '/' + b:>12} {a + ' p50 ms':>12} {b + ' p50 ms':>12} {a + ' µs cpu':>12} {b + ' µs cpu':>12}")
+ratios = []
+for pair in range(1, pairs + 1):
+    x, y = phase(f"{a}-{pair}"), phase(f"{b}-{pair}")
+    ratios.append(x["throughput"] / y["throughput"])
+    print(f"{pair:>4} {x['throughput']:>16.0f} {y['throughput']:>16.0f} {ratios[-1]:>12.3f} {x['p50_ms']:>12.3f} {y['p50_ms']:>12.3f} "
+          f"{x.get('server_cpu_per_req_us') or 0:>12.0f} {y.get('server_cpu_per_req_us') or 0:>12.0f}")
+med = statistics.median(ratios)
+print(f"median {a}/{b} throughput ratio {med:.3f} (range {min(ratios):.3f}-{max(ratios):.3f}; target >= {target:.2f}) {'PASS' if med >= target else 'MISS'}")
+PY
+}
+
+# run_runs: the cost of run context (CONTRACT §16) on SQLite, closed loop
+# c=32: every call names a run (-runs 4: a run holds at most 4 calls of one
+# class, so README's loop breaker never changes a decision and the mix's
+# decisions stay checked), with README's five run policies (bench/runs)
+# loaded against none, in BENCH_RUNS_PAIRS [5] alternating pairs. The
+# target: at most 10% fewer decisions per second with them loaded.
+run_runs() {
+	local pair rc=0 pairs=${BENCH_RUNS_PAIRS:-5}
+	for pair in $(seq 1 "$pairs"); do
+		run_svc "runs-on-$pair" "sqlite://$WORK/runs-on-$pair.db" -concurrency 32 -half-load=false -runs 4 -run-policies bench/runs || rc=1
+		run_svc "runs-off-$pair" "sqlite://$WORK/runs-off-$pair.db" -concurrency 32 -half-load=false -runs 4 || rc=1
+	done
+	[[ $rc == 0 ]] || return 1
+	pairs_report "run context: README's five run policies loaded (on) vs none (off); sqlite, closed loop c=32, every call in a run" \
+		"$OUT" "$pairs" runs-on runs-off 0.90 | tee "$OUT/runs.txt"
+}
+
+# run_before: BENCH_BEFORE_BIN (an svc binary built from an earlier commit)
+# against bin/svc on SQLite, closed loop c=32, the default workload, in
+# BENCH_BEFORE_PAIRS [5] alternating pairs: a change's cost measured on the
+# same machine minutes apart, as the issues ask.
+run_before() {
+	if [[ -z ${BENCH_BEFORE_BIN:-} || ! -x ${BENCH_BEFORE_BIN:-} ]]; then
+		log "before: set BENCH_BEFORE_BIN to an svc binary (for example one built with git worktree from an earlier commit)"
+		return 1
+	fi
+	local pair rc=0 pairs=${BENCH_BEFORE_PAIRS:-5}
+	for pair in $(seq 1 "$pairs"); do
+		SVC_BIN=$BENCH_BEFORE_BIN run_svc "before-$pair" "sqlite://$WORK/before-$pair.db" -concurrency 32 -half-load=false || rc=1
+		run_svc "after-$pair" "sqlite://$WORK/after-$pair.db" -concurrency 32 -half-load=false || rc=1
+	done
+	[[ $rc == 0 ]] || return 1
+	pairs_report "bin/svc (after) against $BENCH_BEFORE_BIN (before); sqlite, closed loop c=32" \
+		"$OUT" "$pairs" after before 0.95 | tee "$OUT/before.txt"
+}
+
 # run_opa [LABEL [extra loadgen flags...]]
 run_opa() {
 	local label=${1:-opa} port
@@ -341,7 +405,7 @@ files=()
 IFS=, read -r -a targets <<<"$TARGETS"
 for t in "${targets[@]}"; do
 	case $t in
-	sqlite | postgres | opa | ratio | soc) ;;
+	sqlite | postgres | opa | ratio | soc | runs | before) ;;
 	*)
 		log "unknown target $t in BENCH_TARGETS"
 		failures+=("$t")
@@ -349,7 +413,7 @@ for t in "${targets[@]}"; do
 		;;
 	esac
 	if "run_$t"; then
-		[[ $t == soc || $t == ratio ]] || files+=("$OUT/$t.json")
+		[[ $t == soc || $t == ratio || $t == runs || $t == before ]] || files+=("$OUT/$t.json")
 	else
 		log "$t: FAILED"
 		failures+=("$t")
@@ -374,6 +438,9 @@ fi
 if [[ -s $OUT/ratio.txt ]]; then
 	cat "$OUT/ratio.txt" # again, beside the summary: the ratios to quote
 fi
+for f in runs before; do
+	[[ ! -s $OUT/$f.txt ]] || cat "$OUT/$f.txt"
+done
 log "load runs took $((SECONDS - start)) s; results in $OUT"
 
 if [[ ${BENCH_GO:-1} != 0 ]]; then

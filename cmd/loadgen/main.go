@@ -77,6 +77,11 @@ type options struct {
 	client        string
 	selfProfile   string
 	subscribers   int
+	// runs > 0 puts each call in a run (trace.run_id) that lasts that many
+	// of its agent's rounds per class; runPolicies is a directory of .rego
+	// files installed as tenant policies (svc).
+	runs        int
+	runPolicies string
 }
 
 func main() {
@@ -113,6 +118,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines")
 	fs.StringVar(&o.selfProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
 	fs.StringVar(&o.client, "client", "raw", "raw: a minimal HTTP/1.1 keep-alive client that costs the shared CPU little; std: net/http")
+	fs.IntVar(&o.runs, "runs", 0, "svc: > 0 names a run in every call (trace.run_id), each run lasting that many of its agent's rounds per class, so a run holds at most that many calls of one tool")
+	fs.StringVar(&o.runPolicies, "run-policies", "", "svc: a directory of .rego files installed as tenant policies (e.g. bench/runs, README's run-aware examples)")
 	fs.IntVar(&o.subscribers, "ws-subscribers", 0, "svc: live-feed WebSocket subscribers (GET /v2/ws/events) kept reading during the run")
 	fs.StringVar(&summary, "summary", "", "summary mode: comma list of JSON result files to compare")
 	fs.StringVar(&baseline, "baseline", "opa", "summary: label of the baseline run")

@@ -275,6 +275,10 @@ func (r *runner) preflight(ctx context.Context) []string {
 			continue
 		}
 		req := &r.w.reqs[0][ci][0]
+		if r.w.runs > 0 {
+			// Each class in a run of its own, as in the phases.
+			req = r.w.inRun(req, fmt.Sprintf("preflight%07x", ci))
+		}
 		s := r.do(ctx, req, time.Now())
 		switch {
 		case s.errKind != "":

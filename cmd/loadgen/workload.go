@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -188,7 +189,14 @@ type workload struct {
 	// info for the report
 	tenantID string
 	opToken  string
+	// runs > 0: every body holds a run id placeholder (runSlot) that pick
+	// fills in per call.
+	runs int
 }
+
+// runSlot is the run id placeholder of a body: 16 characters that pick
+// overwrites with the call's run, in hex.
+const runSlot = "RRRRRRRRRRRRRRRR"
 
 // pick returns the n-th request: the agents take turns, and the classes
 // interleave in the schedule's order both across consecutive requests and
@@ -200,7 +208,31 @@ func (w *workload) pick(n int64) *request {
 	agents, seq := int64(w.agents), int64(len(w.seq))
 	agent, round := n%agents, n/agents
 	cls := w.seq[(agent+round)%seq]
-	return &w.reqs[agent][cls][(round/seq)%variants]
+	req := &w.reqs[agent][cls][(round/seq)%variants]
+	if w.runs <= 0 {
+		return req
+	}
+	// The call's run: its agent, its class and which block of runs rounds
+	// it falls in, so no run holds more than runs calls of one tool.
+	return w.inRun(req, fmt.Sprintf("%08x%06x%02x", round/int64(w.runs), agent, cls))
+}
+
+// inRun is req with its run id placeholder set to id (16 characters).
+func (w *workload) inRun(req *request, id string) *request {
+	q := *req
+	q.body = patchRun(req.body, id)
+	if req.raw != nil {
+		q.raw = patchRun(req.raw, id)
+	}
+	return &q
+}
+
+// patchRun returns a copy of b with its run id placeholder replaced.
+func patchRun(b []byte, id string) []byte {
+	i := bytes.Index(b, []byte(runSlot))
+	out := append([]byte(nil), b...)
+	copy(out[i:], id)
+	return out
 }
 
 // agentInfo is what the OPA input names as the agent.
@@ -208,9 +240,14 @@ type agentInfo struct {
 	id, name, token string
 }
 
-// svcBody is the body of POST /v2/authorize.
-func svcBody(c callSpec) ([]byte, error) {
-	return json.Marshal(map[string]any{"tool_call": c, "mutates_state": c.Mutates, "source_trust": c.SourceTrust})
+// svcBody is the body of POST /v2/authorize; with runs, it names the run
+// placeholder.
+func svcBody(c callSpec, runs bool) ([]byte, error) {
+	b := map[string]any{"tool_call": c, "mutates_state": c.Mutates, "source_trust": c.SourceTrust}
+	if runs {
+		b["trace"] = map[string]any{"run_id": runSlot}
+	}
+	return json.Marshal(b)
 }
 
 // opaBody is {"input": ...}: the document svc's engine evaluates for the
@@ -242,6 +279,9 @@ func opaBody(tenantID string, a agentInfo, c callSpec) ([]byte, error) {
 // prepare registers what the target needs and builds every request.
 func prepare(ctx context.Context, o options, client *http.Client, logf func(string, ...any)) (*workload, error) {
 	w := &workload{agents: o.agents, seq: schedule(o.mix)}
+	if o.target == "svc" {
+		w.runs = o.runs
+	}
 	var agents []agentInfo
 	switch o.target {
 	case "svc":
@@ -264,7 +304,7 @@ func prepare(ctx context.Context, o options, client *http.Client, logf func(stri
 	for ci, c := range classes {
 		shared[ci] = make([][]byte, variants)
 		for v := range variants {
-			b, err := svcBody(c.build(v))
+			b, err := svcBody(c.build(v), w.runs > 0)
 			if err != nil {
 				return nil, err
 			}
@@ -336,6 +376,9 @@ func setupSvc(ctx context.Context, o options, client *http.Client, w *workload, 
 			return nil, fmt.Errorf("update tenant policy: %w", err)
 		}
 	}
+	if err := installRunPolicies(ctx, o, client, op, logf); err != nil {
+		return nil, err
+	}
 	agents := make([]agentInfo, 0, o.agents)
 	for i := range o.agents {
 		var a struct {
@@ -351,6 +394,30 @@ func setupSvc(ctx context.Context, o options, client *http.Client, w *workload, 
 	}
 	logf("%d agents registered, skill %q, tenant policy bench_redact installed", len(agents), crmKey)
 	return agents, nil
+}
+
+// installRunPolicies installs each .rego file of -run-policies as a tenant
+// policy named after the file.
+func installRunPolicies(ctx context.Context, o options, client *http.Client, op string, logf func(string, ...any)) error {
+	if o.runPolicies == "" {
+		return nil
+	}
+	files, err := filepath.Glob(filepath.Join(o.runPolicies, "*.rego"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("-run-policies %s: no .rego files", o.runPolicies)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		name := strings.TrimSuffix(filepath.Base(f), ".rego")
+		if err := call(ctx, client, "POST", o.url+"/v2/policies", op, map[string]any{"name": name, "rego": string(src)}, 201, nil); err != nil {
+			return fmt.Errorf("install run policy %s: %w", name, err)
+		}
+	}
+	logf("%d run policies installed from %s", len(files), o.runPolicies)
+	return nil
 }
 
 type statusError struct {

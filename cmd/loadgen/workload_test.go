@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -68,5 +69,51 @@ func TestPickInterleavesTheMix(t *testing.T) {
 				t.Errorf("agents=%d: agent %d saw classes %v, want all %d", agents, a, seen, len(want))
 			}
 		}
+	}
+}
+
+// With -runs, every call names a run whose id changes every runs rounds of
+// its agent, per class: no run ever holds more than runs calls of one
+// class, and a body differs from its template only in the run id.
+func TestPickRuns(t *testing.T) {
+	mix, err := parseMix(defaultMix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const agents, runs = 7, 4
+	w := &workload{agents: agents, seq: schedule(mix), runs: runs}
+	w.reqs = make([][][]request, agents)
+	for a := range agents {
+		w.reqs[a] = make([][]request, len(classes))
+		for c := range classes {
+			w.reqs[a][c] = make([]request, variants)
+			for v := range variants {
+				b, err := svcBody(classes[c].build(v), true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.reqs[a][c][v] = request{class: c, body: b, raw: append([]byte("POST / HTTP/1.1\r\n\r\n"), b...)}
+			}
+		}
+	}
+	perRun := map[string]int{}
+	for n := range int64(agents * 400) {
+		r := w.pick(n)
+		body := string(r.body)
+		i := strings.Index(body, `"run_id":"`)
+		if i < 0 || strings.Contains(body, runSlot) || !strings.HasSuffix(string(r.raw), body) {
+			t.Fatalf("request %d: body %s", n, body)
+		}
+		id := body[i+10 : i+26]
+		perRun[id]++
+		if perRun[id] > runs {
+			t.Fatalf("run %s holds more than %d calls", id, runs)
+		}
+	}
+	if len(perRun) < agents*400/runs {
+		t.Fatalf("%d runs for %d calls", len(perRun), agents*400)
+	}
+	if tmpl := string(w.reqs[0][0][0].body); !strings.Contains(tmpl, runSlot) {
+		t.Fatalf("pick changed the template: %s", tmpl)
 	}
 }

@@ -16,17 +16,29 @@ import (
 // same contract suite.
 type Runs interface {
 	// Reserve applies the attempt to its run and its agent in one atomic
-	// step and returns the documents of both as they were before it. A
-	// retried attempt id changes nothing (Dup).
-	Reserve(ctx context.Context, k RunKey, a *runstate.Attempt) (RunPre, error)
+	// step and returns the members f selects of both documents as they
+	// were before it. A retried attempt id changes nothing (Dup).
+	Reserve(ctx context.Context, k RunKey, a *runstate.Attempt, f runstate.Fields) (RunPre, error)
 	// Peek returns the documents without changing anything (a dry run:
 	// no attempt, no dedup entry, no TTL refresh).
-	Peek(ctx context.Context, k RunKey, now int64) (RunPre, error)
+	Peek(ctx context.Context, k RunKey, now int64, f runstate.Fields) (RunPre, error)
 	// Settle records a committed decision at the run and the agent.
 	Settle(ctx context.Context, k RunKey, s *runstate.Settlement) error
 	// Tighten lowers the run's trust to level from a durable record and
 	// marks its counts incomplete (the state was lost and restored).
 	Tighten(ctx context.Context, k RunKey, level int, at int64) error
+	// Seed loads the durable trust floors of the last maximum age (a
+	// node's start; after a Valkey flush): once seeded, a run without
+	// state takes its floor from the store, and Restore is false.
+	Seed(ctx context.Context, floors []RunFloor) error
+}
+
+// RunFloor is a run's durable trust floor (persistence.RunTaint): its
+// level (runstate.Level) and when it was set, in Unix ms.
+type RunFloor struct {
+	Key   RunKey
+	Level int
+	At    int64
 }
 
 // RunKey names a run and the agent calling in it. Run is the call's
@@ -61,17 +73,21 @@ func (k RunKey) agentKey() string { return "runagent:" + lp(k.TenantID) + ":" + 
 func lp(s string) string { return strconv.Itoa(len(s)) + ":" + s }
 
 // RunPre is what Reserve and Peek return: the documents built from the state
-// before the call.
+// before the call (nil when the Fields select none of a document).
 type RunPre struct {
 	Run, Agent runstate.Obj
 	// Seq is the attempt's ordinal in the run (Reserve; for Settle).
 	Seq int64
 	// Dup: the attempt id was applied before; nothing changed.
 	Dup bool
-	// Restore: the run had no state while the store may have lost some
-	// within the maximum age (a restart, a flush, an eviction); the caller
-	// tightens it from the durable taint record, if any.
+	// Restore: the run had no state, and the store does not know every
+	// durable floor (not seeded yet, a Valkey flush being restored, floors
+	// dropped at the cap); the caller reads the run's durable taint record
+	// and tightens the run with it, if any.
 	Restore bool
+	// Restoring (Valkey): the server lost its data and the floors are not
+	// restored yet; the caller seeds them (Seed).
+	Restoring bool
 }
 
 // RunLimits bound the run state.
@@ -83,6 +99,16 @@ type RunLimits struct {
 	// MaxRuns caps the runs a lone node keeps (the least recently used is
 	// evicted first). Valkey runs with noeviction and keeps every run.
 	MaxRuns int
+}
+
+// docs builds the documents f selects.
+func docs(pre *RunPre, r *runstate.Run, g *runstate.Agent, runID string, now int64, f runstate.Fields) {
+	if f.Run != 0 {
+		pre.Run = runstate.RunDoc(r, runID, now, f.Run)
+	}
+	if f.Agent != 0 {
+		pre.Agent = runstate.AgentDoc(g, now, f.Agent)
+	}
 }
 
 func (l RunLimits) withDefaults() RunLimits {

@@ -76,9 +76,9 @@ func TestRunsValkeyFoldsAsMemory(t *testing.T) {
 			} else if rng.IntN(2) == 0 {
 				a.ID = fmt.Sprintf("att-%d", step)
 			}
-			pm, err := mem.Reserve(ctx, k, &a)
+			pm, err := mem.Reserve(ctx, k, &a, runstate.AllFields)
 			must(t, err)
-			pv, err := vk.Reserve(ctx, k, &a)
+			pv, err := vk.Reserve(ctx, k, &a, runstate.AllFields)
 			must(t, err)
 			if cm, cv := canon(t, pm.Run, pm.Agent), canon(t, pv.Run, pv.Agent); cm != cv || pm.Seq != pv.Seq || pm.Dup != pv.Dup || pm.Restore != pv.Restore {
 				t.Fatalf("step %d reserve %+v:\nmemory %d %v %v %s\nvalkey %d %v %v %s", step, k, pm.Seq, pm.Dup, pm.Restore, cm, pv.Seq, pv.Dup, pv.Restore, cv)
@@ -96,9 +96,9 @@ func TestRunsValkeyFoldsAsMemory(t *testing.T) {
 			must(t, vk.Settle(ctx, i.k, &s))
 		case op < 9:
 			k := key()
-			pm, err := mem.Peek(ctx, k, now)
+			pm, err := mem.Peek(ctx, k, now, runstate.AllFields)
 			must(t, err)
-			pv, err := vk.Peek(ctx, k, now)
+			pv, err := vk.Peek(ctx, k, now, runstate.AllFields)
 			must(t, err)
 			if cm, cv := canon(t, pm.Run, pm.Agent), canon(t, pv.Run, pv.Agent); cm != cv || pm.Restore != pv.Restore {
 				t.Fatalf("step %d peek %+v:\nmemory %s\nvalkey %s", step, k, cm, cv)
@@ -155,7 +155,7 @@ func runRunsContract(t *testing.T, newRuns func(t *testing.T) sharedstate.Runs) 
 		var mu sync.Mutex
 		race(100, func(i int) {
 			a := runstate.Attempt{ID: fmt.Sprint("id", i), AgentID: "a", At: now, Tool: "db", Action: "drop", Mutating: true, Destructive: true}
-			pre, err := r.Reserve(ctx, k, &a)
+			pre, err := r.Reserve(ctx, k, &a, runstate.AllFields)
 			if err != nil {
 				t.Error(err)
 				return
@@ -171,7 +171,7 @@ func runRunsContract(t *testing.T, newRuns func(t *testing.T) sharedstate.Runs) 
 		if len(got) != 100 {
 			t.Fatalf("%d distinct states before 100 concurrent calls, want 100", len(got))
 		}
-		pre, err := r.Peek(ctx, k, now)
+		pre, err := r.Peek(ctx, k, now, runstate.AllFields)
 		must(t, err)
 		if c := field(t, pre.Run, "tools", "db", "drop", "attempts"); c != int64(100) {
 			t.Fatalf("attempts = %v, want 100", c)
@@ -184,19 +184,19 @@ func runRunsContract(t *testing.T, newRuns func(t *testing.T) sharedstate.Runs) 
 		now := time.Now().UnixMilli()
 		for range 10 {
 			a := runstate.Attempt{ID: "same", AgentID: "a", At: now, Tool: "x", Action: "y"}
-			pre, err := r.Reserve(ctx, k, &a)
+			pre, err := r.Reserve(ctx, k, &a, runstate.AllFields)
 			must(t, err)
 			if pre.Seq != 1 {
 				t.Fatalf("seq %d, want 1", pre.Seq)
 			}
 		}
-		before, err := r.Peek(ctx, k, now)
+		before, err := r.Peek(ctx, k, now, runstate.AllFields)
 		must(t, err)
 		for range 50 {
-			_, err := r.Peek(ctx, k, now)
+			_, err := r.Peek(ctx, k, now, runstate.AllFields)
 			must(t, err)
 		}
-		after, err := r.Peek(ctx, k, now)
+		after, err := r.Peek(ctx, k, now, runstate.AllFields)
 		must(t, err)
 		if canon(t, before.Run, before.Agent) != canon(t, after.Run, after.Agent) {
 			t.Fatal("peeks changed the state")
@@ -204,7 +204,7 @@ func runRunsContract(t *testing.T, newRuns func(t *testing.T) sharedstate.Runs) 
 		if c := field(t, after.Run, "totals", "calls"); c != int64(1) {
 			t.Fatalf("calls = %v after ten retries of one attempt, want 1", c)
 		}
-		next, err := r.Reserve(ctx, k, &runstate.Attempt{ID: "other", AgentID: "a", At: now, Tool: "x", Action: "y"})
+		next, err := r.Reserve(ctx, k, &runstate.Attempt{ID: "other", AgentID: "a", At: now, Tool: "x", Action: "y"}, runstate.AllFields)
 		must(t, err)
 		if canon(t, next.Run, next.Agent) != canon(t, after.Run, after.Agent) {
 			t.Fatal("a reservation saw another state than the peek before it")
@@ -216,35 +216,63 @@ func runRunsContract(t *testing.T, newRuns func(t *testing.T) sharedstate.Runs) 
 		now := time.Now().UnixMilli()
 		parent := sharedstate.RunKey{TenantID: "t", AgentID: "a", Run: "p"}
 		for _, lv := range []int{2, runstate.LevelUntrusted, 1} {
-			_, err := r.Reserve(ctx, parent, &runstate.Attempt{AgentID: "a", At: now, Tool: "x", Action: "y", Level: lv})
+			_, err := r.Reserve(ctx, parent, &runstate.Attempt{AgentID: "a", At: now, Tool: "x", Action: "y", Level: lv}, runstate.AllFields)
 			must(t, err)
 		}
-		pre, err := r.Peek(ctx, parent, now)
+		pre, err := r.Peek(ctx, parent, now, runstate.AllFields)
 		must(t, err)
 		if m := field(t, pre.Run, "trust", "min"); m != "untrusted_external" {
 			t.Fatalf("parent trust.min = %v", m)
 		}
 		child := sharedstate.RunKey{TenantID: "t", AgentID: "b", Run: "c", Parent: "p"}
-		peek, err := r.Peek(ctx, child, now)
+		peek, err := r.Peek(ctx, child, now, runstate.AllFields)
 		must(t, err)
-		first, err := r.Reserve(ctx, child, &runstate.Attempt{AgentID: "b", At: now, Tool: "x", Action: "y", Level: 1})
+		first, err := r.Reserve(ctx, child, &runstate.Attempt{AgentID: "b", At: now, Tool: "x", Action: "y", Level: 1}, runstate.AllFields)
 		must(t, err)
 		for _, pre := range []sharedstate.RunPre{peek, first} {
 			if m := field(t, pre.Run, "trust", "min"); m != "untrusted_external" {
 				t.Fatalf("the child run's first call sees trust.min %v, want its parent's", m)
 			}
 		}
-		pre, err = r.Peek(ctx, child, now)
+		pre, err = r.Peek(ctx, child, now, runstate.AllFields)
 		must(t, err)
 		if m, inh := field(t, pre.Run, "trust", "min"), field(t, pre.Run, "trust", "inherited"); m != "untrusted_external" || inh != "untrusted_external" {
 			t.Fatalf("child trust.min = %v, inherited %v", m, inh)
 		}
 		must(t, r.Tighten(ctx, child, runstate.LevelMalicious, now))
 		must(t, r.Tighten(ctx, child, 1, now))
-		pre, err = r.Peek(ctx, child, now)
+		pre, err = r.Peek(ctx, child, now, runstate.AllFields)
 		must(t, err)
 		if m, c := field(t, pre.Run, "trust", "min"), field(t, pre.Run, "complete"); m != "malicious_suspected" || c != false {
 			t.Fatalf("after tightening: trust.min %v complete %v", m, c)
+		}
+	})
+	t.Run("a seeded floor taints a run without state, and seeding ends the database reads", func(t *testing.T) {
+		ctx := ctxT(t)
+		r := newRuns(t)
+		now := time.Now().UnixMilli()
+		tainted := sharedstate.RunKey{TenantID: "t", AgentID: "a", Run: "tainted-before"}
+		ambient := sharedstate.RunKey{TenantID: "t", AgentID: "b"}
+		clean := sharedstate.RunKey{TenantID: "t", AgentID: "a", Run: "clean"}
+		if pre, err := r.Peek(ctx, clean, now, runstate.AllFields); err != nil || !pre.Restore {
+			t.Fatalf("before seeding a run without state must ask the database: %+v %v", pre.Restore, err)
+		}
+		must(t, r.Seed(ctx, []sharedstate.RunFloor{{Key: tainted, Level: runstate.LevelUntrusted, At: now - 1000},
+			{Key: ambient, Level: runstate.LevelMalicious, At: now - 1000}}))
+		for _, c := range []struct {
+			k    sharedstate.RunKey
+			want string
+		}{{tainted, "untrusted_external"}, {ambient, "malicious_suspected"}} {
+			pre, err := r.Reserve(ctx, c.k, &runstate.Attempt{AgentID: c.k.AgentID, At: now, Tool: "x", Action: "y", Level: 1}, runstate.AllFields)
+			must(t, err)
+			if m := field(t, pre.Run, "trust", "min"); m != c.want || pre.Restore || field(t, pre.Run, "complete") != false {
+				t.Fatalf("%+v after seeding: trust.min %v (want %s), restore %v, complete %v", c.k, m, c.want, pre.Restore, field(t, pre.Run, "complete"))
+			}
+		}
+		pre, err := r.Reserve(ctx, clean, &runstate.Attempt{AgentID: "a", At: now, Tool: "x", Action: "y", Level: 2}, runstate.AllFields)
+		must(t, err)
+		if pre.Restore || field(t, pre.Run, "trust", "min") != nil {
+			t.Fatalf("a clean run after seeding: restore %v, trust %v", pre.Restore, field(t, pre.Run, "trust"))
 		}
 	})
 	t.Run("tenants and separators never share a run", func(t *testing.T) {
@@ -258,7 +286,7 @@ func runRunsContract(t *testing.T, newRuns func(t *testing.T) sharedstate.Runs) 
 			{TenantID: "t1", AgentID: "a", Run: ":x"},
 			{TenantID: "t1", AgentID: "a"},
 		} {
-			pre, err := r.Reserve(ctx, k, &runstate.Attempt{AgentID: "a", At: now, Tool: "x", Action: "y"})
+			pre, err := r.Reserve(ctx, k, &runstate.Attempt{AgentID: "a", At: now, Tool: "x", Action: "y"}, runstate.AllFields)
 			must(t, err)
 			if field(t, pre.Run, "known") != false {
 				t.Fatalf("%+v shares a run with an earlier key", k)
@@ -269,8 +297,62 @@ func runRunsContract(t *testing.T, newRuns func(t *testing.T) sharedstate.Runs) 
 		r := newRuns(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := r.Reserve(ctx, sharedstate.RunKey{TenantID: "t", AgentID: "a"}, &runstate.Attempt{AgentID: "a"}); err == nil {
+		if _, err := r.Reserve(ctx, sharedstate.RunKey{TenantID: "t", AgentID: "a"}, &runstate.Attempt{AgentID: "a"}, runstate.AllFields); err == nil {
 			t.Fatal("Reserve with a done context succeeded")
 		}
 	})
+}
+
+// BenchmarkMemoryRunsReserve is the lone node's atomic step of a call under
+// run context: the run's and the agent's documents before the call (what
+// the policy sees), then the attempt folded in; runs rotate among 1,000,
+// each with up to a few dozen calls.
+func BenchmarkMemoryRunsReserve(b *testing.B) {
+	m := sharedstate.NewMemory()
+	defer m.Close()
+	r := m.Runs(sharedstate.RunLimits{})
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	tools := []string{"crm", "web", "email", "payments"}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		k := sharedstate.RunKey{TenantID: "t", AgentID: fmt.Sprint("a", i%50), Run: fmt.Sprint("run-", i%1000)}
+		a := runstate.Attempt{ID: fmt.Sprint(i), AgentID: k.AgentID, At: now + int64(i/100), Tool: tools[i%4], Action: "get", Level: 3}
+		if _, err := r.Reserve(ctx, k, &a, runstate.AllFields); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// TestValkeyRunsSurviveAFlush: after the server loses its data, a run
+// reads its floor from the database (Restore) and the node is told to seed
+// the floors again (Restoring); once seeded, the floor comes from Valkey.
+func TestValkeyRunsSurviveAFlush(t *testing.T) {
+	u := valkeyURL(t)
+	prefix := "svctest:" + randHex(t) + ":"
+	ctx := ctxT(t)
+	v, err := sharedstate.NewValkey(ctx, u, sharedstate.WithKeyPrefix(prefix))
+	must(t, err)
+	t.Cleanup(func() { _ = v.Close(); deletePrefix(t, u, prefix) })
+	r := v.Runs(sharedstate.RunLimits{})
+	now := time.Now().UnixMilli()
+	k := sharedstate.RunKey{TenantID: "t", AgentID: "a", Run: "r"}
+	must(t, r.Seed(ctx, nil))
+	_, err = r.Reserve(ctx, k, &runstate.Attempt{AgentID: "a", At: now, Tool: "web", Action: "fetch", Level: runstate.LevelUntrusted}, runstate.AllFields)
+	must(t, err)
+	deletePrefix(t, u, prefix) // FLUSHALL, as far as this test's keys go
+	pre, err := r.Reserve(ctx, k, &runstate.Attempt{AgentID: "a", At: now, Tool: "x", Action: "y", Level: 1}, runstate.AllFields)
+	must(t, err)
+	if !pre.Restore || !pre.Restoring {
+		t.Fatalf("after a flush: restore %v restoring %v, want both", pre.Restore, pre.Restoring)
+	}
+	deletePrefix(t, u, prefix)
+	must(t, r.Seed(ctx, []sharedstate.RunFloor{{Key: k, Level: runstate.LevelUntrusted, At: now}}))
+	pre, err = r.Reserve(ctx, k, &runstate.Attempt{AgentID: "a", At: now, Tool: "x", Action: "y", Level: 1}, runstate.AllFields)
+	must(t, err)
+	if pre.Restore || pre.Restoring || field(t, pre.Run, "trust", "min") != "untrusted_external" {
+		t.Fatalf("after seeding: restore %v restoring %v trust %v", pre.Restore, pre.Restoring, field(t, pre.Run, "trust"))
+	}
 }

@@ -23,12 +23,32 @@ type memRuns struct {
 	lost     atomic.Int64 // ms: when this state last lost something (its start, an eviction)
 	reserves atomic.Uint64
 	closed   *atomic.Bool
+	// seeded: the durable floors are loaded (Seed); until then a run
+	// without state may have a floor only the database knows (Restore).
+	seeded atomic.Bool
+	// floorsLost (ms): when a floor was dropped at the cap; for the
+	// maximum age after it, a run without state asks the database again.
+	floorsLost atomic.Int64
 }
 
 type runShard struct {
 	mu sync.Mutex
 	m  map[string]*runstate.Run
+	// floors are the runs' trust floors (untrusted_external or worse),
+	// kept for the maximum age after they were set, past the runs' own
+	// state: a run dropped for idleness, evicted at the cap, or started
+	// again after a restart (Seed) keeps its taint.
+	floors map[string]floor
 }
+
+// floor is a run's durable trust floor: its level and when it was set (ms).
+type floor struct {
+	level int
+	at    int64
+}
+
+// maxFloors caps the floors a lone node keeps (about 100 bytes each).
+const maxFloors = 1_000_000
 
 type agentShard struct {
 	mu sync.Mutex
@@ -46,6 +66,7 @@ func (m *Memory) Runs(l RunLimits) Runs {
 	r := &memRuns{lim: l.withDefaults(), seed: maphash.MakeSeed(), closed: &m.closed}
 	for i := range r.runs {
 		r.runs[i].m = map[string]*runstate.Run{}
+		r.runs[i].floors = map[string]floor{}
 		r.agents[i].m = map[string]*runstate.Agent{}
 	}
 	r.lost.Store(time.Now().UnixMilli())
@@ -79,7 +100,7 @@ func (r *memRuns) agentLive(st *runstate.Agent, now int64) bool {
 	return now-last < r.lim.IdleTTL.Milliseconds()+runstate.Width1h
 }
 
-func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt) (RunPre, error) {
+func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt, f runstate.Fields) (RunPre, error) {
 	if err := r.check(ctx, "run reserve"); err != nil {
 		return RunPre{}, err
 	}
@@ -103,13 +124,9 @@ func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt) (R
 	fresh := !st.Known()
 	lost := r.lost.Load()
 	if fresh {
-		pre.Restore = now-lost < r.lim.MaxAge.Milliseconds()
-		if now-lost < r.lim.IdleTTL.Milliseconds() {
-			st.Lost = 1
-		}
-		st.Inherit(k.Parent, parentLevel, now)
+		pre.Restore = r.startRun(sh, key, st, k, parentLevel, now)
 	}
-	pre.Run = runstate.RunDoc(st, k.Run, now)
+	docs(&pre, st, nil, k.Run, now, runstate.Fields{Run: f.Run})
 	at := *a
 	at.ParentID, at.ParentLevel = k.Parent, parentLevel
 	pre.Dup = st.Apply(&at)
@@ -117,6 +134,7 @@ func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt) (R
 	if pre.Dup {
 		pre.Seq = st.Att[a.ID]
 	}
+	r.keepFloor(sh, key, st.Level, now)
 	sh.mu.Unlock()
 
 	ash := &r.agents[r.shard(k.agentKey())]
@@ -129,12 +147,75 @@ func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt) (R
 		}
 		ash.m[k.agentKey()] = g
 	}
-	pre.Agent = runstate.AgentDoc(g, now)
+	docs(&pre, nil, g, k.Run, now, runstate.Fields{Agent: f.Agent})
 	if !pre.Dup {
 		g.Apply(a, fresh)
 	}
 	ash.mu.Unlock()
 	return pre, nil
+}
+
+// startRun prepares a run without state in its locked shard: its counts
+// are incomplete when the store lost state within the idle TTL, it takes
+// its parent's level, and its own durable floor if it has one. It reports
+// whether the database must still be asked for a floor (Restore).
+func (r *memRuns) startRun(sh *runShard, key string, st *runstate.Run, k RunKey, parentLevel int, now int64) bool {
+	if now-r.lost.Load() < r.lim.IdleTTL.Milliseconds() {
+		st.Lost = 1
+	}
+	st.Inherit(k.Parent, parentLevel, now)
+	if fl, ok := sh.floors[key]; ok && now-fl.at < r.lim.MaxAge.Milliseconds() {
+		st.Tighten(fl.level, now)
+		return false
+	}
+	return !r.seeded.Load() || now-r.floorsLost.Load() < r.lim.MaxAge.Milliseconds()
+}
+
+// keepFloor records a run's level as its floor once it is untrusted.
+func (r *memRuns) keepFloor(sh *runShard, key string, level int, now int64) {
+	if level < runstate.LevelUntrusted {
+		return
+	}
+	if fl, ok := sh.floors[key]; ok && fl.level >= level {
+		return
+	}
+	if len(sh.floors) >= maxFloors/memoryShards {
+		for k, fl := range sh.floors {
+			if now-fl.at >= r.lim.MaxAge.Milliseconds() {
+				delete(sh.floors, k)
+			}
+		}
+	}
+	if len(sh.floors) >= maxFloors/memoryShards {
+		oldest, at := "", int64(0)
+		for k, fl := range sh.floors {
+			if oldest == "" || fl.at < at {
+				oldest, at = k, fl.at
+			}
+		}
+		delete(sh.floors, oldest)
+		r.floorsLost.Store(now)
+	}
+	sh.floors[key] = floor{level: level, at: now}
+}
+
+// Seed loads durable trust floors (a node's start) and marks the store as
+// knowing every floor: a run without state then asks the database no more.
+func (r *memRuns) Seed(ctx context.Context, floors []RunFloor) error {
+	if err := r.check(ctx, "run seed"); err != nil {
+		return err
+	}
+	for _, fl := range floors {
+		key := fl.Key.runKey()
+		sh := &r.runs[r.shard(key)]
+		sh.mu.Lock()
+		if cur, ok := sh.floors[key]; !ok || cur.level < fl.Level {
+			sh.floors[key] = floor{level: fl.Level, at: fl.At}
+		}
+		sh.mu.Unlock()
+	}
+	r.seeded.Store(true)
+	return nil
 }
 
 // parentLevel is the level of the call's parent run (0 without one).
@@ -185,6 +266,11 @@ func (r *memRuns) sweep(i int, now int64) {
 			delete(sh.m, k)
 		}
 	}
+	for k, fl := range sh.floors {
+		if now-fl.at >= r.lim.MaxAge.Milliseconds() {
+			delete(sh.floors, k)
+		}
+	}
 	sh.mu.Unlock()
 	ash := &r.agents[i]
 	ash.mu.Lock()
@@ -196,7 +282,7 @@ func (r *memRuns) sweep(i int, now int64) {
 	ash.mu.Unlock()
 }
 
-func (r *memRuns) Peek(ctx context.Context, k RunKey, now int64) (RunPre, error) {
+func (r *memRuns) Peek(ctx context.Context, k RunKey, now int64, f runstate.Fields) (RunPre, error) {
 	if err := r.check(ctx, "run peek"); err != nil {
 		return RunPre{}, err
 	}
@@ -208,14 +294,9 @@ func (r *memRuns) Peek(ctx context.Context, k RunKey, now int64) (RunPre, error)
 	st, ok := sh.m[key]
 	if !ok || !r.live(st, now) {
 		st = &runstate.Run{}
-		st.Inherit(k.Parent, parentLevel, now)
-		lost := r.lost.Load()
-		if now-lost < r.lim.IdleTTL.Milliseconds() {
-			st.Lost = 1
-		}
-		pre.Restore = now-lost < r.lim.MaxAge.Milliseconds()
+		pre.Restore = r.startRun(sh, key, st, k, parentLevel, now)
 	}
-	pre.Run = runstate.RunDoc(st, k.Run, now)
+	docs(&pre, st, nil, k.Run, now, runstate.Fields{Run: f.Run})
 	pre.Seq = st.Seq + 1
 	sh.mu.Unlock()
 	ash := &r.agents[r.shard(k.agentKey())]
@@ -227,7 +308,7 @@ func (r *memRuns) Peek(ctx context.Context, k RunKey, now int64) (RunPre, error)
 			g.Lost = 1
 		}
 	}
-	pre.Agent = runstate.AgentDoc(g, now)
+	docs(&pre, nil, g, k.Run, now, runstate.Fields{Agent: f.Agent})
 	ash.mu.Unlock()
 	return pre, nil
 }
@@ -262,6 +343,7 @@ func (r *memRuns) Tighten(ctx context.Context, k RunKey, level int, at int64) er
 	if st, ok := sh.m[key]; ok {
 		st.Tighten(level, at)
 	}
+	r.keepFloor(sh, key, level, at)
 	sh.mu.Unlock()
 	return nil
 }

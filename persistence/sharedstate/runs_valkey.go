@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -24,6 +25,7 @@ type valkeyRuns struct {
 	peek    *valkey.Lua
 	settle  *valkey.Lua
 	tighten *valkey.Lua
+	seed    *valkey.Lua
 }
 
 var _ Runs = (*valkeyRuns)(nil)
@@ -37,6 +39,7 @@ func (v *Valkey) Runs(l RunLimits) Runs {
 		peek:    valkey.NewLuaScriptReadOnly(runLua + runPeekLua),
 		settle:  valkey.NewLuaScript(runLua + runSettleLua),
 		tighten: valkey.NewLuaScript(runLua + runTightenLua),
+		seed:    valkey.NewLuaScript(runLua + runSeedLua),
 	}
 }
 
@@ -75,10 +78,10 @@ func (r *valkeyRuns) keys(k RunKey) []string {
 	if parent == "" {
 		parent = k.runKey()
 	}
-	return []string{r.v.key(k.runKey()), r.v.key(k.agentKey()), r.v.key("runepoch"), r.v.key(parent)}
+	return []string{r.v.key(k.runKey()), r.v.key(k.agentKey()), r.v.key("runepoch"), r.v.key(parent), r.v.key("floor:" + k.runKey())}
 }
 
-func (r *valkeyRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt) (RunPre, error) {
+func (r *valkeyRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt, f runstate.Fields) (RunPre, error) {
 	if err := r.v.check(ctx, "run reserve"); err != nil {
 		return RunPre{}, err
 	}
@@ -105,14 +108,14 @@ func (r *valkeyRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt)
 	if err != nil {
 		return RunPre{}, r.v.fail("run reserve", err)
 	}
-	return r.pre(k, a.At, res, 2)
+	return r.pre(k, a.At, res, 2, f)
 }
 
 // pre decodes the script's answer {run, agent, flags...}: the run and agent
 // as they were, and from index flags on: dup, seq, restore, run lost,
-// agent lost, parent level (Reserve) or run lost, agent lost, restore,
-// parent level (Peek).
-func (r *valkeyRuns) pre(k RunKey, now int64, res []valkey.ValkeyMessage, flags int) (RunPre, error) {
+// agent lost, parent level, floor level, restoring (Reserve) or run lost,
+// agent lost, restore, parent level, floor level, restoring (Peek).
+func (r *valkeyRuns) pre(k RunKey, now int64, res []valkey.ValkeyMessage, flags int, f runstate.Fields) (RunPre, error) {
 	ints := make([]int64, 0, len(res)-2)
 	for _, m := range res[2:] {
 		n, err := m.AsInt64()
@@ -123,11 +126,12 @@ func (r *valkeyRuns) pre(k RunKey, now int64, res []valkey.ValkeyMessage, flags 
 	}
 	var pre RunPre
 	var runLost, agentLost int64
-	var parentLevel int64
-	if flags == 2 && len(ints) == 6 {
-		pre.Dup, pre.Seq, pre.Restore, runLost, agentLost, parentLevel = ints[0] == 1, ints[1], ints[2] == 1, ints[3], ints[4], ints[5]
-	} else if flags == 0 && len(ints) == 4 {
-		runLost, agentLost, pre.Restore, parentLevel = ints[0], ints[1], ints[2] == 1, ints[3]
+	var parentLevel, floorLevel int64
+	if flags == 2 && len(ints) == 8 {
+		pre.Dup, pre.Seq, pre.Restore, runLost, agentLost, parentLevel, floorLevel, pre.Restoring =
+			ints[0] == 1, ints[1], ints[2] == 1, ints[3], ints[4], ints[5], ints[6], ints[7] == 1
+	} else if flags == 0 && len(ints) == 6 {
+		runLost, agentLost, pre.Restore, parentLevel, floorLevel, pre.Restoring = ints[0], ints[1], ints[2] == 1, ints[3], ints[4], ints[5] == 1
 	} else {
 		return RunPre{}, fmt.Errorf("%w: run state: unexpected answer", ErrUnavailable)
 	}
@@ -140,6 +144,9 @@ func (r *valkeyRuns) pre(k RunKey, now int64, res []valkey.ValkeyMessage, flags 
 	} else {
 		run.Lost = int(runLost)
 		run.Inherit(k.Parent, int(parentLevel), now)
+		if floorLevel > 0 {
+			run.Tighten(int(floorLevel), now)
+		}
 	}
 	if s, _ := res[1].ToString(); s != "" {
 		if err := json.Unmarshal([]byte(s), &agent); err != nil {
@@ -148,12 +155,11 @@ func (r *valkeyRuns) pre(k RunKey, now int64, res []valkey.ValkeyMessage, flags 
 	} else {
 		agent.Lost = int(agentLost)
 	}
-	pre.Run = runstate.RunDoc(&run, k.Run, now)
-	pre.Agent = runstate.AgentDoc(&agent, now)
+	docs(&pre, &run, &agent, k.Run, now, f)
 	return pre, nil
 }
 
-func (r *valkeyRuns) Peek(ctx context.Context, k RunKey, now int64) (RunPre, error) {
+func (r *valkeyRuns) Peek(ctx context.Context, k RunKey, now int64, f runstate.Fields) (RunPre, error) {
 	if err := r.v.check(ctx, "run peek"); err != nil {
 		return RunPre{}, err
 	}
@@ -165,7 +171,7 @@ func (r *valkeyRuns) Peek(ctx context.Context, k RunKey, now int64) (RunPre, err
 	if err != nil {
 		return RunPre{}, r.v.fail("run peek", err)
 	}
-	pre, err := r.pre(k, now, res, 0)
+	pre, err := r.pre(k, now, res, 0, f)
 	if err != nil {
 		return RunPre{}, err
 	}
@@ -192,6 +198,36 @@ func (r *valkeyRuns) Settle(ctx context.Context, k RunKey, s *runstate.Settlemen
 	}
 	if err := r.settle.Exec(ctx, r.v.client, r.keys(k), append(r.args("settle", s.At), string(raw))).Error(); err != nil {
 		return r.v.fail("run settle", err)
+	}
+	return nil
+}
+
+// Seed raises each floor's marker to its level (never lowers one) and
+// marks the server's floors restored.
+func (r *valkeyRuns) Seed(ctx context.Context, floors []RunFloor) error {
+	if err := r.v.check(ctx, "run seed"); err != nil {
+		return err
+	}
+	now := time.Now().UnixMilli()
+	for len(floors) > 0 {
+		n := min(len(floors), 500)
+		args := r.args("seed", now)
+		keys := []string{r.v.key("runepoch")}
+		for _, fl := range floors[:n] {
+			keys = append(keys, r.v.key("floor:"+fl.Key.runKey()))
+			args = append(args, strconv.Itoa(fl.Level), strconv.FormatInt(max(1, r.lim.MaxAge.Milliseconds()-(now-fl.At)), 10))
+		}
+		floors = floors[n:]
+		ready := "0"
+		if len(floors) == 0 {
+			ready = "1"
+		}
+		if err := r.seed.Exec(ctx, r.v.client, keys, append(args, ready)).Error(); err != nil {
+			return r.v.fail("run seed", err)
+		}
+	}
+	if err := r.seed.Exec(ctx, r.v.client, []string{r.v.key("runepoch")}, append(r.args("seed", now), "1")).Error(); err != nil {
+		return r.v.fail("run seed", err)
 	}
 	return nil
 }
@@ -367,6 +403,29 @@ local function agentSettle(g, s)
   g.wh = bump(g.wh, W1H, S1H, s.at, {dn = 1})
 end
 
+-- epochState reads the epoch (KEYS[3]): its time in ms and whether the
+-- floors are being restored; an absent epoch (a new server, a flush) is
+-- created as restoring unless readOnly.
+local function epochState(readOnly)
+  local v = redis.call('GET', KEYS[3])
+  if not v then
+    if not readOnly then redis.call('SET', KEYS[3], 'restoring:' .. string.format('%%d', now)) end
+    return now, 1
+  end
+  local st, ms = string.match(v, '^(%%a+):(%%d+)$')
+  if st == nil then return now, 1 end
+  if st == 'restoring' then return tonumber(ms), 1 end
+  return tonumber(ms), 0
+end
+
+-- keepFloor raises the run's floor marker (KEYS[5]) to its level once it
+-- is untrusted; the marker lives the maximum age.
+local function keepFloor(level)
+  if level < 5 then return end
+  local cur = tonumber(redis.call('GET', KEYS[5]) or '0')
+  if level > cur then redis.call('SET', KEYS[5], tostring(level), 'PX', maxage) end
+end
+
 local function readRun(key)
   local raw = redis.call('GET', key)
   if not raw then return nil, false end
@@ -378,22 +437,17 @@ end
 	runstate.Width60, runstate.Slots60, runstate.Width1h, runstate.Slots1h)
 
 // runReserveLua: Reserve. ARGV[5] is the attempt. Returns {run before,
-// agent before, dup, seq, restore, run lost, agent lost, parent level}.
+// agent before, dup, seq, restore, run lost, agent lost, parent level,
+// floor level, restoring}.
 const runReserveLua = `
 local a = cjson.decode(ARGV[5])
-local epoch = redis.call('GET', KEYS[3])
-if not epoch then
-  redis.call('SET', KEYS[3], tostring(now))
-  epoch = now
-end
-epoch = tonumber(epoch)
+local epoch, restoring = epochState(false)
 local r, rraw = readRun(KEYS[1])
 local fresh = r == nil or (r.sq or 0) == 0
 if r == nil then r = {} end
-local restore, rlost, glost = 0, 0, 0
+local restore, rlost, glost, fl = 0, 0, 0, 0
 a.pl = 0
 if fresh then
-  if now - epoch < maxage then restore = 1 end
   if now - epoch < idle then
     r.ls = 1
     rlost = 1
@@ -401,6 +455,18 @@ if fresh then
   if a.pid ~= '' then
     local p = readRun(KEYS[4])
     if p ~= nil then a.pl = p.lv or 0 end
+  end
+  fl = tonumber(redis.call('GET', KEYS[5]) or '0')
+  if fl > 0 then
+    r.pa = a.pid
+    if a.pl > 0 then
+      r.ih = a.pl
+      taint(r, a.pl, {s = 0, t = '', a = '', v = 'parent_run', at = a.at})
+    end
+    if fl > (r.lv or 0) then taint(r, fl, {s = 0, t = '', a = '', v = 'restored', at = now}) end
+    r.ls = 1
+  elseif restoring == 1 then
+    restore = 1
   end
 end
 local dup = apply(r, a)
@@ -411,6 +477,7 @@ else
   local ttl = math.min(idle, r.cr + maxage - now)
   if ttl < 1 then ttl = 1 end
   redis.call('SET', KEYS[1], cjson.encode(r), 'PX', ttl)
+  keepFloor(r.lv or 0)
 end
 local graw = redis.call('GET', KEYS[2])
 local g = {}
@@ -424,28 +491,28 @@ if not dup then
   agentApply(g, a, fresh)
   redis.call('SET', KEYS[2], cjson.encode(g), 'PX', idle + W1H)
 end
-return {rraw or '', graw or '', dup and 1 or 0, seq, restore, rlost, glost, a.pl}
+return {rraw or '', graw or '', dup and 1 or 0, seq, restore, rlost, glost, a.pl, fl, restoring}
 `
 
 // runPeekLua: Peek, read only. ARGV[5] is "1" when the call names a parent
-// run. Returns {run, agent, run lost, agent lost, restore, parent level}.
+// run. Returns {run, agent, run lost, agent lost, restore, parent level,
+// floor level, restoring}.
 const runPeekLua = `
-local epoch = redis.call('GET', KEYS[3])
-if not epoch then epoch = now end
-epoch = tonumber(epoch)
+local epoch, restoring = epochState(true)
 local _, rraw = readRun(KEYS[1])
 local graw = redis.call('GET', KEYS[2])
-local rlost, glost, restore, pl = 0, 0, 0, 0
+local rlost, glost, restore, pl, fl = 0, 0, 0, 0, 0
 if not rraw then
   if now - epoch < idle then rlost = 1 end
-  if now - epoch < maxage then restore = 1 end
+  fl = tonumber(redis.call('GET', KEYS[5]) or '0')
+  if fl == 0 and restoring == 1 then restore = 1 end
   if ARGV[5] == '1' then
     local p = readRun(KEYS[4])
     if p ~= nil then pl = p.lv or 0 end
   end
 end
 if not graw and now - epoch < idle then glost = 1 end
-return {rraw or '', graw or '', rlost, glost, restore, pl}
+return {rraw or '', graw or '', rlost, glost, restore, pl, fl, restoring}
 `
 
 // runSettleLua: Settle. ARGV[5] is the settlement. The keys keep their TTL.
@@ -473,6 +540,29 @@ if r ~= nil then
   if lv > (r.lv or 0) then taint(r, lv, {s = 0, t = '', a = '', v = 'restored', at = now}) end
   r.ls = 1
   redis.call('SET', KEYS[1], cjson.encode(r), 'KEEPTTL')
+end
+keepFloor(lv)
+return 1
+`
+
+// runSeedLua: Seed. KEYS[1] is the epoch, KEYS[2..] floor markers; ARGV[5..]
+// pairs of (level, ms to live) per marker, then "1" to mark the floors
+// restored (the epoch keeps its time).
+const runSeedLua = `
+for i = 2, #KEYS do
+  local lv = tonumber(ARGV[5 + (i - 2) * 2])
+  local ttl = tonumber(ARGV[6 + (i - 2) * 2])
+  local cur = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if lv > cur and ttl > 0 then redis.call('SET', KEYS[i], tostring(lv), 'PX', ttl) end
+end
+if ARGV[#ARGV] == '1' then
+  local v = redis.call('GET', KEYS[1])
+  local ms = now
+  if v then
+    local _, t = string.match(v, '^(%a+):(%d+)$')
+    if t ~= nil then ms = tonumber(t) end
+  end
+  redis.call('SET', KEYS[1], 'ready:' .. string.format('%d', ms))
 end
 return 1
 `

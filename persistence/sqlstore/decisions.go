@@ -311,6 +311,19 @@ func (s *Store) RunTaint(ctx context.Context, tenantID, runID string) (persisten
 	return t, err
 }
 
+// RecentRunTaints implements persistence.DecisionStore.
+func (s *Store) RecentRunTaints(ctx context.Context, since time.Time) ([]persistence.RunTaint, error) {
+	rows, err := s.DB.Reader().Query(ctx, `SELECT tenant_id, run_id, level, seq, via, updated_at FROM run_taint WHERE updated_at >= $1`, since.UTC())
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r Row) (persistence.RunTaint, error) {
+		var t persistence.RunTaint
+		err := r.Scan(&t.TenantID, &t.RunID, &t.Level, &t.Seq, &t.Via, Time{&t.UpdatedAt})
+		return t, err
+	})
+}
+
 // GetDecision implements persistence.DecisionStore.
 func (s *Store) GetDecision(ctx context.Context, tenantID, id string) (persistence.Decision, error) {
 	return scanDecision(s.DB.Reader().QueryRow(ctx, `SELECT `+decisionCols+decisionFrom+` WHERE d.tenant_id = $1 AND d.id = $2`, tenantID, id))

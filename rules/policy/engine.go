@@ -14,6 +14,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
+
+	"svc/runstate"
 )
 
 // queryVar is the variable of the prepared query that holds the results.
@@ -91,7 +93,7 @@ type Engine struct {
 type snapshot struct {
 	base      *baseSet
 	baseQuery rego.PreparedEvalQuery
-	baseUses  bool
+	baseUses  runstate.Fields
 	tenants   map[string]*tenantSet
 }
 
@@ -101,8 +103,9 @@ type tenantSet struct {
 	version string
 	modules []Module
 	query   rego.PreparedEvalQuery
-	// usesRun: a module refers to input.run or input.agent_history.
-	usesRun bool
+	// usesRun: the members of input.run and input.agent_history the
+	// modules read.
+	usesRun runstate.Fields
 }
 
 // BaseSources returns the Rego text of the base policy set in force, by
@@ -223,12 +226,12 @@ func (e *Engine) HasTenant(tenantID, version string) bool {
 	return ok && t.version == version
 }
 
-// UsesRun reports whether the policy set that decides the tenant's calls
-// (its installed modules with the base set, or the base set alone) refers
-// to input.run or input.agent_history. When it does not, the caller builds
-// no run context and records no attempt: a tenant without run policies pays
-// nothing for them.
-func (e *Engine) UsesRun(tenantID string) bool {
+// RunFields returns the members of input.run and input.agent_history that
+// the policy set deciding the tenant's calls reads (its installed modules
+// with the base set, or the base set alone). When it reads none, the caller
+// builds no run context and records no attempt: a tenant without run
+// policies pays nothing for them; one that reads two members pays for two.
+func (e *Engine) RunFields(tenantID string) runstate.Fields {
 	s := e.snapshot.Load()
 	if t, ok := s.tenants[tenantID]; ok {
 		return t.usesRun
@@ -291,7 +294,7 @@ func (e *Engine) eval(ctx context.Context, q rego.PreparedEvalQuery, in *Input) 
 
 // prepareTenant validates and compiles mods with s's base set and prepares
 // the query; with no modules it returns the base-only query.
-func (e *Engine) prepareTenant(s *snapshot, mods []Module) (rego.PreparedEvalQuery, bool, error) {
+func (e *Engine) prepareTenant(s *snapshot, mods []Module) (rego.PreparedEvalQuery, runstate.Fields, error) {
 	if len(mods) == 0 {
 		return s.baseQuery, s.baseUses, nil
 	}
@@ -299,11 +302,11 @@ func (e *Engine) prepareTenant(s *snapshot, mods []Module) (rego.PreparedEvalQue
 	for _, m := range mods {
 		pm, errs := parseTenantModule(s.base, m.Name, m.Rego, e.caps)
 		if errs != nil {
-			return rego.PreparedEvalQuery{}, false, &ModuleError{Module: m.Name, Errors: errs}
+			return rego.PreparedEvalQuery{}, runstate.Fields{}, &ModuleError{Module: m.Name, Errors: errs}
 		}
 		file := tenantFilePrefix + m.Name
 		if _, dup := parsed[file]; dup {
-			return rego.PreparedEvalQuery{}, false, &ModuleError{Module: m.Name, Errors: []CompileError{{Message: "module given twice"}}}
+			return rego.PreparedEvalQuery{}, runstate.Fields{}, &ModuleError{Module: m.Name, Errors: []CompileError{{Message: "module given twice"}}}
 		}
 		parsed[file] = pm
 	}
@@ -311,16 +314,16 @@ func (e *Engine) prepareTenant(s *snapshot, mods []Module) (rego.PreparedEvalQue
 }
 
 // prepare compiles the base set with the tenant modules and prepares query;
-// it reports whether the modules refer to the run context (usesRun).
-func (e *Engine) prepare(base *baseSet, tenant map[string]*ast.Module) (rego.PreparedEvalQuery, bool, error) {
+// it reports the members of the run context the modules read.
+func (e *Engine) prepare(base *baseSet, tenant map[string]*ast.Module) (rego.PreparedEvalQuery, runstate.Fields, error) {
 	e.prepares.Add(1)
 	c, errs := compileModules(base, tenant, e.caps)
 	if len(errs) > 0 {
-		return rego.PreparedEvalQuery{}, false, moduleErrorFor(errs)
+		return rego.PreparedEvalQuery{}, runstate.Fields{}, moduleErrorFor(errs)
 	}
 	body, err := ast.ParseBodyWithOpts(buildQuery(c), parserOptions(e.caps))
 	if err != nil {
-		return rego.PreparedEvalQuery{}, false, fmt.Errorf("policy: parse query: %w", err)
+		return rego.PreparedEvalQuery{}, runstate.Fields{}, fmt.Errorf("policy: parse query: %w", err)
 	}
 	pq, err := rego.New(
 		rego.Compiler(c),
@@ -329,9 +332,9 @@ func (e *Engine) prepare(base *baseSet, tenant map[string]*ast.Module) (rego.Pre
 		rego.StrictBuiltinErrors(true),
 	).PrepareForEval(context.Background())
 	if err != nil {
-		return rego.PreparedEvalQuery{}, false, fmt.Errorf("policy: prepare query: %w", err)
+		return rego.PreparedEvalQuery{}, runstate.Fields{}, fmt.Errorf("policy: prepare query: %w", err)
 	}
-	return pq, usesRun(c.Modules), nil
+	return pq, runFields(c.Modules), nil
 }
 
 // moduleErrorFor attributes compile errors to the module of the first one.

@@ -6,27 +6,29 @@ import (
 	"svc/runstate"
 )
 
-// usesRun reports whether any module refers to input.run or
-// input.agent_history. It is conservative: a reference to input that does
-// not name a fixed first key (`input[k]`, `x := input`, `with input as`)
-// counts as a use, because the run context could be read through it.
-func usesRun(modules map[string]*ast.Module) bool {
+// runFields returns the members of input.run and input.agent_history the
+// modules read. It is conservative: a reference to input that does not
+// name a fixed first key (`input[k]`, `x := input`, `with input as`)
+// reads all of both documents, and one to input.run (or agent_history)
+// without a fixed member reads all of that document, because the run
+// context could be read through it.
+func runFields(modules map[string]*ast.Module) runstate.Fields {
+	var f runstate.Fields
 	for _, m := range modules {
-		if refersToRun(m) {
-			return true
-		}
+		f = union(f, readsRun(m))
 	}
-	return false
+	return f
 }
 
-// refersToRun walks x (a module or a term) for a use of the run context.
-func refersToRun(x any) bool {
-	uses := false
+func union(a, b runstate.Fields) runstate.Fields {
+	return runstate.Fields{Run: a.Run | b.Run, Agent: a.Agent | b.Agent}
+}
+
+// readsRun walks x (a module or a term) for reads of the run context.
+func readsRun(x any) runstate.Fields {
+	var f runstate.Fields
 	input := ast.InputRootDocument.Value
 	ast.NewGenericVisitor(func(x any) bool {
-		if uses {
-			return true
-		}
 		switch v := x.(type) {
 		case ast.Ref:
 			if v[0].Value.Compare(input) != 0 {
@@ -36,26 +38,38 @@ func refersToRun(x any) bool {
 			if ok {
 				key, ok = v[1].Value.(ast.String)
 			}
-			if !ok || key == "run" || key == "agent_history" {
-				uses = true
+			if !ok {
+				f = runstate.AllFields
 				return true
 			}
-			// input.<another key>: only a dynamic index further on may
-			// still read the run.
-			for _, t := range v[2:] {
-				if refersToRun(t) {
-					uses = true
+			member := func(all uint32, bit func(string) uint32) uint32 {
+				if len(v) < 3 {
+					return all
 				}
+				if name, ok := v[2].Value.(ast.String); ok {
+					return bit(string(name))
+				}
+				return all
+			}
+			switch key {
+			case "run":
+				f.Run |= member(runstate.AllFields.Run, runstate.RunMember)
+			case "agent_history":
+				f.Agent |= member(runstate.AllFields.Agent, runstate.AgentMember)
+			}
+			// A dynamic index further on may itself read the run.
+			for _, t := range v[2:] {
+				f = union(f, readsRun(t))
 			}
 			return true
 		case ast.Var:
 			if v.Compare(input) == 0 {
-				uses = true
+				f = runstate.AllFields
 			}
 		}
 		return false
 	}).Walk(x)
-	return uses
+	return f
 }
 
 // docValue turns a runstate document into an ast value, field by field.

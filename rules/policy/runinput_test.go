@@ -9,21 +9,26 @@ import (
 
 func TestUsesRun(t *testing.T) {
 	e := newTestEngine(t, Options{})
-	if e.UsesRun("nobody") {
+	if e.RunFields("nobody").Any() {
 		t.Fatal("the base set alone uses the run context")
 	}
+	all := runstate.AllFields
 	for _, c := range []struct {
 		name, body string
-		want       bool
+		want       runstate.Fields
 	}{
-		{"plain", `results contains {"decision": "deny"} if input.tool_call.tool == "x"`, false},
-		{"run", `results contains {"decision": "deny"} if input.run.totals.calls > 3`, true},
-		{"history", `results contains {"decision": "deny"} if input.agent_history.window.w1h.calls > 3`, true},
-		{"bare", `results contains {"decision": "deny"} if { x := input; x.run.known }`, true},
-		{"dynamic", `results contains {"decision": "deny"} if { some k; input[k].known }`, true},
-		{"nested", `results contains {"decision": "deny"} if input.tool_call.parameters[input.run.id]`, true},
+		{"plain", `results contains {"decision": "deny"} if input.tool_call.tool == "x"`, runstate.Fields{}},
+		{"run", `results contains {"decision": "deny"} if input.run.totals.calls > 3`, runstate.Fields{Run: runstate.RunMember("totals")}},
+		{"two", `results contains {"decision": "deny"} if { input.run.totals.calls > 3; input.run.trust.min == "unknown" }`,
+			runstate.Fields{Run: runstate.RunMember("totals") | runstate.RunMember("trust")}},
+		{"history", `results contains {"decision": "deny"} if input.agent_history.window.w1h.calls > 3`, runstate.Fields{Agent: runstate.AgentMember("window")}},
+		{"whole", `results contains {"decision": "deny"} if { x := input.run; x.known }`, runstate.Fields{Run: all.Run}},
+		{"dynamic_member", `results contains {"decision": "deny"} if { some k; input.run[k] == 1 }`, runstate.Fields{Run: all.Run}},
+		{"bare", `results contains {"decision": "deny"} if { x := input; x.run.known }`, all},
+		{"dynamic", `results contains {"decision": "deny"} if { some k; input[k].known }`, all},
+		{"nested", `results contains {"decision": "deny"} if input.tool_call.parameters[input.run.id]`, runstate.Fields{Run: runstate.RunMember("id")}},
 		{"with", `results contains {"decision": "deny"} if { data.svc.policies.with.x with input as {} }
-x if true`, true},
+x if true`, all},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tenant := "t-" + c.name
@@ -31,8 +36,8 @@ x if true`, true},
 			if err := e.SetTenantPolicies(tenant, "1", []Module{{Name: c.name, Rego: src}}); err != nil {
 				t.Fatal(err)
 			}
-			if got := e.UsesRun(tenant); got != c.want {
-				t.Fatalf("UsesRun = %v, want %v", got, c.want)
+			if got := e.RunFields(tenant); got != c.want {
+				t.Fatalf("RunFields = %+v, want %+v", got, c.want)
 			}
 		})
 	}
@@ -57,7 +62,7 @@ results contains {"decision": "require_approval", "reason": "tainted"} if {
 	decide := func() Result {
 		t.Helper()
 		in := call(func(in *Input) {
-			in.Run, in.AgentHistory = runstate.RunDoc(r, "run-1", at), runstate.AgentDoc(g, at)
+			in.Run, in.AgentHistory = runstate.RunDoc(r, "run-1", at, runstate.AllFields.Run), runstate.AgentDoc(g, at, runstate.AllFields.Agent)
 		})
 		res, err := e.Evaluate(context.Background(), "t", in)
 		if err != nil {

@@ -10,6 +10,8 @@
 -- has no shared state while the state may have been lost (a restart, a
 -- flush, an eviction): losing shared state never raises a run's trust.
 -- level is the trust level's rank plus one (runstate.Level).
+-- run_id is the call's trace.run_id, or "~ambient:<agent id>" for an
+-- agent's ambient run.
 --
 -- decisions.run_context: the canonical {agent_history, run} the policy saw
 -- (NULL when no loaded policy referred to it); decisions.context_hash: its
@@ -27,6 +29,9 @@ CREATE TABLE run_taint (
     updated_at TEXT NOT NULL,
     PRIMARY KEY (tenant_id, run_id)
 );
+-- A node's start (and a cluster after a Valkey flush) loads the floors of
+-- the last day (SVC_RUN_MAX_AGE) into shared state by this index.
+CREATE INDEX run_taint_recent ON run_taint (updated_at);
 
 ALTER TABLE decisions ADD COLUMN run_context TEXT;
 ALTER TABLE decisions ADD COLUMN context_hash TEXT NOT NULL DEFAULT '';
