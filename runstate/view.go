@@ -388,3 +388,17 @@ func AgentDoc(g *Agent, now int64, mask uint32) Obj {
 	}
 	return o.Sorted()
 }
+
+// Names returns every fixed string the documents hold (member names, trust
+// levels, how a level came in, decisions), so that a policy engine can
+// intern them once. The slice is new on every call.
+func Names() []string {
+	names := append(append([]string{}, runMembers[:]...), agentMembers[:]...)
+	names = append(names, levelNames[1:]...)
+	return append(names, "calls", "destructive", "egress", "mutating", "allow", "deny", "quarantine", "redact",
+		"require_approval", "consecutive_denies", "last_deny_reason", "untrusted_seen", "malicious_seen", "min", "min_rank",
+		"inherited", "sources", "level", "seq", "via", "tool", "action", "first_untrusted_seq", "since_untrusted_s", "allowed",
+		"attempts", "first_seq", "last_seq", "since_last_s", "w1h", "w60s", "denies", "no_run_id", "runs_started", "key",
+		"since_s", "ago_s", "decision", "trust", "min_1h", "min_rank_1h", "pending", "source_trust", "root_trust_level",
+		"skill.output_trust", "mcp.trust_level", "parent_run", "restored")
+}

@@ -6,6 +6,11 @@ import (
 	"svc/runstate"
 )
 
+// The run documents' fixed strings are interned once, so that building the
+// documents' terms on every call allocates none for them (OPA's interning
+// table may only be written at initialization).
+func init() { ast.InternStringTerm(runstate.Names()...) }
+
 // runFields returns the members of input.run and input.agent_history the
 // modules read. It is conservative: a reference to input that does not
 // name a fixed first key (`input[k]`, `x := input`, `with input as`)
