@@ -429,6 +429,12 @@ func bump(slots map[string]*Slot, width, n, at int64, d Slot) map[string]*Slot {
 		s = &Slot{I: idx}
 		slots[key] = s
 	}
+	s.add(d)
+	return slots
+}
+
+// add adds d's counts to s and keeps the worse level.
+func (s *Slot) add(d Slot) {
 	s.C += d.C
 	s.M += d.M
 	s.D += d.D
@@ -436,7 +442,6 @@ func bump(slots map[string]*Slot, width, n, at int64, d Slot) map[string]*Slot {
 	s.Rs += d.Rs
 	s.Nr += d.Nr
 	s.Lv = max(s.Lv, d.Lv)
-	return slots
 }
 
 // window sums the slots of the window that ends at now.
@@ -444,16 +449,9 @@ func window(slots map[string]*Slot, width, n, now int64) Slot {
 	var sum Slot
 	oldest := now/width - (n - 1)
 	for _, s := range slots {
-		if s.I < oldest {
-			continue
+		if s.I >= oldest {
+			sum.add(*s)
 		}
-		sum.C += s.C
-		sum.M += s.M
-		sum.D += s.D
-		sum.Dn += s.Dn
-		sum.Rs += s.Rs
-		sum.Nr += s.Nr
-		sum.Lv = max(sum.Lv, s.Lv)
 	}
 	return sum
 }

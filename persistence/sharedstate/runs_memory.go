@@ -122,7 +122,6 @@ func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt, f 
 	}
 	var pre RunPre
 	fresh := !st.Known()
-	lost := r.lost.Load()
 	if fresh {
 		pre.Restore = r.startRun(sh, key, st, k, parentLevel, now)
 	}
@@ -139,14 +138,7 @@ func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt, f 
 
 	ash := &r.agents[r.shard(k.agentKey())]
 	ash.mu.Lock()
-	g, ok := ash.m[k.agentKey()]
-	if !ok || !r.agentLive(g, now) {
-		g = &runstate.Agent{}
-		if now-lost < r.lim.IdleTTL.Milliseconds() {
-			g.Lost = 1
-		}
-		ash.m[k.agentKey()] = g
-	}
+	g := r.agent(ash, k, now, true)
 	docs(&pre, nil, g, k.Run, now, runstate.Fields{Agent: f.Agent})
 	if !pre.Dup {
 		g.Apply(a, fresh)
@@ -179,21 +171,8 @@ func (r *memRuns) keepFloor(sh *runShard, key string, level int, now int64) {
 	if fl, ok := sh.floors[key]; ok && fl.level >= level {
 		return
 	}
-	if len(sh.floors) >= maxFloors/memoryShards {
-		for k, fl := range sh.floors {
-			if now-fl.at >= r.lim.MaxAge.Milliseconds() {
-				delete(sh.floors, k)
-			}
-		}
-	}
-	if len(sh.floors) >= maxFloors/memoryShards {
-		oldest, at := "", int64(0)
-		for k, fl := range sh.floors {
-			if oldest == "" || fl.at < at {
-				oldest, at = k, fl.at
-			}
-		}
-		delete(sh.floors, oldest)
+	if trim(sh.floors, maxFloors/memoryShards, func(fl floor) bool { return now-fl.at >= r.lim.MaxAge.Milliseconds() },
+		func(fl floor) int64 { return fl.at }) {
 		r.floorsLost.Store(now)
 	}
 	sh.floors[key] = floor{level: level, at: now}
@@ -218,6 +197,24 @@ func (r *memRuns) Seed(ctx context.Context, floors []RunFloor) error {
 	return nil
 }
 
+// agent is the call's agent in its locked shard, new (its counts
+// incomplete when the store lost state within the idle TTL) when it has no
+// live state; keep stores a new one.
+func (r *memRuns) agent(ash *agentShard, k RunKey, now int64, keep bool) *runstate.Agent {
+	g, ok := ash.m[k.agentKey()]
+	if ok && r.agentLive(g, now) {
+		return g
+	}
+	g = &runstate.Agent{}
+	if now-r.lost.Load() < r.lim.IdleTTL.Milliseconds() {
+		g.Lost = 1
+	}
+	if keep {
+		ash.m[k.agentKey()] = g
+	}
+	return g
+}
+
 // parentLevel is the level of the call's parent run (0 without one).
 func (r *memRuns) parentLevel(k RunKey, now int64) int {
 	pk := k.parentKey()
@@ -236,25 +233,36 @@ func (r *memRuns) parentLevel(k RunKey, now int64) int {
 // insert adds a new run to a locked shard, evicting the least recently used
 // when the shard is full (which counts as a loss).
 func (r *memRuns) insert(sh *runShard, key string, st *runstate.Run, now int64) {
-	limit := max(1, r.lim.MaxRuns/memoryShards)
-	if len(sh.m) >= limit {
-		for k, s := range sh.m {
-			if !r.live(s, now) {
-				delete(sh.m, k)
-			}
-		}
-	}
-	if len(sh.m) >= limit {
-		oldest, at := "", int64(0)
-		for k, s := range sh.m {
-			if oldest == "" || s.Last < at {
-				oldest, at = k, s.Last
-			}
-		}
-		delete(sh.m, oldest)
+	if trim(sh.m, max(1, r.lim.MaxRuns/memoryShards), func(st *runstate.Run) bool { return !r.live(st, now) },
+		func(st *runstate.Run) int64 { return st.Last }) {
 		r.lost.Store(now)
 	}
 	sh.m[key] = st
+}
+
+// trim makes room for one more entry in m, which holds at most limit:
+// first it drops the expired entries, then the least recent one, and it
+// reports whether it dropped one that was still live.
+func trim[V any](m map[string]V, limit int, expired func(V) bool, recency func(V) int64) bool {
+	if len(m) < limit {
+		return false
+	}
+	for k, v := range m {
+		if expired(v) {
+			delete(m, k)
+		}
+	}
+	if len(m) < limit {
+		return false
+	}
+	oldest, at := "", int64(0)
+	for k, v := range m {
+		if oldest == "" || recency(v) < at {
+			oldest, at = k, recency(v)
+		}
+	}
+	delete(m, oldest)
+	return true
 }
 
 // sweep drops the expired runs and agents of one shard.
@@ -301,14 +309,7 @@ func (r *memRuns) Peek(ctx context.Context, k RunKey, now int64, f runstate.Fiel
 	sh.mu.Unlock()
 	ash := &r.agents[r.shard(k.agentKey())]
 	ash.mu.Lock()
-	g, ok := ash.m[k.agentKey()]
-	if !ok || !r.agentLive(g, now) {
-		g = &runstate.Agent{}
-		if now-r.lost.Load() < r.lim.IdleTTL.Milliseconds() {
-			g.Lost = 1
-		}
-	}
-	docs(&pre, nil, g, k.Run, now, runstate.Fields{Agent: f.Agent})
+	docs(&pre, nil, r.agent(ash, k, now, false), k.Run, now, runstate.Fields{Agent: f.Agent})
 	ash.mu.Unlock()
 	return pre, nil
 }
