@@ -256,6 +256,15 @@ func TestE2ERunPolicies(t *testing.T) {
 			read["source_trust"] = gateway.AzUntrusted
 			decide(t, s, admin, tok, read, "allow", "")
 			decide(t, s, admin, tok, runCall("crm", "update", true, run2, nil), "require_approval", "tainted_run_mutation")
+
+			// An MCP server's trust_level taints too, whatever the policy
+			// decided for the call (here the base set denies a tool never
+			// discovered: the attempt still reached the policy).
+			srv := "untrusted-" + testkit.Uniq()
+			s.Want(t, 201, "POST", "/v2/mcp/servers", admin, map[string]any{"server_key": srv, "transport": "stdio", "trust_level": "untrusted_external"})
+			run3 := run + "-mcp"
+			decide(t, s, admin, tok, runCall("mcp:"+srv, "lookup", false, run3, nil), "deny", "")
+			decide(t, s, admin, tok, runCall("crm", "update", true, run3, nil), "require_approval", "tainted_run_mutation")
 		})
 	})
 }
