@@ -53,11 +53,16 @@ func NewReceiptIntegrityJob(m *maintenance.Maintenance, every time.Duration, job
 }
 
 // NewAuditArchivalJob returns the producer of the audit archival job
-// (SVC_AUDIT_ARCHIVAL_INTERVAL_SECS, SVC_AUDIT_RETENTION_DAYS).
+// (SVC_AUDIT_ARCHIVAL_INTERVAL_SECS, SVC_AUDIT_RETENTION_DAYS), which also
+// drops the runs' durable trust floors older than a run can live.
 func NewAuditArchivalJob(m *maintenance.Maintenance, every time.Duration, jobs *leader.JobStats, log hclog.Logger) actor.Producer {
 	return maintenanceJob(m, JobAuditArchival, every, jobs, log, func(ctx context.Context) (string, error) {
 		n, err := m.ArchiveAudit(ctx)
-		return fmt.Sprintf("%d audit events archived", n), err
+		if err != nil {
+			return fmt.Sprintf("%d audit events archived", n), err
+		}
+		floors, err := m.PruneRunTaint(ctx)
+		return fmt.Sprintf("%d audit events archived, %d expired run taint floors dropped", n, floors), err
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"svc/messages"
 	"svc/persistence"
 	"svc/receipt"
+	"svc/runstate"
 )
 
 // Bounds of one pass.
@@ -40,6 +41,9 @@ type Options struct {
 	// Retention is SVC_AUDIT_RETENTION_DAYS: audit events older than
 	// this are archived.
 	Retention time.Duration
+	// RunTaintAge is how long a run's durable trust floor is kept (the
+	// runs' maximum age, runstate.DefaultMaxAge when 0).
+	RunTaintAge time.Duration
 	// Now is the clock (time.Now when nil); tests advance their own.
 	Now func() time.Time
 	// IsLeader is asked between batches: a node that lost the lease stops
@@ -289,6 +293,17 @@ func (m *Maintenance) ArchiveAudit(ctx context.Context) (int, error) {
 			return moved, err
 		}
 	}
+}
+
+// PruneRunTaint drops the runs' durable trust floors older than
+// RunTaintAge: past it no run can carry them (a run lives at most that
+// long), and a starting node loads only the younger ones.
+func (m *Maintenance) PruneRunTaint(ctx context.Context) (int, error) {
+	age := m.opt.RunTaintAge
+	if age <= 0 {
+		age = runstate.DefaultMaxAge
+	}
+	return m.store.PruneRunTaint(ctx, m.opt.Now().UTC().Add(-age))
 }
 
 // Vacuum returns free pages to the file system and refreshes the

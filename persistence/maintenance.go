@@ -51,6 +51,9 @@ type MaintenanceStore interface {
 	// stamped archivedAt; it returns how many moved. Decisions (and so
 	// their authorize_decision events and receipts) are never archived.
 	ArchiveAudit(ctx context.Context, cutoff, archivedAt time.Time, limit int) (int, error)
+	// PruneRunTaint deletes the runs' durable trust floors set before
+	// cutoff (they outlived the runs' maximum age); it returns how many.
+	PruneRunTaint(ctx context.Context, cutoff time.Time) (int, error)
 	// Vacuum reclaims space (SQLite: free pages, a bounded chunk per write
 	// slot; Postgres: VACUUM (ANALYZE) of the append-heavy tables).
 	Vacuum(ctx context.Context) (VacuumResult, error)

@@ -83,6 +83,17 @@ func (s *Store) ArchiveAudit(ctx context.Context, cutoff, archivedAt time.Time, 
 	return int(moved), err
 }
 
+// PruneRunTaint implements persistence.MaintenanceStore.
+func (s *Store) PruneRunTaint(ctx context.Context, cutoff time.Time) (int, error) {
+	var n int64
+	err := s.DB.Tx(ctx, func(q Querier) error {
+		var err error
+		n, err = q.Exec(ctx, `DELETE FROM run_taint WHERE updated_at < $1`, cutoff.UTC())
+		return err
+	})
+	return int(n), err
+}
+
 // RecordJobRun implements persistence.MaintenanceStore.
 func (s *Store) RecordJobRun(ctx context.Context, r persistence.JobRunRecord) error {
 	failed := 0

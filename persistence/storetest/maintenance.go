@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,6 +24,7 @@ func RunMaintenance(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"chain check state round-trips; a tenant never checked reads zero", testChainCheckState},
 		{"archival moves exactly the old events, which stay listed", testArchiveAudit},
 		{"vacuum reclaims the space of deleted rows", testVacuum},
+		{"run taint floors rise only, are listed since a time and pruned before one", testRunTaint},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -196,5 +198,38 @@ func testVacuum(t *testing.T, s persistence.Store) {
 	}
 	if _, err := s.GetTenant(ctx(t), keep.ID); err != nil {
 		t.Errorf("after vacuum: %v", err)
+	}
+}
+
+func testRunTaint(t *testing.T, s persistence.Store) {
+	a, _ := mustTenant(t, s, "a")
+	now := usNow()
+	taint := func(run string, level int, at time.Time) {
+		t.Helper()
+		w := decisionWrite(a.ID, "agent-1", "allow", nil)
+		w.Taint = &persistence.RunTaint{TenantID: a.ID, RunID: run, Level: level, Seq: 1, Via: "source_trust", UpdatedAt: at}
+		if err := s.CommitDecisions(ctx(t), []persistence.DecisionWrite{w}, testSeal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taint("old", 5, now.Add(-48*time.Hour))
+	taint("r", 5, now.Add(-time.Minute))
+	taint("r", 6, now)
+	taint("r", 5, now) // never lowers
+	if got, err := s.RunTaint(ctx(t), a.ID, "r"); err != nil || got.Level != 6 || !got.UpdatedAt.Equal(now) {
+		t.Fatalf("RunTaint = %+v, %v; want level 6 at %v", got, err, now)
+	}
+	if _, err := s.RunTaint(ctx(t), a.ID, "never"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("an untainted run: %v", err)
+	}
+	recent, err := s.RecentRunTaints(ctx(t), now.Add(-24*time.Hour))
+	if err != nil || len(recent) != 1 || recent[0].RunID != "r" {
+		t.Fatalf("RecentRunTaints = %+v, %v", recent, err)
+	}
+	if n, err := s.PruneRunTaint(ctx(t), now.Add(-24*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("PruneRunTaint = %d, %v; want 1", n, err)
+	}
+	if _, err := s.RunTaint(ctx(t), a.ID, "old"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("a pruned floor is still there: %v", err)
 	}
 }
