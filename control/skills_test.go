@@ -43,6 +43,23 @@ func TestSkillChanges(t *testing.T) {
 			refusal: &control.Refusal{Kind: control.Invalid, Code: "invalid_field", Field: "actions. ", Message: "an action key must not be empty"}},
 		{name: "put: two keys normalize alike", change: put("danger", map[string]persistence.SkillAction{"Wipe": low, "WIPE": low}, nil),
 			refusal: &control.Refusal{Kind: control.Invalid, Code: "invalid_field", Message: `two action keys normalize to "wipe"`}},
+		{name: "put: run fields sorted and deduplicated",
+			change: put("web", map[string]persistence.SkillAction{"fetch": {Risk: "low", OutputTrust: "untrusted_external",
+				Labels: []string{"untrusted_ingest", "egress", "egress"}, Accumulate: []string{"bytes"}}},
+				map[string]persistence.SkillAction{"fetch": {Risk: "low", OutputTrust: "untrusted_external",
+					Labels: []string{"egress", "untrusted_ingest"}, Accumulate: []string{"bytes"}}}),
+			action: "skill_registered", details: map[string]any{"skill_key": "web"}, drops: []string{"skill web"}},
+		{name: "put: an action's output_trust that is no trust level",
+			change: put("web", map[string]persistence.SkillAction{"fetch": {Risk: "low", OutputTrust: "shady"}}, nil),
+			refusal: &control.Refusal{Kind: control.Invalid, Code: "invalid_field", Field: "actions.fetch.output_trust",
+				Message: "must be one of trusted_internal_signed, trusted_internal_unsigned, semi_trusted_customer, unknown, untrusted_external, malicious_suspected"}},
+		{name: "put: a skill's output_trust that is no trust level", change: func(ctx context.Context) error {
+			_, err := f.plane.PutSkill(ctx, f.op, "web", "d", "friendly", nil)
+			return err
+		}, refusal: &control.Refusal{Kind: control.Invalid, Code: "invalid_field", Field: "output_trust",
+			Message: "must be one of trusted_internal_signed, trusted_internal_unsigned, semi_trusted_customer, unknown, untrusted_external, malicious_suspected"}},
+		{name: "put: a label out of form", change: put("web", map[string]persistence.SkillAction{"fetch": {Risk: "low", Labels: []string{"Egress!"}}}, nil),
+			refusal: &control.Refusal{Kind: control.Invalid, Code: "invalid_field", Field: "actions.fetch.labels", Message: "a label is 1 to 64 of a-z, 0-9, _ . : -"}},
 		{name: "put: database down", change: put("danger", nil, nil), fail: persistence.ErrUnavailable, err: persistence.ErrUnavailable},
 		{name: "delete", change: del("danger"), action: "skill_deleted", details: map[string]any{"skill_key": "danger"}, drops: []string{"skill danger"}},
 		{name: "delete: the stored spelling", change: del("legacy", "Legacy"),
