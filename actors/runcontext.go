@@ -183,44 +183,12 @@ func (f *factSource) reseed() {
 	}()
 }
 
-// levelOf is the run's level in its document (trust.min_rank plus one; 0
-// when it has seen no level).
-func levelOf(run runstate.Obj) int {
-	for _, m := range run {
-		if m.Key != "trust" {
-			continue
-		}
-		trust, _ := m.Value.(runstate.Obj)
-		for _, f := range trust {
-			if f.Key == "min" {
-				s, _ := f.Value.(string)
-				return runstate.Level(s)
-			}
-		}
-	}
-	return 0
-}
-
-// withoutMember is o without its member name.
-func withoutMember(o runstate.Obj, name string) runstate.Obj {
-	out := make(runstate.Obj, 0, len(o))
-	for _, m := range o {
-		if m.Key != name {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // runContext reserves the call's attempt in its run (a dry run only peeks)
 // and returns the documents the policy sees, the state before this call.
 // Shared state that cannot be reached fails the call closed.
 func (f *factSource) runContext(ctx context.Context, m *messages.Authorize, a *runstate.Attempt, fields runstate.Fields) (*runTicket, error) {
 	k := runKey(m)
-	// The run's level decides what this call taints durably, whether the
-	// policies read the trust or not.
 	read := fields
-	read.Run |= runstate.RunMember("trust")
 	var pre sharedstate.RunPre
 	var err error
 	if m.Request.DryRun {
@@ -247,18 +215,15 @@ func (f *factSource) runContext(ctx context.Context, m *messages.Authorize, a *r
 			}
 			r := &runstate.Run{}
 			r.Tighten(t.Level, t.UpdatedAt.UnixMilli())
-			pre.Run = runstate.RunDoc(r, k.Run, a.At, read.Run)
+			if read.Run != 0 {
+				pre.Run = runstate.RunDoc(r, k.Run, a.At, read.Run)
+			}
+			pre.Level = max(pre.Level, t.Level)
 		case err != nil && !errors.Is(err, persistence.ErrNotFound):
 			return nil, fmt.Errorf("%w: %w", errRunStore, err)
 		}
 	}
-	level := levelOf(pre.Run)
-	if fields.Run&runstate.RunMember("trust") == 0 {
-		pre.Run = withoutMember(pre.Run, "trust")
-	}
-	if fields.Run == 0 {
-		pre.Run = nil
-	}
+	level := pre.Level
 	c, err := runstate.NewContext(pre.Run, pre.Agent)
 	if err != nil {
 		return nil, err

@@ -78,6 +78,9 @@ type RunPre struct {
 	Run, Agent runstate.Obj
 	// Seq is the attempt's ordinal in the run (Reserve; for Settle).
 	Seq int64
+	// Level is the run's trust level before the call (runstate.Level; 0
+	// when it has seen none), whatever the documents hold.
+	Level int
 	// Dup: the attempt id was applied before; nothing changed.
 	Dup bool
 	// Restore: the run had no state, and the store does not know every
@@ -101,8 +104,11 @@ type RunLimits struct {
 	MaxRuns int
 }
 
-// docs builds the documents f selects.
+// docs builds the documents f selects (and notes the run's level).
 func docs(pre *RunPre, r *runstate.Run, g *runstate.Agent, runID string, now int64, f runstate.Fields) {
+	if r != nil {
+		pre.Level = r.Level
+	}
 	if f.Run != 0 {
 		pre.Run = runstate.RunDoc(r, runID, now, f.Run)
 	}
