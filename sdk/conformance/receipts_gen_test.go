@@ -5,7 +5,10 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -32,8 +35,16 @@ func newSigner(t *testing.T, seed [32]byte) *receipt.Signer {
 }
 
 // chain seals receipts for the calls given, from seq 1; signers[i] seals
-// receipt i (nil: unsigned).
+// receipt i (nil: unsigned). Every receipt is svc-receipt-1.
 func chain(t *testing.T, first int, signers ...*receipt.Signer) []receipt.Receipt {
+	t.Helper()
+	return contextChain(t, first, nil, signers...)
+}
+
+// contextChain is chain with run context: receipt i carries the context
+// hash contexts[i] (svc-receipt-2), or none when it is "" or i is past
+// the end of contexts (svc-receipt-1).
+func contextChain(t *testing.T, first int, contexts []string, signers ...*receipt.Signer) []receipt.Receipt {
 	t.Helper()
 	calls := []canonical.ToolCall{
 		{Tool: "codehost", Action: "merge_pull_request", Resource: ptr("acme/api#42"), Parameters: map[string]any{"method": "squash"}},
@@ -57,6 +68,9 @@ func chain(t *testing.T, first int, signers ...*receipt.Signer) []receipt.Receip
 			ActionHash: h,
 			Decision:   decisions[i%len(decisions)],
 			CreatedAt:  fmt.Sprintf("2026-11-27T10:00:%02d.%06dZ", n%60, n),
+		}
+		if i < len(contexts) {
+			r.ContextHash = contexts[i]
 		}
 		sealed, err := receipt.Seal(r, prev, s)
 		if err != nil {
@@ -92,6 +106,66 @@ func export(t *testing.T, s *receipt.Signer, prefix []receipt.Receipt, orig, r r
 	return buf.Bytes()
 }
 
+// exportLine is export with the receipt checked given as its line (a
+// receipt the Receipt type cannot write, such as one with an empty
+// context_hash member).
+func exportLine(t *testing.T, s *receipt.Signer, prefix []receipt.Receipt, orig receipt.Receipt, line []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := receipt.NewExportWriter(&buf, receipt.ExportFormat, receiptTenant, s, receipt.Head{Seq: orig.Seq, Hash: orig.ReceiptHash}, len(prefix)+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range prefix {
+		if err := w.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	buf.Write(line)
+	buf.WriteByte('\n')
+	return buf.Bytes()
+}
+
+// contextHash is the context_hash of a run context given as JSON text: the
+// lower-case hex SHA-256 of its RFC 8785 bytes.
+func contextHash(t *testing.T, runContext string) string {
+	t.Helper()
+	c, err := canonical.JCS([]byte(runContext))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(c)
+	return hex.EncodeToString(sum[:])
+}
+
+// hashAsGiven is the receipt_hash a verifier that skips the check of
+// context_hash's form computes: svc-receipt-2's object with context_hash as
+// it stands. receipt.Hash refuses a malformed context_hash; a vector made
+// with this hash (and signed over it) shows whether an SDK refuses it too.
+func hashAsGiven(t *testing.T, r receipt.Receipt) string {
+	t.Helper()
+	b, err := canonical.Marshal(map[string]any{
+		"receipt_id": r.ReceiptID, "tenant_id": r.TenantID, "decision_id": r.DecisionID, "seq": r.Seq,
+		"action_hash": r.ActionHash, "decision": r.Decision, "prev_receipt_hash": r.PrevReceiptHash,
+		"key_id": r.KeyID, "created_at": r.CreatedAt, "context_hash": r.ContextHash,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// withEmptyContextHash adds the member "context_hash": "" to a receipt's
+// JSON (the Receipt type omits an empty one).
+func withEmptyContextHash(raw json.RawMessage) json.RawMessage {
+	b := bytes.TrimSuffix(bytes.TrimSpace(raw), []byte("}"))
+	return json.RawMessage(append(b, `,"context_hash":""}`...))
+}
+
 // cliValid is what `svc verify-receipts -public-key pub FILE` concludes
 // (cmd/svc: VerifyExport's verdict, and the export's key must be pub).
 func cliValid(t *testing.T, file []byte, pub ed25519.PublicKey) bool {
@@ -118,6 +192,25 @@ func slug(name string) string {
 	return strings.TrimSuffix(b.String(), "-")
 }
 
+// exp is what a receipt vector expects: hash_valid, signature_valid and
+// verify_receipts_valid.
+type exp struct{ hash, sig, cli bool }
+
+// rcase is one receipt vector to generate.
+type rcase struct {
+	name string
+	// chain, the position checked, the export's signer and the pinned key.
+	chain  []receipt.Receipt
+	pos    int
+	signer *receipt.Signer
+	pub    ed25519.PublicKey
+	alter  func(r *receipt.Receipt)
+	// rewrite, when set, rewrites the altered receipt's JSON (the vector's
+	// receipt and the export's last line).
+	rewrite func(raw json.RawMessage) json.RawMessage
+	want    exp
+}
+
 func receiptVectors(t *testing.T) ([]receiptVector, []generated) {
 	t.Helper()
 	sa, sb := newSigner(t, seedA), newSigner(t, seedB)
@@ -133,18 +226,6 @@ func receiptVectors(t *testing.T) ([]receiptVector, []generated) {
 		t.Fatal(err)
 	}
 
-	type exp struct{ hash, sig, cli bool }
-	type rcase struct {
-		name string
-		// chain, the position checked, the export's signer and the
-		// pinned key.
-		chain  []receipt.Receipt
-		pos    int
-		signer *receipt.Signer
-		pub    ed25519.PublicKey
-		alter  func(r *receipt.Receipt)
-		want   exp
-	}
 	set := func(f func(r *receipt.Receipt)) func(r *receipt.Receipt) { return f }
 	sig := func(s string) func(r *receipt.Receipt) { return func(r *receipt.Receipt) { r.Signature = &s } }
 
@@ -219,8 +300,11 @@ func receiptVectors(t *testing.T) ([]receiptVector, []generated) {
 		}
 	}
 
+	cases = append(cases, contextCases(t, a, sa, pubA)...)
+
 	var vs []receiptVector
 	var files []generated
+	paths := map[string]bool{}
 	for _, c := range cases {
 		orig := c.chain[c.pos]
 		r := orig
@@ -231,8 +315,21 @@ func receiptVectors(t *testing.T) ([]receiptVector, []generated) {
 		if c.alter != nil {
 			c.alter(&r)
 		}
-		hv, sv := conformance.VerifyReceipt(r, c.pub)
+		raw := mustJSON(t, r)
 		file := export(t, c.signer, c.chain[:c.pos], orig, r)
+		if c.rewrite != nil {
+			raw = c.rewrite(raw)
+			file = exportLine(t, c.signer, c.chain[:c.pos], orig, raw)
+		}
+		// What the vector holds is the receipt checked: it reads back
+		// (strictly, as the reference driver reads it) as r.
+		var back receipt.Receipt
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&back); err != nil || !reflect.DeepEqual(back, r) {
+			t.Fatalf("%s: the receipt's JSON %s does not read back as the receipt checked (%v)", c.name, raw, err)
+		}
+		hv, sv := conformance.VerifyReceipt(r, c.pub)
 		cv := cliValid(t, file, c.pub)
 		if got := (exp{hv, sv, cv}); got != c.want {
 			t.Fatalf("%s: the Go reference gives hash_valid %v, signature_valid %v, verify-receipts %v; the case says %+v",
@@ -245,9 +342,90 @@ func receiptVectors(t *testing.T) ([]receiptVector, []generated) {
 			t.Fatalf("%s: VerifyReceipt disagrees with receipt.Verify", c.name)
 		}
 		path := "receipts/" + slug(c.name) + ".jsonl"
-		vs = append(vs, receiptVector{Name: c.name, Receipt: mustJSON(t, r), PublicKey: base64.StdEncoding.EncodeToString(c.pub),
+		if paths[path] {
+			t.Fatalf("%s: another vector's export is %s", c.name, path)
+		}
+		paths[path] = true
+		vs = append(vs, receiptVector{Name: c.name, Receipt: raw, PublicKey: base64.StdEncoding.EncodeToString(c.pub),
 			HashValid: hv, SignatureValid: sv, VerifyReceiptsValid: cv, Export: path})
 		files = append(files, generated{path: path, data: file})
 	}
 	return vs, files
+}
+
+// contextCases are the vectors of svc-receipt-2 (a receipt made under run
+// context carries context_hash, which its receipt_hash covers), added after
+// the svc-receipt-1 ones: a receipt with context_hash verifies, signed or
+// not; one chain mixes both schemes; dropping, adding, emptying or
+// changing context_hash breaks the hash; a context_hash that is not 64
+// lower-case hex characters makes the hash invalid whatever receipt_hash
+// says. a is the svc-receipt-1 chain signed with sa (pubA's key).
+func contextCases(t *testing.T, a []receipt.Receipt, sa *receipt.Signer, pubA ed25519.PublicKey) []rcase {
+	t.Helper()
+	// Run contexts as a decision keeps them ({"agent_history": ..., "run":
+	// ...}, the members the policies read).
+	ctx1 := contextHash(t, `{"run":{"sums":{"payments/refund.amount":15},"tools":{"payments":{"refund":{"attempts":1}}},"trust":{"min":"trusted","untrusted_seen":false}}}`)
+	ctx2 := contextHash(t, `{"agent_history":{"consecutive_denies":0,"window":{"w1h":{"calls":3}}},"run":{"trust":{"min":"untrusted_external","untrusted_seen":true}}}`)
+	ctx3 := contextHash(t, `{"run":{"tools":{"web":{"fetch":{"attempts":1}},"email":{"send":{"attempts":1}}},"trust":{"min":"untrusted_external","untrusted_seen":true}}}`)
+	c := contextChain(t, 0x81, []string{ctx1, ctx2, ctx3}, sa, sa, sa) // svc-receipt-2 throughout, signed
+	cu := contextChain(t, 0xa1, []string{ctx1, ctx2}, nil, nil)        // svc-receipt-2, unsigned
+	mx := contextChain(t, 0xc1, []string{"", ctx1, "", ctx2}, sa, sa, sa, sa)
+	for _, r := range append(append(append([]receipt.Receipt(nil), c...), cu...), mx...) {
+		if want := map[bool]string{true: receipt.HashSchemeContext, false: receipt.HashScheme}[r.ContextHash != ""]; receipt.Scheme(r) != want {
+			t.Fatalf("receipt %s: scheme %s, want %s", r.ReceiptID, receipt.Scheme(r), want)
+		}
+		if r.ContextHash != "" && hashAsGiven(t, r) != r.ReceiptHash {
+			t.Fatalf("receipt %s: hashAsGiven is not svc-receipt-2 on a well-formed context_hash", r.ReceiptID)
+		}
+	}
+	set := func(f func(r *receipt.Receipt)) func(r *receipt.Receipt) { return f }
+	// asGiven sets context_hash to h, then receipt_hash to hashAsGiven and
+	// the signature to sa's over it: what a gateway that did not check the
+	// field's form would have sealed.
+	asGiven := func(h string) func(r *receipt.Receipt) {
+		return func(r *receipt.Receipt) {
+			r.ContextHash = h
+			r.ReceiptHash = hashAsGiven(t, *r)
+			s, err := sa.Sign(r.ReceiptHash)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Signature = &s
+		}
+	}
+	return []rcase{
+		{name: "svc-receipt-2: valid receipt with context_hash (chain head)", chain: c, pos: 0, signer: sa, pub: pubA, want: exp{true, true, true}},
+		{name: "svc-receipt-2: valid receipt with context_hash at seq 2", chain: c, pos: 1, signer: sa, pub: pubA, want: exp{true, true, true}},
+		{name: "svc-receipt-2: unsigned receipt with context_hash (seq 2)", chain: cu, pos: 1, signer: nil, pub: pubA, want: exp{true, false, false}},
+		{name: "chain mixing schemes: svc-receipt-2 receipt after an svc-receipt-1 chain head", chain: mx, pos: 1, signer: sa, pub: pubA, want: exp{true, true, true}},
+		{name: "chain mixing schemes: svc-receipt-1 receipt after an svc-receipt-2 one", chain: mx, pos: 2, signer: sa, pub: pubA, want: exp{true, true, true}},
+		{name: "chain mixing schemes: svc-receipt-2 receipt at seq 4", chain: mx, pos: 3, signer: sa, pub: pubA, want: exp{true, true, true}},
+		{name: "svc-receipt-2: context_hash changed", chain: c, pos: 1, signer: sa, pub: pubA,
+			alter: set(func(r *receipt.Receipt) { r.ContextHash = ctx3 }), want: exp{false, true, false}},
+		{name: "svc-receipt-2: context_hash removed", chain: c, pos: 1, signer: sa, pub: pubA,
+			alter: set(func(r *receipt.Receipt) { r.ContextHash = "" }), want: exp{false, true, false}},
+		{name: "svc-receipt-2: context_hash emptied (an empty string reads as absent)", chain: c, pos: 1, signer: sa, pub: pubA,
+			alter: set(func(r *receipt.Receipt) { r.ContextHash = "" }), rewrite: withEmptyContextHash, want: exp{false, true, false}},
+		{name: "svc-receipt-2: context_hash changed and receipt_hash recomputed", chain: c, pos: 1, signer: sa, pub: pubA,
+			alter: set(func(r *receipt.Receipt) {
+				r.ContextHash = ctx3
+				h, err := receipt.Hash(*r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.ReceiptHash = h
+			}), want: exp{true, false, false}},
+		{name: "svc-receipt-1: context_hash added", chain: a, pos: 1, signer: sa, pub: pubA,
+			alter: set(func(r *receipt.Receipt) { r.ContextHash = ctx1 }), want: exp{false, true, false}},
+		{name: "svc-receipt-1: valid receipt with an empty context_hash (read as absent)", chain: a, pos: 1, signer: sa, pub: pubA,
+			rewrite: withEmptyContextHash, want: exp{true, true, true}},
+		{name: "svc-receipt-2: context_hash in upper-case hex", chain: c, pos: 1, signer: sa, pub: pubA,
+			alter: set(func(r *receipt.Receipt) { r.ContextHash = strings.ToUpper(r.ContextHash) }), want: exp{false, true, false}},
+		{name: "svc-receipt-2: malformed context_hash (upper-case hex), receipt_hash and signature made over it", chain: c, pos: 1, signer: sa, pub: pubA,
+			alter: asGiven(strings.ToUpper(c[1].ContextHash)), want: exp{false, true, false}},
+		{name: "svc-receipt-2: malformed context_hash (63 hex characters), receipt_hash and signature made over it", chain: c, pos: 1, signer: sa, pub: pubA,
+			alter: asGiven(c[1].ContextHash[:63]), want: exp{false, true, false}},
+		{name: "svc-receipt-2: malformed context_hash (not hex), receipt_hash and signature made over it", chain: c, pos: 1, signer: sa, pub: pubA,
+			alter: asGiven("z" + c[1].ContextHash[1:]), want: exp{false, true, false}},
+	}
 }

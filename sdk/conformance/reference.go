@@ -132,9 +132,10 @@ func Outcome(body []byte) string {
 
 // VerifyReceipt checks one receipt with the pinned public key, as an SDK
 // does: hashValid says that the receipt's fields hash to its receipt_hash
-// (svc-receipt-1), signatureValid that its signature over that hash
-// verifies with pub and that its key_id is pub's. An unsigned receipt, or
-// one whose key_id is not pub's, has signatureValid false. It is
+// (svc-receipt-1, or svc-receipt-2 for a receipt with context_hash; false
+// for a malformed context_hash), signatureValid that its signature over
+// that hash verifies with pub and that its key_id is pub's. An unsigned
+// receipt, or one whose key_id is not pub's, has signatureValid false. It is
 // [receipt.Verify] with its null signature_valid read as false.
 func VerifyReceipt(r receipt.Receipt, pub ed25519.PublicKey) (hashValid, signatureValid bool) {
 	c := receipt.Verify(r, pub)

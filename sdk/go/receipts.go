@@ -13,10 +13,19 @@ import (
 	"strings"
 )
 
-// ReceiptScheme is the receipt hashing scheme this SDK verifies.
+// ReceiptScheme is the receipt hashing scheme of a receipt without
+// context_hash: the SHA-256 of the RFC 8785 bytes of [ReceiptHashedFields].
 const ReceiptScheme = "svc-receipt-1"
 
-// ReceiptHashedFields are the members of a receipt its receipt_hash covers.
+// ReceiptSchemeContext is the receipt hashing scheme of a receipt made under
+// run context, which carries a non-empty context_hash (64 lower-case hex: the
+// SHA-256 of the run context the policy saw): svc-receipt-1's object plus
+// the member context_hash. One chain may mix both schemes; [ReceiptHash]
+// picks one by the field.
+const ReceiptSchemeContext = "svc-receipt-2"
+
+// ReceiptHashedFields are the members of a receipt its receipt_hash covers
+// under svc-receipt-1; svc-receipt-2 adds context_hash.
 var ReceiptHashedFields = []string{"receipt_id", "tenant_id", "decision_id", "seq", "action_hash", "decision",
 	"prev_receipt_hash", "key_id", "created_at"}
 
@@ -67,8 +76,12 @@ func DecodePublicKey(b64 string) (ed25519.PublicKey, error) {
 
 var maxSeq = new(big.Int).Lsh(big.NewInt(1), 53)
 
-// ReceiptHash computes the svc-receipt-1 hash of a receipt (its receipt_hash
-// and signature are ignored). A missing field counts as "" (seq as 0).
+// ReceiptHash computes the hash of a receipt (its receipt_hash and signature
+// are ignored): svc-receipt-2 ([ReceiptSchemeContext]) when it carries a
+// non-empty context_hash, else svc-receipt-1 ([ReceiptScheme]). A missing
+// field counts as "" (seq as 0), and a context_hash that is absent, null or
+// "" as none. It fails when a field has the wrong type, seq is beyond 2^53
+// in magnitude, or context_hash is not 64 lower-case hex characters.
 func ReceiptHash(receipt map[string]any) (string, error) {
 	obj := map[string]any{}
 	for _, name := range ReceiptHashedFields {
@@ -99,6 +112,18 @@ func ReceiptHash(receipt map[string]any) (string, error) {
 		}
 		obj[name] = v
 	}
+	switch v := receipt["context_hash"].(type) {
+	case nil: // absent or null: svc-receipt-1
+	case string:
+		if v != "" {
+			if !hexHash.MatchString(v) {
+				return "", errors.New("context_hash is not 64 lower-case hex characters")
+			}
+			obj["context_hash"] = v
+		}
+	default:
+		return "", errors.New("context_hash must be a string")
+	}
 	b, err := Canonicalize(obj)
 	if err != nil {
 		return "", err
@@ -117,8 +142,10 @@ func strictB64(s string) []byte {
 
 // VerifyReceipt verifies one receipt (CONTRACT 13's shape, as a JSON object
 // or any value encoding to one) against the gateway's public key (standard
-// base64). SignatureValid is false for an unsigned receipt and for a key_id
-// other than the key's.
+// base64). HashValid follows [ReceiptHash] (svc-receipt-1, or svc-receipt-2
+// for a receipt with context_hash; false for a malformed context_hash).
+// SignatureValid is false for an unsigned receipt and for a key_id other
+// than the key's.
 func VerifyReceipt(receipt any, publicKeyB64 string) VerifyResult {
 	jv, err := jsonValue(receipt)
 	r, ok := jv.(map[string]any)

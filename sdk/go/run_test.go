@@ -2,6 +2,9 @@ package svcsdk
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"regexp"
 	"strings"
@@ -432,6 +435,58 @@ func TestBadReceiptsRefused(t *testing.T) {
 		if !errors.As(err, &e) || ran {
 			t.Fatal(name, err)
 		}
+	}
+}
+
+// TestReceiptContextHash: a receipt with a non-empty context_hash is
+// svc-receipt-2 (the hash covers the member), one whose context_hash is
+// absent, null or "" is svc-receipt-1, and a context_hash of another type or
+// form makes the hash invalid (the vectors of testdata/sdk/receipts.json
+// cover the rest).
+func TestReceiptContextHash(t *testing.T) {
+	v1 := makeReceipt(t, mustHash(t, receiptTC), true)
+	ctx := strings.Repeat("c", 64)
+	v2 := map[string]any{"context_hash": ctx}
+	for k, v := range v1 {
+		if k != "receipt_hash" && k != "signature" {
+			v2[k] = v
+		}
+	}
+	h1, err1 := ReceiptHash(v1)
+	h2, err2 := ReceiptHash(v2)
+	if err1 != nil || err2 != nil || h1 == h2 || h1 != v1["receipt_hash"] {
+		t.Fatal(h1, err1, h2, err2)
+	}
+	obj := map[string]any{"context_hash": ctx}
+	for _, f := range ReceiptHashedFields {
+		obj[f] = v1[f]
+	}
+	b, err := Canonicalize(obj)
+	if sum := sha256.Sum256(b); err != nil || hex.EncodeToString(sum[:]) != h2 {
+		t.Fatalf("svc-receipt-2 is not svc-receipt-1's object plus context_hash: %v", err)
+	}
+	with := func(v any) map[string]any {
+		r := map[string]any{"context_hash": v}
+		for k, x := range v1 {
+			r[k] = x
+		}
+		return r
+	}
+	for _, v := range []any{nil, ""} {
+		if res := VerifyReceipt(with(v), receiptPub); !res.HashValid || !res.SignatureValid {
+			t.Errorf("context_hash %#v: %+v", v, res)
+		}
+	}
+	for _, v := range []any{json.Number("1"), true, map[string]any{}, []any{ctx}, strings.ToUpper(ctx), ctx[:63], ctx + "c", " " + ctx} {
+		if _, err := ReceiptHash(with(v)); err == nil {
+			t.Errorf("context_hash %#v: no error", v)
+		}
+		if res := VerifyReceipt(with(v), receiptPub); res.HashValid || res.Error == "" {
+			t.Errorf("context_hash %#v: %+v", v, res)
+		}
+	}
+	if ReceiptScheme != "svc-receipt-1" || ReceiptSchemeContext != "svc-receipt-2" {
+		t.Error(ReceiptScheme, ReceiptSchemeContext)
 	}
 }
 

@@ -1,9 +1,17 @@
-"""Receipt verification, scheme svc-receipt-1 (``receipt/doc.go``).
+"""Receipt verification, schemes svc-receipt-1 and svc-receipt-2
+(``receipt/doc.go``).
 
-``receipt_hash`` is the lower-case hex SHA-256 of the RFC 8785 bytes of the
-object with exactly the members ``receipt_id, tenant_id, decision_id, seq,
-action_hash, decision, prev_receipt_hash, key_id, created_at`` (seq a JSON
-integer with |seq| <= 2**53, every other member a string hashed as stored).
+Under svc-receipt-1 (:data:`SCHEME`), ``receipt_hash`` is the lower-case hex
+SHA-256 of the RFC 8785 bytes of the object with exactly the members
+``receipt_id, tenant_id, decision_id, seq, action_hash, decision,
+prev_receipt_hash, key_id, created_at`` (seq a JSON integer with
+|seq| <= 2**53, every other member a string hashed as stored). A receipt made
+under run context carries ``context_hash`` (64 lower-case hex: the SHA-256 of
+the run context the policy saw) and is hashed as svc-receipt-2
+(:data:`SCHEME_CONTEXT`): the same object plus the member ``context_hash``.
+A ``context_hash`` that is absent, null or "" means svc-receipt-1, so one
+chain mixes both; one that is present, non-empty and not 64 lower-case hex
+makes the hash invalid.
 A signed receipt carries ``signature``: standard base64 of the Ed25519
 signature of the 32 raw bytes of ``receipt_hash``, made with the key whose
 ``key_id`` (the first 16 hex characters of SHA-256 of the 32-byte public key)
@@ -28,9 +36,22 @@ from typing import Any, Mapping, Optional
 from . import ed25519
 from .canonical import jcs_bytes
 
-__all__ = ["SCHEME", "HASHED_FIELDS", "VerifyResult", "verify", "receipt_hash", "key_id", "decode_public_key"]
+__all__ = [
+    "SCHEME",
+    "SCHEME_CONTEXT",
+    "HASHED_FIELDS",
+    "VerifyResult",
+    "verify",
+    "receipt_hash",
+    "key_id",
+    "decode_public_key",
+]
 
 SCHEME = "svc-receipt-1"
+#: The scheme of a receipt with a non-empty ``context_hash``: svc-receipt-1's
+#: object (:data:`HASHED_FIELDS`) plus ``context_hash``.
+SCHEME_CONTEXT = "svc-receipt-2"
+#: The members svc-receipt-1 hashes (svc-receipt-2 adds ``context_hash``).
 HASHED_FIELDS = (
     "receipt_id",
     "tenant_id",
@@ -44,6 +65,7 @@ HASHED_FIELDS = (
 )
 _MAX_SEQ = 1 << 53
 _HASH_RE = re.compile(r"^[0-9a-f]{64}$")
+_HEX64_RE = re.compile(r"[0-9a-f]{64}")  # with fullmatch: no trailing newline
 
 
 @dataclass(frozen=True)
@@ -86,9 +108,12 @@ def decode_public_key(public_key_b64: str | bytes) -> bytes:
 
 
 def receipt_hash(receipt: Mapping[str, Any]) -> str:
-    """The svc-receipt-1 hash of ``receipt`` (its receipt_hash and signature
-    are ignored). ValueError when a field has the wrong type or seq is out of
-    range; a missing field counts as "" (seq as 0), as the gateway reads it."""
+    """The hash of ``receipt`` (its receipt_hash and signature are ignored):
+    svc-receipt-2 when it carries a non-empty ``context_hash``, else
+    svc-receipt-1. ValueError when a field has the wrong type, seq is out of
+    range or ``context_hash`` is not 64 lower-case hex; a missing field counts
+    as "" (seq as 0), and a missing or null ``context_hash`` as "", as the
+    gateway reads it."""
     obj: dict[str, Any] = {}
     for name in HASHED_FIELDS:
         v = receipt.get(name)
@@ -105,6 +130,14 @@ def receipt_hash(receipt: Mapping[str, Any]) -> str:
             if not isinstance(v, str):
                 raise ValueError(f"{name} must be a string")
         obj[name] = v
+    ctx = receipt.get("context_hash")
+    if ctx is not None:
+        if not isinstance(ctx, str):
+            raise ValueError("context_hash must be a string")
+        if ctx != "":
+            if not _HEX64_RE.fullmatch(ctx):
+                raise ValueError("context_hash is not 64 lower-case hex characters")
+            obj["context_hash"] = ctx
     return hashlib.sha256(jcs_bytes(obj)).hexdigest()
 
 
@@ -121,7 +154,9 @@ def _strict_b64(s: str) -> Optional[bytes]:
 
 def verify(receipt: Mapping[str, Any], public_key: str | bytes, backend: Optional[str] = None) -> VerifyResult:
     """Verify one receipt (CONTRACT 13's shape) against the gateway's public
-    key (standard base64, or the 32 raw bytes)."""
+    key (standard base64, or the 32 raw bytes). ``hash_valid`` follows
+    :func:`receipt_hash` (svc-receipt-1, or svc-receipt-2 for a receipt with
+    ``context_hash``; false for a malformed ``context_hash``)."""
     if not isinstance(receipt, Mapping):
         return VerifyResult(False, False, False, False, "", None, "receipt is not an object")
     try:

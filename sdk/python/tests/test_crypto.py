@@ -186,6 +186,33 @@ class Receipts(unittest.TestCase):
         self.assertTrue(res.hash_valid)
         self.assertFalse(res.signature_valid)
 
+    def test_context_hash_svc_receipt_2(self):
+        ctx = "c" * 64
+        r = make_receipt()
+        h1 = receipts.receipt_hash(r)
+        r2 = dict(r, context_hash=ctx)
+        fields = {k: r[k] for k in receipts.HASHED_FIELDS}
+        self.assertEqual(receipts.receipt_hash(r2), hashlib.sha256(jcs(dict(fields, context_hash=ctx)).encode()).hexdigest())
+        self.assertNotEqual(receipts.receipt_hash(r2), h1)
+        self.assertEqual((receipts.SCHEME, receipts.SCHEME_CONTEXT), ("svc-receipt-1", "svc-receipt-2"))
+        # Added to a svc-receipt-1 receipt, it breaks the hash, not the signature.
+        res = self.check(r2)
+        self.assertFalse(res.hash_valid)
+        self.assertTrue(res.signature_valid)
+        # Absent, null and "" are svc-receipt-1.
+        for v in (None, ""):
+            with self.subTest(context_hash=v):
+                res = self.check(dict(r, context_hash=v))
+                self.assertTrue(res.hash_valid and res.signature_valid)
+        # Another type or form: the hash is invalid, with the reason.
+        for v in (1, True, [ctx], {}, ctx.upper(), ctx[:63], ctx + "c", ctx + "\n", " " + ctx):
+            with self.subTest(context_hash=v):
+                with self.assertRaises(ValueError):
+                    receipts.receipt_hash(dict(r, context_hash=v))
+                res = self.check(dict(r, context_hash=v))
+                self.assertFalse(res.hash_valid)
+                self.assertIn("context_hash", res.error)
+
     def test_receipts_json_vectors(self):
         vs = util.load_vectors("testdata/sdk/receipts.json")
         for v in vs:

@@ -45,7 +45,7 @@ export {
 export { sign, decodeKey, SIGNATURE_HEADER } from "./signing.js";
 export { redact, parsePath } from "./redaction.js";
 export { shouldRetry, errorClass, retryAfterSeconds, backoff, RETRY_STATUSES } from "./retry.js";
-export { verifyReceipt, receiptHash, keyId, decodePublicKey, RECEIPT_SCHEME, HASHED_FIELDS } from "./receipts.js";
+export { verifyReceipt, receiptHash, keyId, decodePublicKey, RECEIPT_SCHEME, RECEIPT_SCHEME_CONTEXT, HASHED_FIELDS } from "./receipts.js";
 export type { VerifyResult, Receipt } from "./receipts.js";
 export {
   SvcError,

@@ -1,14 +1,23 @@
 /**
- * Receipt verification, scheme svc-receipt-1 (`receipt/doc.go` in svc).
+ * Receipt verification, schemes svc-receipt-1 and svc-receipt-2
+ * (`receipt/doc.go` in svc).
  *
- * `receipt_hash` is the lower-case hex SHA-256 of the RFC 8785 bytes of the
- * object with exactly the members `receipt_id, tenant_id, decision_id, seq,
- * action_hash, decision, prev_receipt_hash, key_id, created_at` (seq an
- * integer with |seq| <= 2**53, every other member a string hashed as stored;
- * a missing member counts as "" and seq as 0). A signed receipt carries
- * `signature`: standard base64 of the Ed25519 signature of the 32 raw bytes of
- * `receipt_hash`, made with the key whose `key_id` (the first 16 hex
- * characters of SHA-256 of the 32-byte public key) the receipt names.
+ * Under svc-receipt-1 ({@link RECEIPT_SCHEME}), `receipt_hash` is the
+ * lower-case hex SHA-256 of the RFC 8785 bytes of the object with exactly the
+ * members `receipt_id, tenant_id, decision_id, seq, action_hash, decision,
+ * prev_receipt_hash, key_id, created_at` (seq an integer with |seq| <= 2**53,
+ * every other member a string hashed as stored; a missing member counts as ""
+ * and seq as 0). A receipt made under run context carries `context_hash` (64
+ * lower-case hex: the SHA-256 of the run context the policy saw) and is
+ * hashed as svc-receipt-2 ({@link RECEIPT_SCHEME_CONTEXT}): the same object
+ * plus the member `context_hash`. A `context_hash` that is absent, null or ""
+ * means svc-receipt-1, so one chain mixes both; one that is present,
+ * non-empty and not 64 lower-case hex makes the hash invalid.
+ *
+ * A signed receipt carries `signature`: standard base64 of the Ed25519
+ * signature of the 32 raw bytes of `receipt_hash`, made with the key whose
+ * `key_id` (the first 16 hex characters of SHA-256 of the 32-byte public
+ * key) the receipt names.
  *
  * {@link verifyReceipt} reports the two checks apart: `hashValid` and
  * `signatureValid` (signed, by the key given, and the signature verifies;
@@ -19,7 +28,12 @@ import { createPublicKey, verify as edVerify, type KeyObject } from "node:crypto
 import { canonicalize, sha256Hex } from "./canonical.js";
 import { decodeBase64 } from "./signing.js";
 
+/** The scheme of a receipt without `context_hash`. */
 export const RECEIPT_SCHEME = "svc-receipt-1";
+/** The scheme of a receipt with a non-empty `context_hash`: svc-receipt-1's
+ * object ({@link HASHED_FIELDS}) plus `context_hash`. */
+export const RECEIPT_SCHEME_CONTEXT = "svc-receipt-2";
+/** The members svc-receipt-1 hashes (svc-receipt-2 adds `context_hash`). */
 export const HASHED_FIELDS = [
   "receipt_id",
   "tenant_id",
@@ -87,8 +101,10 @@ export function ed25519Verify(publicKey: Uint8Array, message: Uint8Array, signat
   }
 }
 
-/** The svc-receipt-1 hash of a receipt (its receipt_hash and signature are
- * ignored). TypeError when a field has the wrong type or seq is out of range. */
+/** The hash of a receipt (its receipt_hash and signature are ignored):
+ * svc-receipt-2 when it carries a non-empty `context_hash`, else
+ * svc-receipt-1. TypeError when a field has the wrong type, seq is out of
+ * range or `context_hash` is not 64 lower-case hex. */
 export function receiptHash(receipt: Receipt): string {
   const obj: Record<string, unknown> = {};
   for (const name of HASHED_FIELDS) {
@@ -103,6 +119,14 @@ export function receiptHash(receipt: Receipt): string {
     }
     obj[name] = v;
   }
+  const ctx = receipt.context_hash;
+  if (ctx !== null && ctx !== undefined) {
+    if (typeof ctx !== "string") throw new TypeError("context_hash must be a string");
+    if (ctx !== "") {
+      if (!HASH_RE.test(ctx)) throw new TypeError("context_hash is not 64 lower-case hex characters");
+      obj.context_hash = ctx;
+    }
+  }
   return sha256Hex(canonicalize(obj));
 }
 
@@ -114,7 +138,9 @@ function strictB64(s: string): Uint8Array | null {
 }
 
 /** Verify one receipt (CONTRACT 13's shape) against the gateway's public key
- * (standard base64, or the 32 raw bytes). Never throws. */
+ * (standard base64, or the 32 raw bytes). `hashValid` follows
+ * {@link receiptHash} (svc-receipt-1, or svc-receipt-2 for a receipt with
+ * `context_hash`; false for a malformed `context_hash`). Never throws. */
 export function verifyReceipt(receipt: Receipt, publicKey: string | Uint8Array): VerifyResult {
   const res = (hashValid: boolean, signatureValid: boolean, keyIdMatches: boolean, signed: boolean, kid: string,
     computedHash: string | null, error: string): VerifyResult => ({

@@ -7,6 +7,7 @@ import { createHash } from "node:crypto";
 import {
   actionHash, actionBytes, canonicalize, parseStrict, canonicalizeText, CanonicalError, normalizeIdentifier, sign, redact,
   InvalidRedactionPath, shouldRetry, errorClass, outcome, verifyReceipt, identifierIsCertain,
+  receiptHash, HASHED_FIELDS, RECEIPT_SCHEME, RECEIPT_SCHEME_CONTEXT,
 } from "../dist/index.js";
 import { vectors } from "./helpers.mjs";
 
@@ -113,5 +114,30 @@ test("sdk/receipts.json: hash_valid and signature_valid", () => {
     assert.equal(r.hashValid, v.hash_valid, `${v.name}: hash (${r.error})`);
     assert.equal(r.signatureValid, v.signature_valid, `${v.name}: signature (${r.error})`);
     assert.equal(r.valid, v.hash_valid && v.signature_valid);
+  }
+});
+
+test("receipts: context_hash selects svc-receipt-2; null and \"\" are svc-receipt-1; another type or form is invalid", () => {
+  assert.equal(RECEIPT_SCHEME, "svc-receipt-1");
+  assert.equal(RECEIPT_SCHEME_CONTEXT, "svc-receipt-2");
+  const v = vectors("sdk/receipts.json").find((x) => x.name === "valid receipt at seq 2");
+  const ctx = "c".repeat(64);
+  const base = v.receipt;
+  const obj = Object.fromEntries(HASHED_FIELDS.map((f) => [f, base[f]]));
+  const sha = (o) => createHash("sha256").update(canonicalize(o)).digest("hex");
+  assert.equal(receiptHash(base), sha(obj));
+  assert.equal(receiptHash({ ...base, context_hash: ctx }), sha({ ...obj, context_hash: ctx }));
+  const added = verifyReceipt({ ...base, context_hash: ctx }, v.public_key);
+  assert.equal(added.hashValid, false);
+  assert.equal(added.signatureValid, true);
+  for (const c of [null, undefined, ""]) {
+    const r = verifyReceipt({ ...base, context_hash: c }, v.public_key);
+    assert.ok(r.hashValid && r.signatureValid, `context_hash ${JSON.stringify(c)}: ${r.error}`);
+  }
+  for (const c of [1, true, [ctx], {}, ctx.toUpperCase(), ctx.slice(0, 63), ctx + "c", ctx + "\n", " " + ctx]) {
+    assert.throws(() => receiptHash({ ...base, context_hash: c }), TypeError);
+    const r = verifyReceipt({ ...base, context_hash: c }, v.public_key);
+    assert.equal(r.hashValid, false, `context_hash ${JSON.stringify(c)}`);
+    assert.match(r.error, /context_hash/);
   }
 });
