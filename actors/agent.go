@@ -225,13 +225,15 @@ func rootTrust(req *messages.AuthorizeRequest) *string {
 // reason that applies. A deny or quarantine from the policy wins over any
 // approval (the caller checks that first).
 func (g *agentActor) presentApproval(ctx context.Context, m *messages.Authorize, ad authz.Admission, res policy.Result, facts authz.Facts) *draft {
-	f, id, hash := g.facts, *m.Request.ApprovalID, ad.ActionHash
+	f, id, hash, run := g.facts, *m.Request.ApprovalID, ad.ActionHash, g.run
+	// deny may run after the commit, off the actor (Authorizer.commit's
+	// redraft): it uses the run ticket captured here.
 	deny := func(reason string) *draft {
 		df := facts
 		if reason == authz.ReasonApprovalConsumed {
 			df.Replay = authz.ApprovalReplay
 		}
-		return g.draftDecision(ctx, m, ad, policy.Result{Decision: authz.DecisionDeny, Reason: reason, MatchedPolicies: res.MatchedPolicies}, df)
+		return g.draftIn(ctx, m, ad, policy.Result{Decision: authz.DecisionDeny, Reason: reason, MatchedPolicies: res.MatchedPolicies}, df, run)
 	}
 	var reason string
 	var err error
@@ -263,6 +265,13 @@ func ptr[T any](v T) *T { return &v }
 // draftDecision asks rule 9 for the verdict, scores it, and builds the
 // response, the rows and the verdict's SOC events.
 func (g *agentActor) draftDecision(ctx context.Context, m *messages.Authorize, ad authz.Admission, res policy.Result, facts authz.Facts) *draft {
+	return g.draftIn(ctx, m, ad, res, facts, g.run)
+}
+
+// draftIn is draftDecision with the call's place in its run given: a
+// redraft after the commit (presentApproval's deny) runs off the actor's
+// goroutine and must not read g.run, which the actor's next call rewrites.
+func (g *agentActor) draftIn(ctx context.Context, m *messages.Authorize, ad authz.Admission, res policy.Result, facts authz.Facts, run *runTicket) *draft {
 	f, req, tc, hash := g.facts, &m.Request, ad.ToolCall, ad.ActionHash
 	settings := f.riskSettings(ctx, m.TenantID)
 	facts.Escalation = authz.Escalation{Window: time.Duration(settings.WindowMinutes) * time.Minute, Threshold: settings.DenialThreshold}
@@ -290,7 +299,7 @@ func (g *agentActor) draftDecision(ctx context.Context, m *messages.Authorize, a
 	if req.Trace != nil {
 		rec.RunID, rec.ParentRunID, rec.TraceID = req.Trace.RunID, req.Trace.ParentRunID, req.Trace.TraceID
 	}
-	if tk := g.run; tk != nil {
+	if tk := run; tk != nil {
 		// What the policy saw: kept with the decision (CONTRACT §16).
 		rec.RunContext, rec.ContextHash = tk.ctx.Canonical, tk.ctx.Hash
 	}
@@ -309,10 +318,10 @@ func (g *agentActor) draftDecision(ctx context.Context, m *messages.Authorize, a
 		}
 		resp.ApprovalID, resp.ApprovalExpiresAt = w.Approval.ID, &expires
 	}
-	if g.run != nil {
-		w.Taint = g.run.taint
+	if run != nil {
+		w.Taint = run.taint
 	}
-	d := &draft{write: w, response: resp, verdict: v, run: g.run}
+	d := &draft{write: w, response: resp, verdict: v, run: run}
 	for _, e := range v.Events {
 		d.events = append(d.events, verdictEvent(m, &rec, e))
 	}
