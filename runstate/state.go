@@ -38,39 +38,6 @@ const (
 	DefaultMaxAge  = 24 * time.Hour
 )
 
-// Levels: a trust level's rank plus one, so that 0 means "none seen". Rank
-// 0 is trusted_internal_signed and rank 5 malicious_suspected, in the order
-// of policy.TrustLevels.
-var levelNames = [...]string{"", "trusted_internal_signed", "trusted_internal_unsigned",
-	"semi_trusted_customer", "unknown", "untrusted_external", "malicious_suspected"}
-
-const (
-	// LevelUntrusted is untrusted_external's level: a run that has seen it
-	// (or worse) is tainted.
-	LevelUntrusted = 5
-	// LevelMalicious is malicious_suspected's level.
-	LevelMalicious = 6
-)
-
-// Level returns a trust level's level (its rank plus one), 0 for a value
-// that is no trust level.
-func Level(trust string) int {
-	for i := 1; i < len(levelNames); i++ {
-		if levelNames[i] == trust {
-			return i
-		}
-	}
-	return 0
-}
-
-// LevelName is the inverse of [Level]; "" for 0 or a value out of range.
-func LevelName(level int) string {
-	if level <= 0 || level >= len(levelNames) {
-		return ""
-	}
-	return levelNames[level]
-}
-
 // Attempt is one call that reached policy evaluation, classified by the
 // caller. Every field is policy-independent: the same call gives the same
 // attempt whatever the policy decides.
@@ -115,8 +82,15 @@ type Settlement struct {
 	At       int64
 }
 
+// The state is laid out for a store that keeps tens of thousands of runs in
+// its heap: fixed arrays and short slices instead of maps of pointers, the
+// windows (pointer-free) last in each struct, so that a run is a handful of
+// allocations the garbage collector scans only the first part of. The JSON
+// tags are the Valkey script's state (wire.go decodes its maps into these).
+
 // Slot is one bucket of a window. I is the bucket's index (time / width);
-// a slot whose index is older than the window counts nothing.
+// a slot whose index is older than the window counts nothing (the zero
+// slot, index 0, is an empty one).
 type Slot struct {
 	I int64 `json:"i"`
 	C int64 `json:"c"` // calls
@@ -128,6 +102,13 @@ type Slot struct {
 	Nr int64 `json:"nr"` // calls without a run id
 	Lv int   `json:"lv"` // the worst level of the bucket's calls
 }
+
+// Window60 and Window1h are the two windows' slots, by bucket index modulo
+// their length.
+type (
+	Window60 [Slots60]Slot
+	Window1h [Slots1h]Slot
+)
 
 // Tool counts one (tool, action) pair of a run.
 type Tool struct {
@@ -142,80 +123,88 @@ type Tool struct {
 
 // Source is the first call that brought a level into the run.
 type Source struct {
-	Seq int64  `json:"s"`
 	T   string `json:"t"`
 	A   string `json:"a"`
 	Via string `json:"v"`
+	Seq int64  `json:"s"`
 	At  int64  `json:"at"`
+	Set bool   `json:"-"` // the level has a source
 }
 
-// Entry is one of a run's latest calls.
+// Sources are a run's sources by level (index level-1).
+type Sources [LevelMalicious]Source
+
+// Entry is one of a run's latest calls; Seq 0 is an empty entry.
 type Entry struct {
-	Seq int64  `json:"s"`
 	T   string `json:"t"`
 	A   string `json:"a"`
+	D   string `json:"d"` // the decision, "" until settled
+	Seq int64  `json:"s"`
 	M   int    `json:"m"`
 	Lv  int    `json:"lv"`
 	At  int64  `json:"at"`
-	D   string `json:"d"` // the decision, "" until settled
 }
+
+// Ring is a run's latest calls, by seq modulo [Recent].
+type Ring [Recent]Entry
 
 // Decisions counts a run's settled decisions.
 type Decisions struct {
+	LastReason string `json:"lr"` // the last deny's reason
 	Allow      int64  `json:"al"`
 	Deny       int64  `json:"dn"`
 	Approval   int64  `json:"ra"`
 	Redact     int64  `json:"rd"`
 	Quarantine int64  `json:"q"`
 	Consec     int64  `json:"cd"` // consecutive denies
-	LastReason string `json:"lr"` // the last deny's reason
 }
 
 // Allowed is the last allowed call of a run.
 type Allowed struct {
-	T  string `json:"t"`
-	A  string `json:"a"`
-	At int64  `json:"at"`
+	T   string `json:"t"`
+	A   string `json:"a"`
+	At  int64  `json:"at"`
+	Set bool   `json:"-"` // the run has had an allowed call
 }
 
-// Run is one run's state. Maps are keyed so that the Valkey script keeps
-// the same state as [Run.Apply]: slots by index modulo the slot count,
-// sources by level, tools by [ToolKey], recent entries by seq modulo
-// [Recent].
+// Run is one run's state. What the Valkey script keys (slots by index
+// modulo the slot count, sources by level, recent entries by seq modulo
+// [Recent]) is an array here; what it keys by name (tools by [ToolKey],
+// labels, sums, agents, attempt ids) is a short slice searched in order.
 type Run struct {
-	Created   int64              `json:"cr"`
-	Last      int64              `json:"la"`
-	Seq       int64              `json:"sq"`
-	Owner     string             `json:"ow"`
-	Agents    map[string]int64   `json:"ag"`
-	Parent    string             `json:"pa"`
-	Lost      int                `json:"ls"` // 1: counts may be missing (state lost)
-	Mut       int64              `json:"mu"`
-	Destr     int64              `json:"de"`
-	Egress    int64              `json:"eg"`
-	Level     int                `json:"lv"`
-	Inherited int                `json:"ih"`
-	Sources   map[string]*Source `json:"so"`
-	Labels    map[string]int64   `json:"lb"`
-	Tools     map[string]*Tool   `json:"to"`
-	Truncated int                `json:"tr"`
-	W60       map[string]*Slot   `json:"w6"`
-	W1h       map[string]*Slot   `json:"wh"`
-	Sums      map[string]*Num    `json:"su"`
-	Recent    map[string]*Entry  `json:"rc"`
-	Dec       Decisions          `json:"dc"`
-	Allowed   *Allowed           `json:"al"`
-	Att       map[string]int64   `json:"at"`
+	Owner     string    `json:"ow"`
+	Parent    string    `json:"pa"`
+	Agents    NamedSet  `json:"ag"`
+	Labels    NamedSet  `json:"lb"`
+	Tools     ToolSet   `json:"to"`
+	Sums      SumSet    `json:"su"`
+	Sources   Sources   `json:"so"`
+	Recent    Ring      `json:"rc"`
+	Dec       Decisions `json:"dc"`
+	Allowed   Allowed   `json:"al"`
+	Att       SeenSet   `json:"at"`
+	Created   int64     `json:"cr"`
+	Last      int64     `json:"la"`
+	Seq       int64     `json:"sq"`
+	Lost      int       `json:"ls"` // 1: counts may be missing (state lost)
+	Mut       int64     `json:"mu"`
+	Destr     int64     `json:"de"`
+	Egress    int64     `json:"eg"`
+	Level     int       `json:"lv"`
+	Inherited int       `json:"ih"`
+	Truncated int       `json:"tr"`
+	W60       Window60  `json:"w6"`
+	W1h       Window1h  `json:"wh"`
 }
 
-// Agent is one agent's state across its runs.
+// Agent is one agent's state across its runs (no pointers at all).
 type Agent struct {
-	Created int64            `json:"cr"`
-	Lost    int              `json:"ls"`
-	W60     map[string]*Slot `json:"w6"`
-	W1h     map[string]*Slot `json:"wh"`
-	Consec  int64            `json:"cd"`
-	Deny    int64            `json:"dy"` // the last deny, ms
+	Created int64    `json:"cr"`
+	Lost    int      `json:"ls"`
+	Consec  int64    `json:"cd"`
+	Deny    int64    `json:"dy"` // the last deny, ms
+	W60     Window60 `json:"w6"`
+	W1h     Window1h `json:"wh"`
 }
 
 // ToolKey keys a (tool, action) pair so that no separator inside a name
@@ -228,14 +217,37 @@ func ToolKey(tool, action string) string {
 // Known reports whether the run has state (a call reached policy before).
 func (r *Run) Known() bool { return r.Seq > 0 }
 
+// Tool returns the run's count of (tool, action), nil when it has none.
+func (r *Run) Tool(tool, action string) *Tool {
+	for i := range r.Tools {
+		if t := &r.Tools[i]; t.T == tool && t.A == action {
+			return t
+		}
+	}
+	return nil
+}
+
+// SeenSeq returns the seq of the attempt id's first application, or 0 when
+// the run does not remember the id.
+func (r *Run) SeenSeq(id string) int64 {
+	if id == "" {
+		return 0
+	}
+	h := attemptHash(id)
+	for _, s := range r.Att {
+		if s.H == h {
+			return s.Seq
+		}
+	}
+	return 0
+}
+
 // Apply records a at the run and reports whether it was a duplicate (an
 // attempt id applied before; nothing changes then). Fresh runs take their
 // creation fields from a.
 func (r *Run) Apply(a *Attempt) (dup bool) {
-	if a.ID != "" {
-		if _, ok := r.Att[a.ID]; ok {
-			return true
-		}
+	if r.SeenSeq(a.ID) != 0 {
+		return true
 	}
 	if r.Seq == 0 {
 		r.Created, r.Owner = a.At, a.AgentID
@@ -244,82 +256,88 @@ func (r *Run) Apply(a *Attempt) (dup bool) {
 	r.Seq++
 	seq := r.Seq
 	r.Last = a.At
-	if r.Agents == nil {
-		r.Agents = map[string]int64{}
-	}
-	if _, ok := r.Agents[a.AgentID]; !ok && len(r.Agents) < MaxAgents {
-		r.Agents[a.AgentID] = seq
+	if !r.Agents.has(a.AgentID) && len(r.Agents) < MaxAgents {
+		r.Agents = append(r.Agents, Named{a.AgentID, seq})
 	}
 	mut, destr := b2i(a.Mutating), b2i(a.Destructive)
 	r.Mut += int64(mut)
 	r.Destr += int64(destr)
 	r.Egress += int64(b2i(a.Egress))
 	if a.Level > 0 {
-		r.taint(a.Level, &Source{Seq: seq, T: a.Tool, A: a.Action, Via: a.Via, At: a.At})
+		r.taint(a.Level, Source{Seq: seq, T: a.Tool, A: a.Action, Via: a.Via, At: a.At})
 	}
-	labels := slices.Clone(a.Labels)
-	slices.Sort(labels)
+	r.applyLabels(a.Labels, seq)
+	if t := r.Tool(a.Tool, a.Action); t != nil {
+		t.N++
+		t.L, t.At = seq, a.At
+	} else if len(r.Tools) < MaxTools {
+		r.Tools = append(r.Tools, Tool{T: a.Tool, A: a.Action, N: 1, F: seq, L: seq, At: a.At})
+	} else {
+		r.Truncated = 1
+	}
+	bump(r.W60[:], Width60, a.At, Slot{C: 1, M: int64(mut), D: int64(destr)})
+	bump(r.W1h[:], Width1h, a.At, Slot{C: 1, M: int64(mut), D: int64(destr)})
+	r.applySums(a.Sums)
+	r.Recent[seq%Recent] = Entry{Seq: seq, T: a.Tool, A: a.Action, M: mut, Lv: a.Level, At: a.At}
+	if a.ID != "" {
+		// The oldest id goes first: seqs only grow, so it is the one at the
+		// ring's next position.
+		if len(r.Att) < Dedup {
+			r.Att = append(r.Att, Seen{attemptHash(a.ID), seq})
+		} else {
+			r.Att[oldestSeen(r.Att)] = Seen{attemptHash(a.ID), seq}
+		}
+	}
+	return false
+}
+
+// applyLabels adds the labels the run has not seen, in sorted order (the
+// order the script adds them in, so that both truncate alike).
+func (r *Run) applyLabels(labels []string, seq int64) {
+	if len(labels) == 0 {
+		return
+	}
+	if !slices.IsSorted(labels) {
+		labels = slices.Sorted(slices.Values(labels))
+	}
 	for _, l := range labels {
-		if _, ok := r.Labels[l]; ok {
+		if r.Labels.has(l) {
 			continue
 		}
 		if len(r.Labels) >= MaxLabels {
 			r.Truncated = 1
 			continue
 		}
-		if r.Labels == nil {
-			r.Labels = map[string]int64{}
-		}
-		r.Labels[l] = seq
+		r.Labels = append(r.Labels, Named{l, seq})
 	}
-	k := ToolKey(a.Tool, a.Action)
-	if t, ok := r.Tools[k]; ok {
-		t.N++
-		t.L, t.At = seq, a.At
-	} else if len(r.Tools) < MaxTools {
-		if r.Tools == nil {
-			r.Tools = map[string]*Tool{}
-		}
-		r.Tools[k] = &Tool{T: a.Tool, A: a.Action, N: 1, F: seq, L: seq, At: a.At}
-	} else {
-		r.Truncated = 1
+}
+
+// applySums accumulates sums in key order (as the script does).
+func (r *Run) applySums(sums map[string]float64) {
+	if len(sums) == 0 {
+		return
 	}
-	r.W60 = bump(r.W60, Width60, Slots60, a.At, Slot{C: 1, M: int64(mut), D: int64(destr)})
-	r.W1h = bump(r.W1h, Width1h, Slots1h, a.At, Slot{C: 1, M: int64(mut), D: int64(destr)})
-	for _, key := range sortedKeys(a.Sums) {
-		v := a.Sums[key]
-		if cur, ok := r.Sums[key]; ok {
-			*cur += Num(v)
+	for _, key := range sortedKeys(sums) {
+		v := sums[key]
+		if i := slices.IndexFunc(r.Sums, func(s Sum) bool { return s.Key == key }); i >= 0 {
+			r.Sums[i].V += Num(v)
 		} else if len(r.Sums) < MaxSums {
-			if r.Sums == nil {
-				r.Sums = map[string]*Num{}
-			}
-			n := Num(v)
-			r.Sums[key] = &n
+			r.Sums = append(r.Sums, Sum{key, Num(v)})
 		} else {
 			r.Truncated = 1
 		}
 	}
-	if r.Recent == nil {
-		r.Recent = map[string]*Entry{}
-	}
-	r.Recent[strconv.FormatInt(seq%Recent, 10)] = &Entry{Seq: seq, T: a.Tool, A: a.Action, M: mut, Lv: a.Level, At: a.At}
-	if a.ID != "" {
-		if r.Att == nil {
-			r.Att = map[string]int64{}
-		}
-		r.Att[a.ID] = seq
-		if len(r.Att) > Dedup {
-			oldest, at := "", int64(-1)
-			for id, s := range r.Att {
-				if at < 0 || s < at {
-					oldest, at = id, s
-				}
-			}
-			delete(r.Att, oldest)
+}
+
+// oldestSeen is the position of the smallest seq.
+func oldestSeen(s SeenSet) int {
+	i := 0
+	for j := range s {
+		if s[j].Seq < s[i].Seq {
+			i = j
 		}
 	}
-	return false
+	return i
 }
 
 // Inherit starts a run under its parent: the parent's level is the run's
@@ -329,22 +347,22 @@ func (r *Run) Inherit(parentID string, level int, at int64) {
 	r.Parent = parentID
 	if level > 0 && r.Inherited == 0 {
 		r.Inherited = level
-		r.taint(level, &Source{Seq: 0, Via: "parent_run", At: at})
+		r.taint(level, Source{Seq: 0, Via: "parent_run", At: at})
 	}
 }
 
 // taint lowers the run's trust to level (it never rises) and records the
 // first source of each level.
-func (r *Run) taint(level int, src *Source) {
+func (r *Run) taint(level int, src Source) {
+	if level < 1 || level > LevelMalicious {
+		return
+	}
 	if level > r.Level {
 		r.Level = level
 	}
-	key := strconv.Itoa(level)
-	if _, ok := r.Sources[key]; !ok {
-		if r.Sources == nil {
-			r.Sources = map[string]*Source{}
-		}
-		r.Sources[key] = src
+	if s := &r.Sources[level-1]; !s.Set {
+		src.Set = true
+		*s = src
 	}
 }
 
@@ -352,7 +370,7 @@ func (r *Run) taint(level int, src *Source) {
 // after state was lost); the run's counts are then marked incomplete.
 func (r *Run) Tighten(level int, at int64) {
 	if level > r.Level {
-		r.taint(level, &Source{Via: "restored", At: at})
+		r.taint(level, Source{Via: "restored", At: at})
 	}
 	r.Lost = 1
 }
@@ -378,12 +396,15 @@ func (r *Run) Settle(s *Settlement) {
 		r.Dec.Consec = 0
 	}
 	if s.Decision == "allow" || s.Decision == "redact" {
-		if t, ok := r.Tools[ToolKey(s.Tool, s.Action)]; ok {
+		if t := r.Tool(s.Tool, s.Action); t != nil {
 			t.OK++
+			// The strings the run holds already, rather than the call's.
+			r.Allowed = Allowed{T: t.T, A: t.A, At: s.At, Set: true}
+		} else {
+			r.Allowed = Allowed{T: s.Tool, A: s.Action, At: s.At, Set: true}
 		}
-		r.Allowed = &Allowed{T: s.Tool, A: s.Action, At: s.At}
 	}
-	if e, ok := r.Recent[strconv.FormatInt(s.Seq%Recent, 10)]; ok && e.Seq == s.Seq {
+	if e := &r.Recent[s.Seq%Recent]; e.Seq == s.Seq && s.Seq > 0 {
 		e.D = s.Decision
 	}
 }
@@ -397,8 +418,8 @@ func (g *Agent) Apply(a *Attempt, freshRun bool) {
 	if freshRun && !a.NoRunID {
 		d.Rs = 1
 	}
-	g.W60 = bump(g.W60, Width60, Slots60, a.At, d)
-	g.W1h = bump(g.W1h, Width1h, Slots1h, a.At, d)
+	bump(g.W60[:], Width60, a.At, d)
+	bump(g.W1h[:], Width1h, a.At, d)
 }
 
 // Settle records a committed decision at the agent.
@@ -409,28 +430,32 @@ func (g *Agent) Settle(s *Settlement) {
 	}
 	g.Consec++
 	g.Deny = s.At
-	g.W60 = bump(g.W60, Width60, Slots60, s.At, Slot{Dn: 1})
-	g.W1h = bump(g.W1h, Width1h, Slots1h, s.At, Slot{Dn: 1})
+	bump(g.W60[:], Width60, s.At, Slot{Dn: 1})
+	bump(g.W1h[:], Width1h, s.At, Slot{Dn: 1})
+}
+
+// Last is the end of the agent's latest 1 h bucket (or its creation), in
+// ms: when it was last active, to a bucket's width.
+func (g *Agent) Last() int64 {
+	last := g.Created
+	for _, s := range g.W1h {
+		last = max(last, s.I*Width1h+Width1h)
+	}
+	return last
 }
 
 // bump adds d to the bucket of at, resetting a slot that held an older
 // bucket.
-func bump(slots map[string]*Slot, width, n, at int64, d Slot) map[string]*Slot {
-	if slots == nil {
-		slots = make(map[string]*Slot, n)
-	}
+func bump(slots []Slot, width, at int64, d Slot) {
 	idx := at / width
-	key := strconv.FormatInt(idx%n, 10)
+	s := &slots[idx%int64(len(slots))]
 	// A slot holding an older bucket starts afresh. One holding a later
 	// bucket (a skewed clock on another node) keeps it, and the call counts
 	// there rather than being lost.
-	s, ok := slots[key]
-	if !ok || s.I < idx {
-		s = &Slot{I: idx}
-		slots[key] = s
+	if s.I < idx {
+		*s = Slot{I: idx}
 	}
 	s.add(d)
-	return slots
 }
 
 // add adds d's counts to s and keeps the worse level.
@@ -445,12 +470,12 @@ func (s *Slot) add(d Slot) {
 }
 
 // window sums the slots of the window that ends at now.
-func window(slots map[string]*Slot, width, n, now int64) Slot {
+func window(slots []Slot, width, now int64) Slot {
 	var sum Slot
-	oldest := now/width - (n - 1)
+	oldest := now/width - int64(len(slots)-1)
 	for _, s := range slots {
-		if s.I >= oldest {
-			sum.add(*s)
+		if s.I >= oldest { // an empty slot (index 0) adds nothing
+			sum.add(s)
 		}
 	}
 	return sum
@@ -470,21 +495,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// Num is an accumulated sum. The Valkey script keeps it as a string of 17
-// significant digits (exact for a float64), which Num also reads.
-type Num float64
-
-// UnmarshalJSON reads a number or a string holding one.
-func (n *Num) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		b = b[1 : len(b)-1]
-	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		return err
-	}
-	*n = Num(f)
-	return nil
 }

@@ -230,20 +230,20 @@ func RunDoc(r *Run, runID string, now int64, mask uint32) Obj {
 	add("distinct_tools", func() Doc { return int64(len(r.Tools)) })
 	add("window", func() Doc {
 		return Obj{
-			{"w1h", windowDoc(window(r.W1h, Width1h, Slots1h, now), false)},
-			{"w60s", windowDoc(window(r.W60, Width60, Slots60, now), false)},
+			{"w1h", windowDoc(window(r.W1h[:], Width1h, now), false)},
+			{"w60s", windowDoc(window(r.W60[:], Width60, now), false)},
 		}
 	})
 	add("sums", func() Doc { return sumsDoc(r.Sums) })
-	add("recent", func() Doc { return recentDoc(r.Recent, now) })
+	add("recent", func() Doc { return recentDoc(&r.Recent, now) })
 	add("parent_id", func() Doc { return orNil(r.Parent != "", r.Parent) })
 	add("owner_agent_id", func() Doc { return orNil(known, r.Owner) })
 	add("agents", func() Doc { return orNil(known, int64(len(r.Agents))) })
 	add("age_s", func() Doc { return orNil(known, secs(now, r.Created)) })
 	add("idle_s", func() Doc { return orNil(known, secs(now, r.Last)) })
 	add("last_allowed", func() Doc {
-		a := r.Allowed
-		if a == nil {
+		a := &r.Allowed
+		if !a.Set {
 			return nil
 		}
 		return Obj{{"action", a.A}, {"key", a.T + "/" + a.A}, {"since_s", secs(now, a.At)}, {"tool", a.T}}
@@ -277,10 +277,10 @@ func trustDoc(r *Run, now int64) Obj {
 		o = append(o, Member{"inherited", LevelName(r.Inherited)})
 	}
 	var first *Source
-	srcs := make(Arr, 0, len(r.Sources))
+	srcs := make(Arr, 0, 2)
 	for lv := LevelMalicious; lv >= 1; lv-- {
-		s, ok := r.Sources[strconv.Itoa(lv)]
-		if !ok {
+		s := &r.Sources[lv-1]
+		if !s.Set {
 			continue
 		}
 		e := Obj{{"level", LevelName(lv)}, {"seq", s.Seq}, {"via", s.Via}}
@@ -299,26 +299,38 @@ func trustDoc(r *Run, now int64) Obj {
 	return o.Sorted()
 }
 
-func labelsDoc(labels map[string]int64) Arr {
-	keys := sortedKeys(labels)
-	a := make(Arr, len(keys))
-	for i, k := range keys {
-		a[i] = k
+func labelsDoc(labels NamedSet) Arr {
+	names := make([]string, len(labels))
+	for i, l := range labels {
+		names[i] = l.Name
+	}
+	slices.Sort(names)
+	a := make(Arr, len(names))
+	for i, n := range names {
+		a[i] = n
 	}
 	return a
 }
 
-func toolsDoc(tools map[string]*Tool, now int64) Obj {
-	byTool := map[string]Obj{}
-	for _, t := range tools {
-		byTool[t.T] = append(byTool[t.T], Member{t.A, Obj{{"allowed", t.OK}, {"attempts", t.N}, {"first_seq", t.F},
+// toolsDoc is {tool: {action: counts}}: the pairs sorted by tool, then
+// grouped.
+func toolsDoc(tools ToolSet, now int64) Obj {
+	sorted := make([]*Tool, len(tools))
+	for i := range tools {
+		sorted[i] = &tools[i]
+	}
+	slices.SortFunc(sorted, func(a, b *Tool) int { return compareUTF16(a.T, b.T) })
+	o := make(Obj, 0, len(tools))
+	var actions Obj
+	for i, t := range sorted {
+		actions = append(actions, Member{t.A, Obj{{"allowed", t.OK}, {"attempts", t.N}, {"first_seq", t.F},
 			{"last_seq", t.L}, {"since_last_s", secs(now, t.At)}}})
+		if i == len(sorted)-1 || sorted[i+1].T != t.T {
+			o = append(o, Member{t.T, actions.Sorted()})
+			actions = nil
+		}
 	}
-	o := make(Obj, 0, len(byTool))
-	for tool, actions := range byTool {
-		o = append(o, Member{tool, actions.Sorted()})
-	}
-	return o.Sorted()
+	return o
 }
 
 func windowDoc(s Slot, agent bool) Obj {
@@ -329,18 +341,20 @@ func windowDoc(s Slot, agent bool) Obj {
 	return o.Sorted()
 }
 
-func sumsDoc(sums map[string]*Num) Obj {
+func sumsDoc(sums SumSet) Obj {
 	o := make(Obj, 0, len(sums))
-	for k, v := range sums {
-		o = append(o, Member{k, float64(*v)})
+	for _, s := range sums {
+		o = append(o, Member{s.Key, float64(s.V)})
 	}
 	return o.Sorted()
 }
 
-func recentDoc(recent map[string]*Entry, now int64) Arr {
-	entries := make([]*Entry, 0, len(recent))
-	for _, e := range recent {
-		entries = append(entries, e)
+func recentDoc(recent *Ring, now int64) Arr {
+	entries := make([]*Entry, 0, Recent)
+	for i := range recent {
+		if e := &recent[i]; e.Seq > 0 {
+			entries = append(entries, e)
+		}
 	}
 	slices.SortFunc(entries, func(a, b *Entry) int { return int(b.Seq - a.Seq) })
 	a := make(Arr, len(entries))
@@ -371,9 +385,9 @@ func AgentDoc(g *Agent, now int64, mask uint32) Obj {
 		o = append(o, Member{"consecutive_denies", g.Consec})
 	}
 	if want("window") || want("trust") {
-		w1h := window(g.W1h, Width1h, Slots1h, now)
+		w1h := window(g.W1h[:], Width1h, now)
 		if want("window") {
-			o = append(o, Member{"window", Obj{{"w1h", windowDoc(w1h, true)}, {"w60s", windowDoc(window(g.W60, Width60, Slots60, now), true)}}})
+			o = append(o, Member{"window", Obj{{"w1h", windowDoc(w1h, true)}, {"w60s", windowDoc(window(g.W60[:], Width60, now), true)}}})
 		}
 		if want("trust") {
 			trust := Obj{}

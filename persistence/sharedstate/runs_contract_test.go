@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -357,4 +358,43 @@ func TestValkeyRunsSurviveAFlush(t *testing.T) {
 	if pre.Restore || pre.Restoring || field(t, pre.Run, "trust", "min") != "untrusted_external" {
 		t.Fatalf("after seeding: restore %v restoring %v trust %v", pre.Restore, pre.Restoring, field(t, pre.Run, "trust"))
 	}
+}
+
+// BenchmarkMemoryRunsFootprint reports what a lone node's run state keeps
+// per run (four calls each, settled): the heap bytes and objects the
+// collector has to scan, measured after a collection.
+func BenchmarkMemoryRunsFootprint(b *testing.B) {
+	ctx := context.Background()
+	tools := []string{"crm", "web", "email", "payments"}
+	fields := runstate.Fields{Run: runstate.RunMember("trust") | runstate.RunMember("tools") | runstate.RunMember("sums")}
+	const runs = 10_000
+	var bytes, objects float64
+	for b.Loop() {
+		m := sharedstate.NewMemory()
+		r := m.Runs(sharedstate.RunLimits{})
+		now := time.Now().UnixMilli()
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := range runs * 4 {
+			k := sharedstate.RunKey{TenantID: "t", AgentID: fmt.Sprint("a", i/4%50), Run: fmt.Sprintf("run-%08d", i/4)}
+			a := runstate.Attempt{ID: fmt.Sprintf("req-%016d", i), AgentID: k.AgentID, At: now + int64(i/100), Tool: tools[i%4],
+				Action: "get", Level: 3, Via: "source_trust", Labels: []string{"egress"}}
+			pre, err := r.Reserve(ctx, k, &a, fields)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := r.Settle(ctx, k, &runstate.Settlement{Seq: pre.Seq, Tool: a.Tool, Action: a.Action, Decision: "allow", At: a.At}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(r)
+		bytes += float64(after.HeapAlloc) - float64(before.HeapAlloc)
+		objects += float64(after.HeapObjects) - float64(before.HeapObjects)
+		_ = m.Close()
+	}
+	b.ReportMetric(bytes/float64(b.N)/runs, "bytes/run")
+	b.ReportMetric(objects/float64(b.N)/runs, "objects/run")
 }

@@ -93,11 +93,7 @@ func (r *memRuns) live(st *runstate.Run, now int64) bool {
 }
 
 func (r *memRuns) agentLive(st *runstate.Agent, now int64) bool {
-	last := st.Created
-	for _, s := range st.W1h {
-		last = max(last, s.I*runstate.Width1h+runstate.Width1h)
-	}
-	return now-last < r.lim.IdleTTL.Milliseconds()+runstate.Width1h
+	return now-st.Last() < r.lim.IdleTTL.Milliseconds()+runstate.Width1h
 }
 
 func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt, f runstate.Fields) (RunPre, error) {
@@ -131,7 +127,7 @@ func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt, f 
 	pre.Dup = st.Apply(&at)
 	pre.Seq = st.Seq
 	if pre.Dup {
-		pre.Seq = st.Att[a.ID]
+		pre.Seq = st.SeenSeq(a.ID)
 	}
 	r.keepFloor(sh, key, st.Level, now)
 	sh.mu.Unlock()

@@ -1,0 +1,209 @@
+package runstate
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/maphash"
+	"strconv"
+)
+
+// The Valkey script keeps a run's and an agent's state as JSON objects
+// keyed as Lua tables are (wire names in the struct tags of state.go); a
+// store decodes them into the compact types here. Encoding is never needed:
+// the script folds, and the in-process store keeps the structs.
+
+// Named is a name with the seq it first appeared at (a run's agents and
+// labels).
+type Named struct {
+	Name string
+	Seq  int64
+}
+
+// Sum is one accumulated parameter of a run.
+type Sum struct {
+	Key string
+	V   Num
+}
+
+// Seen is an attempt id a run remembers: its hash (see [attemptHash]) and
+// the attempt's seq.
+type Seen struct {
+	H   uint64
+	Seq int64
+}
+
+// NamedSet is a run's agents or labels (the script's map name → seq).
+type NamedSet []Named
+
+// ToolSet is a run's (tool, action) counts (the script's map by
+// [ToolKey]).
+type ToolSet []Tool
+
+// SumSet is a run's accumulated parameters (the script's map key → sum).
+type SumSet []Sum
+
+// SeenSet is the attempt ids a run remembers (the script's map id → seq).
+type SeenSet []Seen
+
+// seenSeed hashes attempt ids. The hashes never leave the process: the
+// script keeps the ids themselves.
+var seenSeed = maphash.MakeSeed()
+
+// attemptHash is an attempt id's 64-bit hash. Two ids of one run's last
+// [Dedup] that share a hash (about 64 in 2^64 per call) would count as one
+// attempt.
+func attemptHash(id string) uint64 { return maphash.String(seenSeed, id) }
+
+func (s NamedSet) has(name string) bool {
+	for _, n := range s {
+		if n.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// members decodes a JSON object (or the empty array an empty Lua table may
+// be written as) member by member, in key order.
+func members(b []byte, each func(key string, raw json.RawMessage) error) error {
+	if string(b) == "null" || string(b) == "[]" {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	for _, k := range sortedKeys(m) {
+		if err := each(k, m[k]); err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// UnmarshalJSON reads the script's map name → seq.
+func (s *NamedSet) UnmarshalJSON(b []byte) error {
+	*s = nil
+	return members(b, func(k string, raw json.RawMessage) error {
+		n := Named{Name: k}
+		*s = append(*s, n)
+		return json.Unmarshal(raw, &(*s)[len(*s)-1].Seq)
+	})
+}
+
+// UnmarshalJSON reads the script's map key → tool count.
+func (s *ToolSet) UnmarshalJSON(b []byte) error {
+	*s = nil
+	return members(b, func(_ string, raw json.RawMessage) error {
+		var t Tool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return err
+		}
+		*s = append(*s, t)
+		return nil
+	})
+}
+
+// UnmarshalJSON reads the script's map key → sum.
+func (s *SumSet) UnmarshalJSON(b []byte) error {
+	*s = nil
+	return members(b, func(k string, raw json.RawMessage) error {
+		sum := Sum{Key: k}
+		if err := json.Unmarshal(raw, &sum.V); err != nil {
+			return err
+		}
+		*s = append(*s, sum)
+		return nil
+	})
+}
+
+// UnmarshalJSON reads the script's map id → seq, keeping the ids' hashes.
+func (s *SeenSet) UnmarshalJSON(b []byte) error {
+	*s = nil
+	return members(b, func(k string, raw json.RawMessage) error {
+		seen := Seen{H: attemptHash(k)}
+		if err := json.Unmarshal(raw, &seen.Seq); err != nil {
+			return err
+		}
+		*s = append(*s, seen)
+		return nil
+	})
+}
+
+// slots decodes the script's map "index modulo n" → slot into dst.
+func slots(b []byte, dst []Slot) error {
+	clear(dst)
+	return members(b, func(k string, raw json.RawMessage) error {
+		i, err := strconv.Atoi(k)
+		if err != nil || i < 0 || i >= len(dst) {
+			return fmt.Errorf("slot %q out of range", k)
+		}
+		return json.Unmarshal(raw, &dst[i])
+	})
+}
+
+// UnmarshalJSON reads the script's 60 s window.
+func (w *Window60) UnmarshalJSON(b []byte) error { return slots(b, w[:]) }
+
+// UnmarshalJSON reads the script's 1 h window.
+func (w *Window1h) UnmarshalJSON(b []byte) error { return slots(b, w[:]) }
+
+// UnmarshalJSON reads the script's map level → source.
+func (s *Sources) UnmarshalJSON(b []byte) error {
+	*s = Sources{}
+	return members(b, func(k string, raw json.RawMessage) error {
+		lv, err := strconv.Atoi(k)
+		if err != nil || lv < 1 || lv > LevelMalicious {
+			return fmt.Errorf("level %q out of range", k)
+		}
+		src := &s[lv-1]
+		if err := json.Unmarshal(raw, src); err != nil {
+			return err
+		}
+		src.Set = true
+		return nil
+	})
+}
+
+// UnmarshalJSON reads the script's map "seq modulo Recent" → entry.
+func (r *Ring) UnmarshalJSON(b []byte) error {
+	*r = Ring{}
+	return members(b, func(k string, raw json.RawMessage) error {
+		i, err := strconv.Atoi(k)
+		if err != nil || i < 0 || i >= Recent {
+			return fmt.Errorf("entry %q out of range", k)
+		}
+		return json.Unmarshal(raw, &r[i])
+	})
+}
+
+// UnmarshalJSON reads the last allowed call (absent or null: none).
+func (a *Allowed) UnmarshalJSON(b []byte) error {
+	*a = Allowed{}
+	if string(b) == "null" || string(b) == "[]" {
+		return nil
+	}
+	type plain Allowed
+	if err := json.Unmarshal(b, (*plain)(a)); err != nil {
+		return err
+	}
+	a.Set = true
+	return nil
+}
+
+// Num is an accumulated sum. The Valkey script keeps it as a string of 17
+// significant digits (exact for a float64), which Num also reads.
+type Num float64
+
+// UnmarshalJSON reads a number or a string holding one.
+func (n *Num) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		b = b[1 : len(b)-1]
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return err
+	}
+	*n = Num(f)
+	return nil
+}
