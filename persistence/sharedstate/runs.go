@@ -99,8 +99,10 @@ type RunLimits struct {
 	IdleTTL time.Duration
 	// MaxAge drops a run this long after its first call.
 	MaxAge time.Duration
-	// MaxRuns caps the runs a lone node keeps (the least recently used is
-	// evicted first). Valkey runs with noeviction and keeps every run.
+	// MaxRuns caps the runs a lone node keeps (at the cap a new run evicts
+	// the least recently used of a sample of its shard, which marks runs
+	// started in the idle TTL after it incomplete). Valkey runs with
+	// noeviction and keeps every run.
 	MaxRuns int
 }
 

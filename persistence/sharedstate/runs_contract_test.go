@@ -398,3 +398,43 @@ func BenchmarkMemoryRunsFootprint(b *testing.B) {
 	b.ReportMetric(bytes/float64(b.N)/runs, "bytes/run")
 	b.ReportMetric(objects/float64(b.N)/runs, "objects/run")
 }
+
+// TestMemoryRunsEvictTheLeastRecent: at the cap a new run evicts a run
+// that has not been used for longest among those it looks at, so a run in
+// use survives any number of new ones, and an old one is gone.
+func TestMemoryRunsEvictTheLeastRecent(t *testing.T) {
+	m := sharedstate.NewMemory()
+	defer m.Close()
+	// Four runs per shard: the sample covers a whole shard, so eviction is
+	// exact LRU here.
+	r := m.Runs(sharedstate.RunLimits{MaxRuns: 64 * 4})
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	seq := runstate.Fields{Run: runstate.RunMember("seq") | runstate.RunMember("known")}
+	reserve := func(run string, at int64) runstate.Obj {
+		t.Helper()
+		pre, err := r.Reserve(ctx, sharedstate.RunKey{TenantID: "t", AgentID: "a", Run: run},
+			&runstate.Attempt{AgentID: "a", At: at, Tool: "x", Action: "y"}, seq)
+		must(t, err)
+		return pre.Run
+	}
+	member := func(o runstate.Obj, key string) runstate.Doc {
+		for _, mb := range o {
+			if mb.Key == key {
+				return mb.Value
+			}
+		}
+		return nil
+	}
+	const n = 5000
+	for i := range n {
+		reserve("hot", now+int64(2*i))
+		reserve(fmt.Sprint("cold-", i), now+int64(2*i+1))
+	}
+	if got := member(reserve("hot", now+2*n), "seq"); got != int64(n+1) {
+		t.Errorf("the run in use was evicted: seq %v, want %d", got, n+1)
+	}
+	if got := member(reserve("cold-0", now+2*n+1), "known"); got != false {
+		t.Errorf("the least recent run was kept among %d new ones (known = %v)", n, got)
+	}
+}

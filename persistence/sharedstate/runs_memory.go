@@ -236,25 +236,32 @@ func (r *memRuns) insert(sh *runShard, key string, st *runstate.Run, now int64) 
 	sh.m[key] = st
 }
 
-// trim makes room for one more entry in m, which holds at most limit:
-// first it drops the expired entries, then the least recent one, and it
-// reports whether it dropped one that was still live.
+// evictSample is how many entries trim looks at to choose the one to
+// evict, as Redis approximates LRU: the least recent of a sample costs the
+// same at any size, where a scan of the shard cost ~10 µs per new run at
+// the cap.
+const evictSample = 8
+
+// trim makes room for one more entry in m, which holds at most limit: it
+// looks at up to evictSample entries (Go starts a map's iteration at a
+// random place), drops the first expired one it meets or else the least
+// recent, and reports whether it dropped one that was still live. The
+// periodic sweep drops the other expired entries.
 func trim[V any](m map[string]V, limit int, expired func(V) bool, recency func(V) int64) bool {
 	if len(m) < limit {
 		return false
 	}
+	oldest, at, n := "", int64(0), 0
 	for k, v := range m {
 		if expired(v) {
 			delete(m, k)
+			return false
 		}
-	}
-	if len(m) < limit {
-		return false
-	}
-	oldest, at := "", int64(0)
-	for k, v := range m {
 		if oldest == "" || recency(v) < at {
 			oldest, at = k, recency(v)
+		}
+		if n++; n == evictSample {
+			break
 		}
 	}
 	delete(m, oldest)
