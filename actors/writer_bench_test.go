@@ -232,7 +232,7 @@ func BenchmarkAuthorizeInProcess(b *testing.B) {
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			f := newBenchFixture(b, 16)
-			auth := newBenchAuthorizer(b, f)
+			auth := newBenchAuthorizer(b, f, nil)
 			ctx := context.Background()
 			call := func(ag persistence.Agent) {
 				out := auth.Authorize(ctx, &messages.Authorize{TenantID: f.tenantID, AgentID: ag.ID, AgentName: ag.Name,
@@ -263,12 +263,21 @@ func BenchmarkAuthorizeInProcess(b *testing.B) {
 	}
 }
 
-func newBenchAuthorizer(b *testing.B, f *benchFixture) *actors.Authorizer {
+// newBenchAuthorizer is an authorizer on f's store with a lone node's run
+// state, and mods as the tenant's policies.
+func newBenchAuthorizer(b *testing.B, f *benchFixture, mods []policy.Module) *actors.Authorizer {
 	b.Helper()
 	log := hclog.NewNullLogger()
 	engine, err := policy.NewEngine(policy.Options{})
 	if err != nil {
 		b.Fatal(err)
+	}
+	for _, m := range mods {
+		now := time.Now().UTC()
+		if _, err := f.store.CreatePolicy(context.Background(), persistence.Policy{TenantID: f.tenantID, Name: m.Name, Rego: m.Rego,
+			Enabled: true, CreatedAt: now, UpdatedAt: now}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	if err := f.store.PutRiskEscalation(context.Background(), f.tenantID, 10000, 1); err != nil {
 		b.Fatal(err)
@@ -284,8 +293,11 @@ func newBenchAuthorizer(b *testing.B, f *benchFixture) *actors.Authorizer {
 	shared := sharedstate.NewMemory()
 	auth, err := actors.NewAuthorizer(sys, f.store, shared, engine, writer, bus, func(messages.Heartbeat) {},
 		actors.AuthorizerOptions{RateCapacity: 1e9, RateRefill: 1e9, ReplayWindow: 5 * time.Minute, SkillCacheCapacity: 1024,
-			RiskWeightsTTL: time.Minute, CommitTimeout: 30 * time.Second}, log)
+			RiskWeightsTTL: time.Minute, CommitTimeout: 30 * time.Second, Runs: shared.Runs(sharedstate.RunLimits{})}, log)
 	if err != nil {
+		b.Fatal(err)
+	}
+	if err := auth.SeedRuns(context.Background()); err != nil { // as a node does before serving
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {

@@ -107,6 +107,9 @@ func loadBase(path string, caps *ast.Capabilities) (*baseSet, error) {
 		}
 		name, inNS := policyName(m)
 		switch {
+		case m.Package.Path.HasPrefix(collectPackage):
+			return nil, &ModuleError{Module: file, Errors: []CompileError{packageError(m,
+				"the package "+strings.TrimPrefix(collectPackage.String(), "data.")+" is reserved")}}
 		case !inNS: // a helper library outside svc.policies: allowed
 		case !validName(name):
 			return nil, &ModuleError{Module: file, Errors: []CompileError{packageError(m,
