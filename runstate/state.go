@@ -83,14 +83,13 @@ type Settlement struct {
 }
 
 // The state is laid out for a store that keeps tens of thousands of runs in
-// its heap: fixed arrays and short slices instead of maps of pointers, the
-// windows (pointer-free) last in each struct, so that a run is a handful of
-// allocations the garbage collector scans only the first part of. The JSON
-// tags are the Valkey script's state (wire.go decodes its maps into these).
+// its heap: short slices that grow with what a run has done, instead of
+// maps of pointers, so that a short run is a few small allocations, mostly
+// without pointers for the garbage collector to follow. The JSON tags are
+// the Valkey script's state (wire.go decodes its maps into these).
 
 // Slot is one bucket of a window. I is the bucket's index (time / width);
-// a slot whose index is older than the window counts nothing (the zero
-// slot, index 0, is an empty one).
+// a slot whose index is older than the window counts nothing.
 type Slot struct {
 	I int64 `json:"i"`
 	C int64 `json:"c"` // calls
@@ -103,12 +102,9 @@ type Slot struct {
 	Lv int   `json:"lv"` // the worst level of the bucket's calls
 }
 
-// Window60 and Window1h are the two windows' slots, by bucket index modulo
-// their length.
-type (
-	Window60 [Slots60]Slot
-	Window1h [Slots1h]Slot
-)
+// Window is a window's slots: at most one per bucket index modulo the
+// window's slot count (the script's key), in no order.
+type Window []Slot
 
 // Tool counts one (tool, action) pair of a run.
 type Tool struct {
@@ -128,11 +124,11 @@ type Source struct {
 	Via string `json:"v"`
 	Seq int64  `json:"s"`
 	At  int64  `json:"at"`
-	Set bool   `json:"-"` // the level has a source
+	Lv  int    `json:"-"` // the level (the script's key)
 }
 
-// Sources are a run's sources by level (index level-1).
-type Sources [LevelMalicious]Source
+// Sources are a run's sources, at most one per level, in no order.
+type Sources []Source
 
 // Entry is one of a run's latest calls; Seq 0 is an empty entry.
 type Entry struct {
@@ -145,8 +141,9 @@ type Entry struct {
 	At  int64  `json:"at"`
 }
 
-// Ring is a run's latest calls, by seq modulo [Recent].
-type Ring [Recent]Entry
+// Ring is a run's latest calls: at most one per seq modulo [Recent] (the
+// script's key), in no order.
+type Ring []Entry
 
 // Decisions counts a run's settled decisions.
 type Decisions struct {
@@ -193,18 +190,18 @@ type Run struct {
 	Level     int       `json:"lv"`
 	Inherited int       `json:"ih"`
 	Truncated int       `json:"tr"`
-	W60       Window60  `json:"w6"`
-	W1h       Window1h  `json:"wh"`
+	W60       Window    `json:"w6"`
+	W1h       Window    `json:"wh"`
 }
 
-// Agent is one agent's state across its runs (no pointers at all).
+// Agent is one agent's state across its runs.
 type Agent struct {
-	Created int64    `json:"cr"`
-	Lost    int      `json:"ls"`
-	Consec  int64    `json:"cd"`
-	Deny    int64    `json:"dy"` // the last deny, ms
-	W60     Window60 `json:"w6"`
-	W1h     Window1h `json:"wh"`
+	W60     Window `json:"w6"`
+	W1h     Window `json:"wh"`
+	Created int64  `json:"cr"`
+	Lost    int    `json:"ls"`
+	Consec  int64  `json:"cd"`
+	Deny    int64  `json:"dy"` // the last deny, ms
 }
 
 // ToolKey keys a (tool, action) pair so that no separator inside a name
@@ -275,10 +272,10 @@ func (r *Run) Apply(a *Attempt) (dup bool) {
 	} else {
 		r.Truncated = 1
 	}
-	bump(r.W60[:], Width60, a.At, Slot{C: 1, M: int64(mut), D: int64(destr)})
-	bump(r.W1h[:], Width1h, a.At, Slot{C: 1, M: int64(mut), D: int64(destr)})
+	r.W60.bump(Width60, Slots60, a.At, Slot{C: 1, M: int64(mut), D: int64(destr)})
+	r.W1h.bump(Width1h, Slots1h, a.At, Slot{C: 1, M: int64(mut), D: int64(destr)})
 	r.applySums(a.Sums)
-	r.Recent[seq%Recent] = Entry{Seq: seq, T: a.Tool, A: a.Action, M: mut, Lv: a.Level, At: a.At}
+	r.Recent.put(Entry{Seq: seq, T: a.Tool, A: a.Action, M: mut, Lv: a.Level, At: a.At})
 	if a.ID != "" {
 		// The oldest id goes first: seqs only grow, so it is the one at the
 		// ring's next position.
@@ -360,9 +357,9 @@ func (r *Run) taint(level int, src Source) {
 	if level > r.Level {
 		r.Level = level
 	}
-	if s := &r.Sources[level-1]; !s.Set {
-		src.Set = true
-		*s = src
+	if !slices.ContainsFunc(r.Sources, func(s Source) bool { return s.Lv == level }) {
+		src.Lv = level
+		r.Sources = append(r.Sources, src)
 	}
 }
 
@@ -404,8 +401,10 @@ func (r *Run) Settle(s *Settlement) {
 			r.Allowed = Allowed{T: s.Tool, A: s.Action, At: s.At, Set: true}
 		}
 	}
-	if e := &r.Recent[s.Seq%Recent]; e.Seq == s.Seq && s.Seq > 0 {
-		e.D = s.Decision
+	for i := range r.Recent {
+		if e := &r.Recent[i]; e.Seq == s.Seq {
+			e.D = s.Decision
+		}
 	}
 }
 
@@ -418,8 +417,8 @@ func (g *Agent) Apply(a *Attempt, freshRun bool) {
 	if freshRun && !a.NoRunID {
 		d.Rs = 1
 	}
-	bump(g.W60[:], Width60, a.At, d)
-	bump(g.W1h[:], Width1h, a.At, d)
+	g.W60.bump(Width60, Slots60, a.At, d)
+	g.W1h.bump(Width1h, Slots1h, a.At, d)
 }
 
 // Settle records a committed decision at the agent.
@@ -430,8 +429,8 @@ func (g *Agent) Settle(s *Settlement) {
 	}
 	g.Consec++
 	g.Deny = s.At
-	bump(g.W60[:], Width60, s.At, Slot{Dn: 1})
-	bump(g.W1h[:], Width1h, s.At, Slot{Dn: 1})
+	g.W60.bump(Width60, Slots60, s.At, Slot{Dn: 1})
+	g.W1h.bump(Width1h, Slots1h, s.At, Slot{Dn: 1})
 }
 
 // Last is the end of the agent's latest 1 h bucket (or its creation), in
@@ -442,43 +441,6 @@ func (g *Agent) Last() int64 {
 		last = max(last, s.I*Width1h+Width1h)
 	}
 	return last
-}
-
-// bump adds d to the bucket of at, resetting a slot that held an older
-// bucket.
-func bump(slots []Slot, width, at int64, d Slot) {
-	idx := at / width
-	s := &slots[idx%int64(len(slots))]
-	// A slot holding an older bucket starts afresh. One holding a later
-	// bucket (a skewed clock on another node) keeps it, and the call counts
-	// there rather than being lost.
-	if s.I < idx {
-		*s = Slot{I: idx}
-	}
-	s.add(d)
-}
-
-// add adds d's counts to s and keeps the worse level.
-func (s *Slot) add(d Slot) {
-	s.C += d.C
-	s.M += d.M
-	s.D += d.D
-	s.Dn += d.Dn
-	s.Rs += d.Rs
-	s.Nr += d.Nr
-	s.Lv = max(s.Lv, d.Lv)
-}
-
-// window sums the slots of the window that ends at now.
-func window(slots []Slot, width, now int64) Slot {
-	var sum Slot
-	oldest := now/width - int64(len(slots)-1)
-	for _, s := range slots {
-		if s.I >= oldest { // an empty slot (index 0) adds nothing
-			sum.add(s)
-		}
-	}
-	return sum
 }
 
 func b2i(b bool) int {

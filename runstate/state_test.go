@@ -209,3 +209,30 @@ func TestCanonical(t *testing.T) {
 		t.Fatalf("hash %q", c.Hash)
 	}
 }
+
+// TestEachMemberAlone: a mask of one member builds that member and no
+// other, for every member of both documents.
+func TestEachMemberAlone(t *testing.T) {
+	r, g := &Run{}, &Agent{}
+	a := &Attempt{AgentID: "a", At: 1_000_000, Tool: "web", Action: "fetch", Level: LevelUntrusted, Via: "source_trust",
+		Labels: []string{"egress"}, Sums: map[string]float64{"web/fetch.n": 2}, ParentID: "parent", ParentLevel: 2}
+	g.Apply(a, true)
+	r.Apply(a)
+	r.Settle(&Settlement{Seq: 1, Tool: "web", Action: "fetch", Decision: "allow", At: a.At})
+	g.Settle(&Settlement{Seq: 1, Tool: "web", Action: "fetch", Decision: "deny", At: a.At})
+	for _, name := range runMembers {
+		doc := RunDoc(r, "run-1", a.At+5000, RunMember(name))
+		if len(doc) != 1 || doc[0].Key != name {
+			t.Errorf("run member %s alone: %v", name, doc)
+		}
+	}
+	for _, name := range agentMembers {
+		doc := AgentDoc(g, a.At+5000, AgentMember(name))
+		if len(doc) != 1 || doc[0].Key != name {
+			t.Errorf("agent member %s alone: %v", name, doc)
+		}
+	}
+	if got := len(RunDoc(r, "run-1", a.At+5000, AllFields.Run)); got != len(runMembers) {
+		t.Errorf("all members: %d, want %d", got, len(runMembers))
+	}
+}

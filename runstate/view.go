@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf16"
@@ -196,67 +197,93 @@ func memberBit(names []string, name string) uint32 {
 // Any reports whether f reads anything.
 func (f Fields) Any() bool { return f.Run|f.Agent != 0 }
 
+// The bits of input.run's members, in the order of runMembers.
+const (
+	runID uint32 = 1 << iota
+	runKnown
+	runComplete
+	runTruncated
+	runSeq
+	runTotals
+	runDecisions
+	runTrust
+	runLabels
+	runTools
+	runDistinctTools
+	runWindow
+	runSums
+	runRecent
+	runParentID
+	runOwner
+	runAgents
+	runAge
+	runIdle
+	runLastAllowed
+)
+
 // RunDoc builds the members of input.run that mask selects ([Fields.Run])
 // from r, the state before this call. runID is the call's trace.run_id (""
-// for the ambient run); now is the call's time in Unix ms. seq is this
-// call's ordinal in the run.
-func RunDoc(r *Run, runID string, now int64, mask uint32) Obj {
-	o := make(Obj, 0, 8)
-	add := func(name string, build func() Doc) {
-		if mask&RunMember(name) != 0 {
-			if v := build(); v != nil {
-				o = append(o, Member{name, v})
-			}
+// for the ambient run); now is the call's time in Unix ms.
+func RunDoc(r *Run, id string, now int64, mask uint32) Obj {
+	o := make(Obj, 0, bits.OnesCount32(mask))
+	add := func(bit uint32, name string, v Doc) {
+		if mask&bit != 0 && v != nil {
+			o = append(o, Member{name, v})
 		}
 	}
 	known := r.Known()
-	add("id", func() Doc {
-		if runID == "" {
-			return Null{}
+	if mask&runID != 0 {
+		if id == "" {
+			add(runID, "id", Null{})
+		} else {
+			add(runID, "id", id)
 		}
-		return runID
-	})
-	add("known", func() Doc { return known })
-	add("complete", func() Doc { return r.Lost == 0 })
-	add("truncated", func() Doc { return r.Truncated != 0 })
-	add("seq", func() Doc { return r.Seq + 1 })
-	add("totals", func() Doc {
-		return Obj{{"calls", r.Seq}, {"destructive", r.Destr}, {"egress", r.Egress}, {"mutating", r.Mut}}
-	})
-	add("decisions", func() Doc { return decisionsDoc(&r.Dec) })
-	add("trust", func() Doc { return trustDoc(r, now) })
-	add("labels", func() Doc { return labelsDoc(r.Labels) })
-	add("tools", func() Doc { return toolsDoc(r.Tools, now) })
-	add("distinct_tools", func() Doc { return int64(len(r.Tools)) })
-	add("window", func() Doc {
-		return Obj{
-			{"w1h", windowDoc(window(r.W1h[:], Width1h, now), false)},
-			{"w60s", windowDoc(window(r.W60[:], Width60, now), false)},
-		}
-	})
-	add("sums", func() Doc { return sumsDoc(r.Sums) })
-	add("recent", func() Doc { return recentDoc(&r.Recent, now) })
-	add("parent_id", func() Doc { return orNil(r.Parent != "", r.Parent) })
-	add("owner_agent_id", func() Doc { return orNil(known, r.Owner) })
-	add("agents", func() Doc { return orNil(known, int64(len(r.Agents))) })
-	add("age_s", func() Doc { return orNil(known, secs(now, r.Created)) })
-	add("idle_s", func() Doc { return orNil(known, secs(now, r.Last)) })
-	add("last_allowed", func() Doc {
-		a := &r.Allowed
-		if !a.Set {
-			return nil
-		}
-		return Obj{{"action", a.A}, {"key", a.T + "/" + a.A}, {"since_s", secs(now, a.At)}, {"tool", a.T}}
-	})
-	return o.Sorted()
-}
-
-// orNil is v when ok, else nil (the member is left out).
-func orNil(ok bool, v Doc) Doc {
-	if ok {
-		return v
 	}
-	return nil
+	add(runKnown, "known", known)
+	add(runComplete, "complete", r.Lost == 0)
+	add(runTruncated, "truncated", r.Truncated != 0)
+	add(runSeq, "seq", r.Seq+1)
+	if mask&runTotals != 0 {
+		add(runTotals, "totals", Obj{{"calls", r.Seq}, {"destructive", r.Destr}, {"egress", r.Egress}, {"mutating", r.Mut}})
+	}
+	if mask&runDecisions != 0 {
+		add(runDecisions, "decisions", decisionsDoc(&r.Dec))
+	}
+	if mask&runTrust != 0 {
+		add(runTrust, "trust", trustDoc(r, now))
+	}
+	if mask&runLabels != 0 {
+		add(runLabels, "labels", labelsDoc(r.Labels))
+	}
+	if mask&runTools != 0 {
+		add(runTools, "tools", toolsDoc(r.Tools, now))
+	}
+	add(runDistinctTools, "distinct_tools", int64(len(r.Tools)))
+	if mask&runWindow != 0 {
+		add(runWindow, "window", Obj{
+			{"w1h", windowDoc(window(r.W1h, Width1h, Slots1h, now), false)},
+			{"w60s", windowDoc(window(r.W60, Width60, Slots60, now), false)},
+		})
+	}
+	if mask&runSums != 0 {
+		add(runSums, "sums", sumsDoc(r.Sums))
+	}
+	if mask&runRecent != 0 {
+		add(runRecent, "recent", recentDoc(r.Recent, now))
+	}
+	if r.Parent != "" {
+		add(runParentID, "parent_id", r.Parent)
+	}
+	if known {
+		add(runOwner, "owner_agent_id", r.Owner)
+		add(runAgents, "agents", int64(len(r.Agents)))
+		add(runAge, "age_s", secs(now, r.Created))
+		add(runIdle, "idle_s", secs(now, r.Last))
+	}
+	if a := &r.Allowed; a.Set && mask&runLastAllowed != 0 {
+		add(runLastAllowed, "last_allowed", Obj{{"action", a.A}, {"key", a.T + "/" + a.A}, {"since_s", secs(now, a.At)}, {"tool", a.T}})
+	}
+	return o.Sorted()
 }
 
 func decisionsDoc(d *Decisions) Obj {
@@ -279,10 +306,11 @@ func trustDoc(r *Run, now int64) Obj {
 	var first *Source
 	srcs := make(Arr, 0, 2)
 	for lv := LevelMalicious; lv >= 1; lv-- {
-		s := &r.Sources[lv-1]
-		if !s.Set {
+		i := slices.IndexFunc(r.Sources, func(s Source) bool { return s.Lv == lv })
+		if i < 0 {
 			continue
 		}
+		s := &r.Sources[i]
 		e := Obj{{"level", LevelName(lv)}, {"seq", s.Seq}, {"via", s.Via}}
 		if s.T != "" {
 			e = append(e, Member{"tool", s.T}, Member{"action", s.A})
@@ -349,12 +377,10 @@ func sumsDoc(sums SumSet) Obj {
 	return o.Sorted()
 }
 
-func recentDoc(recent *Ring, now int64) Arr {
-	entries := make([]*Entry, 0, Recent)
+func recentDoc(recent Ring, now int64) Arr {
+	entries := make([]*Entry, len(recent))
 	for i := range recent {
-		if e := &recent[i]; e.Seq > 0 {
-			entries = append(entries, e)
-		}
+		entries[i] = &recent[i]
 	}
 	slices.SortFunc(entries, func(a, b *Entry) int { return int(b.Seq - a.Seq) })
 	a := make(Arr, len(entries))
@@ -385,9 +411,9 @@ func AgentDoc(g *Agent, now int64, mask uint32) Obj {
 		o = append(o, Member{"consecutive_denies", g.Consec})
 	}
 	if want("window") || want("trust") {
-		w1h := window(g.W1h[:], Width1h, now)
+		w1h := window(g.W1h, Width1h, Slots1h, now)
 		if want("window") {
-			o = append(o, Member{"window", Obj{{"w1h", windowDoc(w1h, true)}, {"w60s", windowDoc(window(g.W60[:], Width60, now), true)}}})
+			o = append(o, Member{"window", Obj{{"w1h", windowDoc(w1h, true)}, {"w60s", windowDoc(window(g.W60, Width60, Slots60, now), true)}}})
 		}
 		if want("trust") {
 			trust := Obj{}

@@ -130,50 +130,47 @@ func (s *SeenSet) UnmarshalJSON(b []byte) error {
 	})
 }
 
-// slots decodes the script's map "index modulo n" → slot into dst.
-func slots(b []byte, dst []Slot) error {
-	clear(dst)
-	return members(b, func(k string, raw json.RawMessage) error {
-		i, err := strconv.Atoi(k)
-		if err != nil || i < 0 || i >= len(dst) {
-			return fmt.Errorf("slot %q out of range", k)
+// UnmarshalJSON reads the script's map "bucket index modulo the slot
+// count" → slot.
+func (w *Window) UnmarshalJSON(b []byte) error {
+	*w = nil
+	return members(b, func(_ string, raw json.RawMessage) error {
+		var s Slot
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return err
 		}
-		return json.Unmarshal(raw, &dst[i])
+		*w = append(*w, s)
+		return nil
 	})
 }
 
-// UnmarshalJSON reads the script's 60 s window.
-func (w *Window60) UnmarshalJSON(b []byte) error { return slots(b, w[:]) }
-
-// UnmarshalJSON reads the script's 1 h window.
-func (w *Window1h) UnmarshalJSON(b []byte) error { return slots(b, w[:]) }
-
 // UnmarshalJSON reads the script's map level → source.
 func (s *Sources) UnmarshalJSON(b []byte) error {
-	*s = Sources{}
+	*s = nil
 	return members(b, func(k string, raw json.RawMessage) error {
 		lv, err := strconv.Atoi(k)
 		if err != nil || lv < 1 || lv > LevelMalicious {
 			return fmt.Errorf("level %q out of range", k)
 		}
-		src := &s[lv-1]
-		if err := json.Unmarshal(raw, src); err != nil {
+		src := Source{Lv: lv}
+		if err := json.Unmarshal(raw, &src); err != nil {
 			return err
 		}
-		src.Set = true
+		*s = append(*s, src)
 		return nil
 	})
 }
 
 // UnmarshalJSON reads the script's map "seq modulo Recent" → entry.
 func (r *Ring) UnmarshalJSON(b []byte) error {
-	*r = Ring{}
-	return members(b, func(k string, raw json.RawMessage) error {
-		i, err := strconv.Atoi(k)
-		if err != nil || i < 0 || i >= Recent {
-			return fmt.Errorf("entry %q out of range", k)
+	*r = nil
+	return members(b, func(_ string, raw json.RawMessage) error {
+		var e Entry
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return err
 		}
-		return json.Unmarshal(raw, &r[i])
+		*r = append(*r, e)
+		return nil
 	})
 }
 

@@ -104,7 +104,7 @@ func BenchmarkInputPassing(b *testing.B) {
 
 // benchRunModules are README's five run policies (bench/runs, which the
 // end-to-end test holds equal to README).
-func benchRunModules(b *testing.B) []Module {
+func benchRunModules(b testing.TB) []Module {
 	files, err := filepath.Glob(filepath.Join("..", "..", "bench", "runs", "*.rego"))
 	if err != nil || len(files) != 5 {
 		b.Fatalf("bench/runs: %v %v", files, err)
