@@ -188,7 +188,7 @@ func (f *factSource) reseed() {
 // Shared state that cannot be reached fails the call closed.
 func (f *factSource) runContext(ctx context.Context, m *messages.Authorize, a *runstate.Attempt, fields runstate.Fields) (*runTicket, error) {
 	k := runKey(m)
-	read := fields
+	read := fields.ForCall(a.Tool, a.Action)
 	var pre sharedstate.RunPre
 	var err error
 	if m.Request.DryRun {
@@ -216,7 +216,7 @@ func (f *factSource) runContext(ctx context.Context, m *messages.Authorize, a *r
 			r := &runstate.Run{}
 			r.Tighten(t.Level, t.UpdatedAt.UnixMilli())
 			if read.Run != 0 {
-				pre.Run = runstate.RunDoc(r, k.Run, a.At, read.Run)
+				pre.Run = runstate.RunDocOf(r, k.Run, a.At, read)
 			}
 			pre.Level = max(pre.Level, t.Level)
 		case err != nil && !errors.Is(err, persistence.ErrNotFound):
@@ -248,8 +248,12 @@ func (f *factSource) settleRun(tk *runTicket, tool, action, decision, reason str
 		return
 	}
 	s := &runstate.Settlement{Seq: tk.seq, Tool: tool, Action: action, Decision: decision, Reason: reason, At: at.UnixMilli()}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := context.Background()
+	if !sharedstate.InProcess(f.opt.Runs) { // a lone node's state needs no deadline (nor its timer)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
 	if err := f.opt.Runs.Settle(ctx, tk.key, s); err != nil {
 		f.log.Warn("run context not settled: its decision counts lag", "error", err)
 	}

@@ -133,8 +133,12 @@ func TestE2ERunPolicies(t *testing.T) {
 			if len(r) != 3 || r["sums"] == nil || rc["agent_history"] != nil {
 				t.Errorf("the run context holds more or less than the policies read: %v", rc)
 			}
-			if trust["min"] != "untrusted_external" || trust["untrusted_seen"] != true ||
-				tools["web"].(map[string]any)["fetch"].(map[string]any)["attempts"] != 1.0 || tools["email"].(map[string]any)["send"].(map[string]any)["attempts"] != 1.0 {
+			// Of tools, only the entries the policies can read: the call's
+			// own (the loop breaker) and payments/verify (verify before
+			// paying), with the two counts they read.
+			send, _ := tools["email"].(map[string]any)["send"].(map[string]any)
+			if trust["min"] != "untrusted_external" || trust["untrusted_seen"] != true || len(tools) != 1 ||
+				len(send) != 2 || send["attempts"] != 1.0 || send["allowed"] == nil {
 				t.Errorf("run context of the deny = %v", r)
 			}
 			if src := trust["sources"].([]any); len(src) == 0 || src[0].(map[string]any)["via"] != "skill.output_trust" {

@@ -165,6 +165,29 @@ func secs(now, at int64) int64 { return max(0, now-at) / 1000 }
 // reads two members pays for two. The zero Fields reads nothing.
 type Fields struct {
 	Run, Agent uint32
+	// Tools narrows input.run.tools (nil: all of it).
+	Tools *ToolSel
+	// CallTool and CallAction are the call's own (tool, action), which a
+	// ToolSel's KeyCall selects (set per call, with [Fields.ForCall]).
+	CallTool, CallAction string
+}
+
+// RunOnly is f without input.agent_history.
+func (f Fields) RunOnly() Fields {
+	f.Agent = 0
+	return f
+}
+
+// AgentOnly is f without input.run.
+func (f Fields) AgentOnly() Fields {
+	f.Run = 0
+	return f
+}
+
+// ForCall is f for a call of (tool, action).
+func (f Fields) ForCall(tool, action string) Fields {
+	f.CallTool, f.CallAction = tool, action
+	return f
 }
 
 // The members of input.run and input.agent_history, in bit order.
@@ -225,6 +248,13 @@ const (
 // from r, the state before this call. runID is the call's trace.run_id (""
 // for the ambient run); now is the call's time in Unix ms.
 func RunDoc(r *Run, id string, now int64, mask uint32) Obj {
+	return RunDocOf(r, id, now, Fields{Run: mask})
+}
+
+// RunDocOf builds the members of input.run that f selects: [Fields.Run],
+// and within tools what [Fields.Tools] reads for the call.
+func RunDocOf(r *Run, id string, now int64, f Fields) Obj {
+	mask := f.Run
 	o := make(Obj, 0, bits.OnesCount32(mask))
 	add := func(bit uint32, name string, v Doc) {
 		if mask&bit != 0 && v != nil {
@@ -256,7 +286,7 @@ func RunDoc(r *Run, id string, now int64, mask uint32) Obj {
 		add(runLabels, "labels", labelsDoc(r.Labels))
 	}
 	if mask&runTools != 0 {
-		add(runTools, "tools", toolsDoc(r.Tools, now))
+		add(runTools, "tools", toolsDoc(r.Tools, now, &f))
 	}
 	add(runDistinctTools, "distinct_tools", int64(len(r.Tools)))
 	if mask&runWindow != 0 {
@@ -340,19 +370,27 @@ func labelsDoc(labels NamedSet) Arr {
 	return a
 }
 
-// toolsDoc is {tool: {action: counts}}: the pairs sorted by tool, then
-// grouped.
-func toolsDoc(tools ToolSet, now int64) Obj {
-	sorted := make([]*Tool, len(tools))
+// toolsDoc is {tool: {action: counts}} for the entries and counts f
+// reads: the pairs sorted by tool, then grouped.
+func toolsDoc(tools ToolSet, now int64, f *Fields) Obj {
+	sorted := make([]*Tool, 0, len(tools))
 	for i := range tools {
-		sorted[i] = &tools[i]
+		if t := &tools[i]; f.Tools.selects(t, f.CallTool, f.CallAction) {
+			sorted = append(sorted, t)
+		}
 	}
 	slices.SortFunc(sorted, func(a, b *Tool) int { return compareUTF16(a.T, b.T) })
-	o := make(Obj, 0, len(tools))
+	leaves := f.Tools.leaves()
+	o := make(Obj, 0, len(sorted))
 	var actions Obj
 	for i, t := range sorted {
-		actions = append(actions, Member{t.A, Obj{{"allowed", t.OK}, {"attempts", t.N}, {"first_seq", t.F},
-			{"last_seq", t.L}, {"since_last_s", secs(now, t.At)}}})
+		counts := make(Obj, 0, bits.OnesCount8(leaves))
+		for j, v := range [...]int64{t.OK, t.N, t.F, t.L, secs(now, t.At)} { // toolLeaves' order
+			if leaves&(1<<j) != 0 {
+				counts = append(counts, Member{toolLeaves[j], v})
+			}
+		}
+		actions = append(actions, Member{t.A, counts})
 		if i == len(sorted)-1 || sorted[i+1].T != t.T {
 			o = append(o, Member{t.T, actions.Sorted()})
 			actions = nil

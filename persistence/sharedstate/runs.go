@@ -112,7 +112,7 @@ func docs(pre *RunPre, r *runstate.Run, g *runstate.Agent, runID string, now int
 		pre.Level = r.Level
 	}
 	if f.Run != 0 {
-		pre.Run = runstate.RunDoc(r, runID, now, f.Run)
+		pre.Run = runstate.RunDocOf(r, runID, now, f)
 	}
 	if f.Agent != 0 {
 		pre.Agent = runstate.AgentDoc(g, now, f.Agent)

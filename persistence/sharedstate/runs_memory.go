@@ -59,6 +59,13 @@ const sweepEvery = 1024
 
 var _ Runs = (*memRuns)(nil)
 
+// InProcess reports whether r keeps its state in this process (a lone
+// node's): its calls never wait on a network, so they need no deadline.
+func InProcess(r Runs) bool {
+	_, ok := r.(*memRuns)
+	return ok
+}
+
 // Runs returns the lone node's run state. Its start counts as a loss: a run
 // first seen within the idle TTL of it may have had calls before (a
 // restart), so its counts are marked incomplete.
@@ -121,7 +128,7 @@ func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt, f 
 	if fresh {
 		pre.Restore = r.startRun(sh, key, st, k, parentLevel, now)
 	}
-	docs(&pre, st, nil, k.Run, now, runstate.Fields{Run: f.Run})
+	docs(&pre, st, nil, k.Run, now, f.RunOnly())
 	at := *a
 	at.ParentID, at.ParentLevel = k.Parent, parentLevel
 	pre.Dup = st.Apply(&at)
@@ -135,7 +142,7 @@ func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt, f 
 	ash := &r.agents[r.shard(k.agentKey())]
 	ash.mu.Lock()
 	g := r.agent(ash, k, now, true)
-	docs(&pre, nil, g, k.Run, now, runstate.Fields{Agent: f.Agent})
+	docs(&pre, nil, g, k.Run, now, f.AgentOnly())
 	if !pre.Dup {
 		g.Apply(a, fresh)
 	}
@@ -307,12 +314,12 @@ func (r *memRuns) Peek(ctx context.Context, k RunKey, now int64, f runstate.Fiel
 		st = &runstate.Run{}
 		pre.Restore = r.startRun(sh, key, st, k, parentLevel, now)
 	}
-	docs(&pre, st, nil, k.Run, now, runstate.Fields{Run: f.Run})
+	docs(&pre, st, nil, k.Run, now, f.RunOnly())
 	pre.Seq = st.Seq + 1
 	sh.mu.Unlock()
 	ash := &r.agents[r.shard(k.agentKey())]
 	ash.mu.Lock()
-	docs(&pre, nil, r.agent(ash, k, now, false), k.Run, now, runstate.Fields{Agent: f.Agent})
+	docs(&pre, nil, r.agent(ash, k, now, false), k.Run, now, f.AgentOnly())
 	ash.mu.Unlock()
 	return pre, nil
 }

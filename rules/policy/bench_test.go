@@ -156,7 +156,9 @@ func BenchmarkEvaluateRunPolicies(b *testing.B) {
 	now := int64(1_800_000_020_000)
 	b.ReportAllocs()
 	for b.Loop() {
-		in.Run = runstate.RunDoc(r, "run-1", now, fields.Run) // README's five read no agent history
+		// What the agent actor builds: README's five read no agent history,
+		// and of tools only the call's entry and payments/verify.
+		in.Run = runstate.RunDocOf(r, "run-1", now, fields.ForCall(in.ToolCall.Tool, in.ToolCall.Action))
 		res, err := e.Evaluate(ctx, "tenant-a", in)
 		if err != nil || res.Decision != DecisionAllow {
 			b.Fatalf("%+v %v", res, err)

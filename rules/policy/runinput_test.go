@@ -2,6 +2,8 @@ package policy
 
 import (
 	"context"
+	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"svc/runstate"
@@ -29,6 +31,28 @@ func TestUsesRun(t *testing.T) {
 		{"nested", `results contains {"decision": "deny"} if input.tool_call.parameters[input.run.id]`, runstate.Fields{Run: runstate.RunMember("id")}},
 		{"with", `results contains {"decision": "deny"} if { data.svc.policies.with.x with input as {} }
 x if true`, all},
+		{"loop_breaker", `results contains {"decision": "deny"} if input.run.tools[input.tool_call.tool][input.tool_call.action].attempts >= 5`,
+			runstate.Fields{Run: runstate.RunMember("tools"), Tools: sel(leaf("attempts"), pat(callKey, callKey))}},
+		{"constants", `results contains {"decision": "deny"} if input.run.tools.payments.verify.allowed > 0`,
+			runstate.Fields{Run: runstate.RunMember("tools"), Tools: sel(leaf("allowed"), pat(name("payments"), name("verify")))}},
+		{"bound_vars", `results contains {"decision": "deny"} if { t := input.tool_call.tool; a := input.tool_call.action; input.run.tools[t][a].first_seq > 1 }`,
+			runstate.Fields{Run: runstate.RunMember("tools"), Tools: sel(leaf("first_seq"), pat(callKey, callKey))}},
+		{"whole_entry", `results contains {"decision": "deny"} if { e := input.run.tools.web[input.tool_call.action]; e.attempts > 1 }`,
+			runstate.Fields{Run: runstate.RunMember("tools"), Tools: sel(runstate.AllLeaves, pat(name("web"), callKey))}},
+		{"a_tools_actions", `results contains {"decision": "deny"} if count(input.run.tools[input.tool_call.tool]) > 1`,
+			runstate.Fields{Run: runstate.RunMember("tools"), Tools: sel(runstate.AllLeaves, pat(callKey, anyKey))}},
+		{"iterated", `results contains {"decision": "deny"} if { some t, a; input.run.tools[t][a].attempts > 1 }`,
+			runstate.Fields{Run: runstate.RunMember("tools"), Tools: sel(leaf("attempts"), pat(anyKey, anyKey))}},
+		{"swapped", `results contains {"decision": "deny"} if { t := input.tool_call.action; input.run.tools[t].x.attempts > 1 }`,
+			runstate.Fields{Run: runstate.RunMember("tools"), Tools: sel(leaf("attempts"), pat(anyKey, name("x")))}},
+		{"bound_in_else_only", `p if { input.run.tools[t][a].attempts > 1 } else if { t = input.tool_call.tool; a = input.tool_call.action }
+results contains {"decision": "deny"} if p`,
+			runstate.Fields{Run: runstate.RunMember("tools"), Tools: sel(leaf("attempts"), pat(anyKey, anyKey))}},
+		{"comprehension_sees_outer", `results contains {"decision": "deny"} if { t := input.tool_call.tool; n := [x | x := input.run.tools[t][_].attempts]; count(n) > 0 }`,
+			runstate.Fields{Run: runstate.RunMember("tools"), Tools: sel(leaf("attempts"), pat(callKey, anyKey))}},
+		{"with_a_call", `results contains {"decision": "deny"} if { data.svc.policies.with_a_call.p with input.tool_call.tool as "x" }
+p if input.run.tools[input.tool_call.tool].y.attempts > 1`, runstate.Fields{Run: runstate.RunMember("tools")}},
+		{"whole_tools", `results contains {"decision": "deny"} if count(input.run.tools) > 1`, runstate.Fields{Run: runstate.RunMember("tools")}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tenant := "t-" + c.name
@@ -36,7 +60,7 @@ x if true`, all},
 			if err := e.SetTenantPolicies(tenant, "1", []Module{{Name: c.name, Rego: src}}); err != nil {
 				t.Fatal(err)
 			}
-			if got := e.RunFields(tenant); got != c.want {
+			if got := e.RunFields(tenant); got.Run != c.want.Run || got.Agent != c.want.Agent || !reflect.DeepEqual(got.Tools, c.want.Tools) {
 				t.Fatalf("RunFields = %+v, want %+v", got, c.want)
 			}
 		})
@@ -83,5 +107,90 @@ results contains {"decision": "require_approval", "reason": "tainted"} if {
 	r.Apply(&runstate.Attempt{AgentID: "agent-1", At: at, Tool: "web", Action: "fetch", Level: runstate.LevelUntrusted})
 	if res := decide(); res.Decision != "require_approval" || res.Reason != "tainted" {
 		t.Fatalf("after untrusted content: %s (%s)", res.Decision, res.Reason)
+	}
+}
+
+// Helpers for the expected tools selections of TestUsesRun.
+var (
+	callKey = runstate.Key{Kind: runstate.KeyCall}
+	anyKey  = runstate.Key{}
+)
+
+func name(n string) runstate.Key { return runstate.Key{Kind: runstate.KeyName, Name: n} }
+
+func pat(tool, action runstate.Key) runstate.ToolPattern {
+	return runstate.ToolPattern{Tool: tool, Action: action}
+}
+
+func leaf(n string) uint8 { return runstate.ToolLeaf(n) }
+
+func sel(leaves uint8, ps ...runstate.ToolPattern) *runstate.ToolSel {
+	return &runstate.ToolSel{Patterns: ps, Leaves: leaves}
+}
+
+// TestNarrowedToolsDecideAlike evaluates policies that read input.run.tools
+// in several ways over random runs and calls, once with the document the
+// engine narrows to what they read (as the agent actor builds it) and once
+// with the whole document: the decisions must be the same.
+func TestNarrowedToolsDecideAlike(t *testing.T) {
+	e := newTestEngine(t, Options{})
+	mods := append(benchRunModules(t), Module{Name: "shapes", Rego: `package svc.policies.shapes
+
+results contains {"decision": "deny", "reason": "bound"} if {
+	t := input.tool_call.tool
+	a := input.tool_call.action
+	input.run.tools[t][a].first_seq > 2
+}
+
+results contains {"decision": "require_approval", "reason": "many_actions"} if count(input.run.tools[input.tool_call.tool]) > 2
+
+results contains {"decision": "deny", "reason": "web_entry"} if {
+	e := input.run.tools.web[input.tool_call.action]
+	e.attempts > e.allowed + 1
+}
+
+results contains {"decision": "redact", "reason": "comprehension", "redact_fields": ["x"]} if {
+	t := input.tool_call.tool
+	n := [x | x := input.run.tools[t][_].since_last_s]
+	count(n) > 1
+}
+`})
+	if err := e.SetTenantPolicies("tenant-a", "v1", mods); err != nil {
+		t.Fatal(err)
+	}
+	fields := e.RunFields("tenant-a")
+	if fields.Tools == nil || len(fields.Tools.Patterns) == 0 {
+		t.Fatalf("the tools read were not narrowed: %+v", fields.Tools)
+	}
+	rng := rand.New(rand.NewPCG(7, 11))
+	tools, actions := []string{"payments", "web", "crm"}, []string{"pay", "verify", "fetch"}
+	decisions := map[string]int{}
+	for i := range 400 {
+		r := &runstate.Run{}
+		at := int64(1_000_000)
+		for range rng.IntN(14) {
+			at += int64(rng.IntN(5000))
+			a := &runstate.Attempt{AgentID: "a", At: at, Tool: tools[rng.IntN(3)], Action: actions[rng.IntN(3)]}
+			r.Apply(a)
+			if rng.IntN(2) == 0 {
+				r.Settle(&runstate.Settlement{Seq: r.Seq, Tool: a.Tool, Action: a.Action, Decision: "allow", At: at})
+			}
+		}
+		in := call(func(in *Input) {
+			in.ToolCall.Tool, in.ToolCall.Action = tools[rng.IntN(3)], actions[rng.IntN(3)]
+			in.ToolCall.Parameters = map[string]any{"amount": float64(rng.IntN(2000))}
+		})
+		now := at + 1000
+		in.Run = runstate.RunDocOf(r, "run", now, fields.ForCall(in.ToolCall.Tool, in.ToolCall.Action))
+		narrow := evaluate(t, e, "tenant-a", in)
+		in.Run = runstate.RunDoc(r, "run", now, runstate.AllFields.Run)
+		whole := evaluate(t, e, "tenant-a", in)
+		if !reflect.DeepEqual(narrow, whole) {
+			t.Fatalf("step %d: narrowed %+v, whole %+v", i, narrow, whole)
+		}
+		decisions[narrow.Decision+"/"+narrow.Reason]++
+	}
+	if len(decisions) < 5 {
+		t.Fatalf("the random runs exercise too little: %v", decisions)
 	}
 }
