@@ -133,7 +133,7 @@ type Context struct {
 // NewContext builds a Context from the two documents; a nil one (no policy
 // reads it) is left out.
 func NewContext(run, agentHistory Obj) (*Context, error) {
-	b := make([]byte, 0, 1024)
+	b := make([]byte, 0, 512)
 	b = append(b, '{')
 	var err error
 	if agentHistory != nil {
@@ -326,7 +326,8 @@ func decisionsDoc(d *Decisions) Obj {
 }
 
 func trustDoc(r *Run, now int64) Obj {
-	o := Obj{{"untrusted_seen", r.Level >= LevelUntrusted}, {"malicious_seen", r.Level >= LevelMalicious}}
+	o := make(Obj, 0, 8)
+	o = append(o, Member{"untrusted_seen", r.Level >= LevelUntrusted}, Member{"malicious_seen", r.Level >= LevelMalicious})
 	if r.Level > 0 {
 		o = append(o, Member{"min", LevelName(r.Level)}, Member{"min_rank", int64(r.Level - 1)})
 	}

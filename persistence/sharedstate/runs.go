@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"svc/runstate"
@@ -56,21 +57,35 @@ type RunKey struct {
 // named run.
 func (k RunKey) runKey() string {
 	if k.Run == "" {
-		return "run:" + lp(k.TenantID) + "~" + lp(k.AgentID)
+		return joinKey("run:", k.TenantID, '~', k.AgentID)
 	}
-	return "run:" + lp(k.TenantID) + "=" + lp(k.Run)
+	return joinKey("run:", k.TenantID, '=', k.Run)
 }
 
 func (k RunKey) parentKey() string {
 	if k.Parent == "" {
 		return ""
 	}
-	return "run:" + lp(k.TenantID) + "=" + lp(k.Parent)
+	return joinKey("run:", k.TenantID, '=', k.Parent)
 }
 
-func (k RunKey) agentKey() string { return "runagent:" + lp(k.TenantID) + ":" + lp(k.AgentID) }
+func (k RunKey) agentKey() string { return joinKey("runagent:", k.TenantID, ':', k.AgentID) }
 
-func lp(s string) string { return strconv.Itoa(len(s)) + ":" + s }
+// joinKey is prefix, a length-prefixed (its length in bytes, a colon, a),
+// sep and b length-prefixed, in one allocation.
+func joinKey(prefix, a string, sep byte, b string) string {
+	var k strings.Builder
+	k.Grow(len(prefix) + len(a) + len(b) + 24)
+	k.WriteString(prefix)
+	k.WriteString(strconv.Itoa(len(a))) // small: no allocation
+	k.WriteByte(':')
+	k.WriteString(a)
+	k.WriteByte(sep)
+	k.WriteString(strconv.Itoa(len(b)))
+	k.WriteByte(':')
+	k.WriteString(b)
+	return k.String()
+}
 
 // RunPre is what Reserve and Peek return: the documents built from the state
 // before the call (nil when the Fields select none of a document).

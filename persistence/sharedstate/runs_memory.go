@@ -139,9 +139,10 @@ func (r *memRuns) Reserve(ctx context.Context, k RunKey, a *runstate.Attempt, f 
 	r.keepFloor(sh, key, st.Level, now)
 	sh.mu.Unlock()
 
-	ash := &r.agents[r.shard(k.agentKey())]
+	akey := k.agentKey()
+	ash := &r.agents[r.shard(akey)]
 	ash.mu.Lock()
-	g := r.agent(ash, k, now, true)
+	g := r.agent(ash, akey, now, true)
 	docs(&pre, nil, g, k.Run, now, f.AgentOnly())
 	if !pre.Dup {
 		g.Apply(a, fresh)
@@ -203,8 +204,8 @@ func (r *memRuns) Seed(ctx context.Context, floors []RunFloor) error {
 // agent is the call's agent in its locked shard, new (its counts
 // incomplete when the store lost state within the idle TTL) when it has no
 // live state; keep stores a new one.
-func (r *memRuns) agent(ash *agentShard, k RunKey, now int64, keep bool) *runstate.Agent {
-	g, ok := ash.m[k.agentKey()]
+func (r *memRuns) agent(ash *agentShard, akey string, now int64, keep bool) *runstate.Agent {
+	g, ok := ash.m[akey]
 	if ok && r.agentLive(g, now) {
 		return g
 	}
@@ -213,7 +214,7 @@ func (r *memRuns) agent(ash *agentShard, k RunKey, now int64, keep bool) *runsta
 		g.Lost = 1
 	}
 	if keep {
-		ash.m[k.agentKey()] = g
+		ash.m[akey] = g
 	}
 	return g
 }
@@ -317,9 +318,10 @@ func (r *memRuns) Peek(ctx context.Context, k RunKey, now int64, f runstate.Fiel
 	docs(&pre, st, nil, k.Run, now, f.RunOnly())
 	pre.Seq = st.Seq + 1
 	sh.mu.Unlock()
-	ash := &r.agents[r.shard(k.agentKey())]
+	akey := k.agentKey()
+	ash := &r.agents[r.shard(akey)]
 	ash.mu.Lock()
-	docs(&pre, nil, r.agent(ash, k, now, false), k.Run, now, f.AgentOnly())
+	docs(&pre, nil, r.agent(ash, akey, now, false), k.Run, now, f.AgentOnly())
 	ash.mu.Unlock()
 	return pre, nil
 }
@@ -335,9 +337,10 @@ func (r *memRuns) Settle(ctx context.Context, k RunKey, s *runstate.Settlement) 
 		st.Settle(s)
 	}
 	sh.mu.Unlock()
-	ash := &r.agents[r.shard(k.agentKey())]
+	akey := k.agentKey()
+	ash := &r.agents[r.shard(akey)]
 	ash.mu.Lock()
-	if g, ok := ash.m[k.agentKey()]; ok {
+	if g, ok := ash.m[akey]; ok {
 		g.Settle(s)
 	}
 	ash.mu.Unlock()
