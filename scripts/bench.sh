@@ -289,8 +289,8 @@ PY
 }
 
 # run_runs: the cost of run context (CONTRACT §16) on SQLite, closed loop
-# c=32: every call names a run (-runs 4: a run holds at most 4 calls of one
-# class, so README's loop breaker never changes a decision and the mix's
+# c=32: every call names a run (-runs 4: a run holds 4 calls of one class
+# of one agent, so README's loop breaker never changes a decision and the mix's
 # decisions stay checked), with README's five run policies (bench/runs)
 # loaded against none, in BENCH_RUNS_PAIRS [5] alternating pairs. The
 # target: at most 10% fewer decisions per second with them loaded.

@@ -212,9 +212,27 @@ func (w *workload) pick(n int64) *request {
 	if w.runs <= 0 {
 		return req
 	}
-	// The call's run: its agent, its class and which block of runs rounds
-	// it falls in, so no run holds more than runs calls of one tool.
-	return w.inRun(req, fmt.Sprintf("%08x%06x%02x", round/int64(w.runs), agent, cls))
+	// The call's run: its agent, its class and which block of runs of the
+	// agent's calls of that class it falls in, so that a run holds runs
+	// calls of one tool (the last of each agent and class fewer).
+	return w.inRun(req, fmt.Sprintf("%08x%06x%02x", w.classCalls(agent, round, cls)/int64(w.runs), agent, cls))
+}
+
+// classCalls is how many calls of class cls agent made before its round-th
+// call: each whole pass over the schedule holds cls a fixed number of
+// times, and the pass under way the times it came up so far.
+func (w *workload) classCalls(agent, round int64, cls int) int64 {
+	seq := int64(len(w.seq))
+	var per, sofar int64
+	for j := range seq {
+		if w.seq[(agent+j)%seq] == cls {
+			per++
+			if j < round%seq {
+				sofar++
+			}
+		}
+	}
+	return round/seq*per + sofar
 }
 
 // inRun is req with its run id placeholder set to id (16 characters).
