@@ -236,3 +236,42 @@ func TestEachMemberAlone(t *testing.T) {
 		t.Errorf("all members: %d, want %d", got, len(runMembers))
 	}
 }
+
+// TestDocumentsAreSorted: every object the documents hold has its members
+// in RFC 8785 order (the builders emit them so, without sorting).
+func TestDocumentsAreSorted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	r, g := &Run{}, &Agent{}
+	at := int64(1_000_000_000)
+	for i := range 300 {
+		at += int64(rng.IntN(3000))
+		a := &Attempt{ID: fmt.Sprint(i), AgentID: fmt.Sprint("a", rng.IntN(3)), At: at, Tool: fmt.Sprint("t", rng.IntN(4)), Action: fmt.Sprint("x", rng.IntN(3)),
+			Level: rng.IntN(7), Via: "source_trust", Mutating: rng.IntN(2) == 0, Labels: []string{fmt.Sprint("l", rng.IntN(5))},
+			Sums: map[string]float64{fmt.Sprint("s", rng.IntN(3)): 1.5}, ParentID: "p", ParentLevel: 2}
+		g.Apply(a, !r.Known())
+		r.Apply(a)
+		d := []string{"allow", "deny", "redact"}[rng.IntN(3)]
+		r.Settle(&Settlement{Seq: r.Seq, Tool: a.Tool, Action: a.Action, Decision: d, Reason: "why", At: at})
+		g.Settle(&Settlement{Seq: r.Seq, Tool: a.Tool, Action: a.Action, Decision: d, At: at})
+		for _, doc := range []Obj{RunDoc(r, "run", at+500, AllFields.Run), AgentDoc(g, at+500, AllFields.Agent)} {
+			checkSorted(t, doc)
+		}
+	}
+}
+
+func checkSorted(t *testing.T, d Doc) {
+	t.Helper()
+	switch v := d.(type) {
+	case Obj:
+		for i := range v {
+			if i > 0 && compareUTF16(v[i-1].Key, v[i].Key) >= 0 {
+				t.Fatalf("members out of order: %q before %q in %v", v[i-1].Key, v[i].Key, v)
+			}
+			checkSorted(t, v[i].Value)
+		}
+	case Arr:
+		for _, e := range v {
+			checkSorted(t, e)
+		}
+	}
+}

@@ -262,6 +262,17 @@ func RunDocOf(r *Run, id string, now int64, f Fields) Obj {
 		}
 	}
 	known := r.Known()
+	// Members in RFC 8785 order (all ASCII, so byte order), so that no
+	// sort is needed.
+	if known {
+		add(runAge, "age_s", secs(now, r.Created))
+		add(runAgents, "agents", int64(len(r.Agents)))
+	}
+	add(runComplete, "complete", r.Lost == 0)
+	if mask&runDecisions != 0 {
+		add(runDecisions, "decisions", decisionsDoc(&r.Dec))
+	}
+	add(runDistinctTools, "distinct_tools", int64(len(r.Tools)))
 	if mask&runID != 0 {
 		if id == "" {
 			add(runID, "id", Null{})
@@ -269,93 +280,95 @@ func RunDocOf(r *Run, id string, now int64, f Fields) Obj {
 			add(runID, "id", id)
 		}
 	}
+	if known {
+		add(runIdle, "idle_s", secs(now, r.Last))
+	}
 	add(runKnown, "known", known)
-	add(runComplete, "complete", r.Lost == 0)
-	add(runTruncated, "truncated", r.Truncated != 0)
-	add(runSeq, "seq", r.Seq+1)
-	if mask&runTotals != 0 {
-		add(runTotals, "totals", Obj{{"calls", r.Seq}, {"destructive", r.Destr}, {"egress", r.Egress}, {"mutating", r.Mut}})
-	}
-	if mask&runDecisions != 0 {
-		add(runDecisions, "decisions", decisionsDoc(&r.Dec))
-	}
-	if mask&runTrust != 0 {
-		add(runTrust, "trust", trustDoc(r, now))
-	}
 	if mask&runLabels != 0 {
 		add(runLabels, "labels", labelsDoc(r.Labels))
+	}
+	if a := &r.Allowed; a.Set && mask&runLastAllowed != 0 {
+		add(runLastAllowed, "last_allowed", Obj{{"action", a.A}, {"key", a.T + "/" + a.A}, {"since_s", secs(now, a.At)}, {"tool", a.T}})
+	}
+	if known {
+		add(runOwner, "owner_agent_id", r.Owner)
+	}
+	if r.Parent != "" {
+		add(runParentID, "parent_id", r.Parent)
+	}
+	if mask&runRecent != 0 {
+		add(runRecent, "recent", recentDoc(r.Recent, now))
+	}
+	add(runSeq, "seq", r.Seq+1)
+	if mask&runSums != 0 {
+		add(runSums, "sums", sumsDoc(r.Sums))
 	}
 	if mask&runTools != 0 {
 		add(runTools, "tools", toolsDoc(r.Tools, now, &f))
 	}
-	add(runDistinctTools, "distinct_tools", int64(len(r.Tools)))
+	if mask&runTotals != 0 {
+		add(runTotals, "totals", Obj{{"calls", r.Seq}, {"destructive", r.Destr}, {"egress", r.Egress}, {"mutating", r.Mut}})
+	}
+	add(runTruncated, "truncated", r.Truncated != 0)
+	if mask&runTrust != 0 {
+		add(runTrust, "trust", trustDoc(r, now))
+	}
 	if mask&runWindow != 0 {
 		add(runWindow, "window", Obj{
 			{"w1h", windowDoc(window(r.W1h, Width1h, Slots1h, now), false)},
 			{"w60s", windowDoc(window(r.W60, Width60, Slots60, now), false)},
 		})
 	}
-	if mask&runSums != 0 {
-		add(runSums, "sums", sumsDoc(r.Sums))
-	}
-	if mask&runRecent != 0 {
-		add(runRecent, "recent", recentDoc(r.Recent, now))
-	}
-	if r.Parent != "" {
-		add(runParentID, "parent_id", r.Parent)
-	}
-	if known {
-		add(runOwner, "owner_agent_id", r.Owner)
-		add(runAgents, "agents", int64(len(r.Agents)))
-		add(runAge, "age_s", secs(now, r.Created))
-		add(runIdle, "idle_s", secs(now, r.Last))
-	}
-	if a := &r.Allowed; a.Set && mask&runLastAllowed != 0 {
-		add(runLastAllowed, "last_allowed", Obj{{"action", a.A}, {"key", a.T + "/" + a.A}, {"since_s", secs(now, a.At)}, {"tool", a.T}})
-	}
-	return o.Sorted()
+	return o
 }
 
 func decisionsDoc(d *Decisions) Obj {
-	o := Obj{{"allow", d.Allow}, {"consecutive_denies", d.Consec}, {"deny", d.Deny},
-		{"quarantine", d.Quarantine}, {"redact", d.Redact}, {"require_approval", d.Approval}}
+	o := make(Obj, 0, 7)
+	o = append(o, Member{"allow", d.Allow}, Member{"consecutive_denies", d.Consec}, Member{"deny", d.Deny})
 	if d.LastReason != "" {
 		o = append(o, Member{"last_deny_reason", d.LastReason})
 	}
-	return o.Sorted()
+	return append(o, Member{"quarantine", d.Quarantine}, Member{"redact", d.Redact}, Member{"require_approval", d.Approval})
 }
 
+// trustDoc is the trust member, its members in RFC 8785 order.
 func trustDoc(r *Run, now int64) Obj {
-	o := make(Obj, 0, 8)
-	o = append(o, Member{"untrusted_seen", r.Level >= LevelUntrusted}, Member{"malicious_seen", r.Level >= LevelMalicious})
-	if r.Level > 0 {
-		o = append(o, Member{"min", LevelName(r.Level)}, Member{"min_rank", int64(r.Level - 1)})
-	}
-	if r.Inherited > 0 {
-		o = append(o, Member{"inherited", LevelName(r.Inherited)})
-	}
 	var first *Source
-	srcs := make(Arr, 0, 2)
+	srcs := make(Arr, 0, len(r.Sources))
 	for lv := LevelMalicious; lv >= 1; lv-- {
 		i := slices.IndexFunc(r.Sources, func(s Source) bool { return s.Lv == lv })
 		if i < 0 {
 			continue
 		}
 		s := &r.Sources[i]
-		e := Obj{{"level", LevelName(lv)}, {"seq", s.Seq}, {"via", s.Via}}
+		e := make(Obj, 0, 5)
 		if s.T != "" {
-			e = append(e, Member{"tool", s.T}, Member{"action", s.A})
+			e = append(e, Member{"action", s.A})
 		}
-		srcs = append(srcs, e.Sorted())
+		e = append(e, Member{"level", LevelName(lv)}, Member{"seq", s.Seq})
+		if s.T != "" {
+			e = append(e, Member{"tool", s.T})
+		}
+		srcs = append(srcs, append(e, Member{"via", s.Via}))
 		if lv >= LevelUntrusted && (first == nil || s.Seq < first.Seq) {
 			first = s
 		}
 	}
-	o = append(o, Member{"sources", srcs})
+	o := make(Obj, 0, 8)
 	if first != nil {
-		o = append(o, Member{"first_untrusted_seq", first.Seq}, Member{"since_untrusted_s", secs(now, first.At)})
+		o = append(o, Member{"first_untrusted_seq", first.Seq})
 	}
-	return o.Sorted()
+	if r.Inherited > 0 {
+		o = append(o, Member{"inherited", LevelName(r.Inherited)})
+	}
+	o = append(o, Member{"malicious_seen", r.Level >= LevelMalicious})
+	if r.Level > 0 {
+		o = append(o, Member{"min", LevelName(r.Level)}, Member{"min_rank", int64(r.Level - 1)})
+	}
+	if first != nil {
+		o = append(o, Member{"since_untrusted_s", secs(now, first.At)})
+	}
+	return append(o, Member{"sources", srcs}, Member{"untrusted_seen", r.Level >= LevelUntrusted})
 }
 
 func labelsDoc(labels NamedSet) Arr {
@@ -401,11 +414,10 @@ func toolsDoc(tools ToolSet, now int64, f *Fields) Obj {
 }
 
 func windowDoc(s Slot, agent bool) Obj {
-	o := Obj{{"calls", s.C}, {"destructive", s.D}, {"mutating", s.M}}
-	if agent {
-		o = append(o, Member{"denies", s.Dn}, Member{"no_run_id", s.Nr}, Member{"runs_started", s.Rs})
+	if !agent {
+		return Obj{{"calls", s.C}, {"destructive", s.D}, {"mutating", s.M}}
 	}
-	return o.Sorted()
+	return Obj{{"calls", s.C}, {"denies", s.Dn}, {"destructive", s.D}, {"mutating", s.M}, {"no_run_id", s.Nr}, {"runs_started", s.Rs}}
 }
 
 func sumsDoc(sums SumSet) Obj {
@@ -433,7 +445,7 @@ func recentDoc(recent Ring, now int64) Arr {
 		if e.Lv > 0 {
 			o = append(o, Member{"trust", LevelName(e.Lv)})
 		}
-		a[i] = o.Sorted()
+		a[i] = o
 	}
 	return a
 }
@@ -443,17 +455,18 @@ func recentDoc(recent Ring, now int64) Arr {
 func AgentDoc(g *Agent, now int64, mask uint32) Obj {
 	o := make(Obj, 0, 5)
 	want := func(name string) bool { return mask&AgentMember(name) != 0 }
+	// Members in RFC 8785 order.
 	if want("complete") {
 		o = append(o, Member{"complete", g.Lost == 0})
 	}
 	if want("consecutive_denies") {
 		o = append(o, Member{"consecutive_denies", g.Consec})
 	}
+	if want("since_last_deny_s") && g.Deny > 0 {
+		o = append(o, Member{"since_last_deny_s", secs(now, g.Deny)})
+	}
 	if want("window") || want("trust") {
 		w1h := window(g.W1h, Width1h, Slots1h, now)
-		if want("window") {
-			o = append(o, Member{"window", Obj{{"w1h", windowDoc(w1h, true)}, {"w60s", windowDoc(window(g.W60, Width60, Slots60, now), true)}}})
-		}
 		if want("trust") {
 			trust := Obj{}
 			if w1h.Lv > 0 {
@@ -461,11 +474,11 @@ func AgentDoc(g *Agent, now int64, mask uint32) Obj {
 			}
 			o = append(o, Member{"trust", trust})
 		}
+		if want("window") {
+			o = append(o, Member{"window", Obj{{"w1h", windowDoc(w1h, true)}, {"w60s", windowDoc(window(g.W60, Width60, Slots60, now), true)}}})
+		}
 	}
-	if want("since_last_deny_s") && g.Deny > 0 {
-		o = append(o, Member{"since_last_deny_s", secs(now, g.Deny)})
-	}
-	return o.Sorted()
+	return o
 }
 
 // Names returns every fixed string the documents hold (member names, trust
