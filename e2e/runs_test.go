@@ -141,8 +141,9 @@ func TestE2ERunPolicies(t *testing.T) {
 				len(send) != 2 || send["attempts"] != 1.0 || send["allowed"] == nil {
 				t.Errorf("run context of the deny = %v", r)
 			}
-			if src := trust["sources"].([]any); len(src) == 0 || src[0].(map[string]any)["via"] != "skill.output_trust" {
-				t.Errorf("trust.sources = %v", trust["sources"])
+			// Of trust, only the two members the policies read.
+			if len(trust) != 2 {
+				t.Errorf("trust = %v, want min and untrusted_seen alone", trust)
 			}
 			raw, _ := json.Marshal(rc)
 			c, err := canonical.JCS(raw)
@@ -286,6 +287,16 @@ func TestE2ERunTaintOutlivesRestart(t *testing.T) {
 		s.Want(t, 200, "PUT", "/v2/skills/web", admin, map[string]any{"output_trust": "untrusted_external",
 			"actions": map[string]any{"fetch": map[string]any{"risk": "low"}}})
 		s.Want(t, 201, "POST", "/v2/policies", admin, map[string]any{"name": "run_tainted", "rego": policies["run_tainted"]})
+		// A policy that reads the sources too, so that the decision keeps
+		// them (a context holds what the policies read).
+		s.Want(t, 201, "POST", "/v2/policies", admin, map[string]any{"name": "restored_sources", "rego": `package svc.policies.restored_sources
+
+results contains {"decision": "deny", "reason": "restored_audit"} if {
+	input.tool_call.tool == "audit"
+	some src in input.run.trust.sources
+	src.via == "restored"
+}
+`})
 		_, tok := s.Agent(t, admin, "survivor", nil)
 		run := "restart-" + testkit.Uniq()
 		decide(t, s, admin, tok, runCall("web", "fetch", false, run, nil), "allow", "")

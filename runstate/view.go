@@ -167,6 +167,9 @@ type Fields struct {
 	Run, Agent uint32
 	// Tools narrows input.run.tools (nil: all of it).
 	Tools *ToolSel
+	// Trust narrows input.run.trust to the members it has bits of
+	// ([TrustMember]); 0 is all of them.
+	Trust uint8
 	// CallTool and CallAction are the call's own (tool, action), which a
 	// ToolSel's KeyCall selects (set per call, with [Fields.ForCall]).
 	CallTool, CallAction string
@@ -199,7 +202,7 @@ var (
 )
 
 // AllFields reads every member of both documents.
-var AllFields = Fields{Run: 1<<len(runMembers) - 1, Agent: 1<<len(agentMembers) - 1}
+var AllFields = Fields{Run: 1<<len(runMembers) - 1, Agent: 1<<len(agentMembers) - 1, Trust: AllTrust}
 
 // RunMember is the bit of an input.run member, 0 for a name that is none.
 func RunMember(name string) uint32 { return memberBit(runMembers[:], name) }
@@ -311,7 +314,7 @@ func RunDocOf(r *Run, id string, now int64, f Fields) Obj {
 	}
 	add(runTruncated, "truncated", r.Truncated != 0)
 	if mask&runTrust != 0 {
-		add(runTrust, "trust", trustDoc(r, now))
+		add(runTrust, "trust", trustDoc(r, now, f.Trust))
 	}
 	if mask&runWindow != 0 {
 		add(runWindow, "window", Obj{
@@ -331,44 +334,85 @@ func decisionsDoc(d *Decisions) Obj {
 	return append(o, Member{"quarantine", d.Quarantine}, Member{"redact", d.Redact}, Member{"require_approval", d.Approval})
 }
 
-// trustDoc is the trust member, its members in RFC 8785 order.
-func trustDoc(r *Run, now int64) Obj {
-	var first *Source
-	srcs := make(Arr, 0, len(r.Sources))
-	for lv := LevelMalicious; lv >= 1; lv-- {
-		i := slices.IndexFunc(r.Sources, func(s Source) bool { return s.Lv == lv })
-		if i < 0 {
-			continue
-		}
-		s := &r.Sources[i]
-		e := make(Obj, 0, 5)
-		if s.T != "" {
-			e = append(e, Member{"action", s.A})
-		}
-		e = append(e, Member{"level", LevelName(lv)}, Member{"seq", s.Seq})
-		if s.T != "" {
-			e = append(e, Member{"tool", s.T})
-		}
-		srcs = append(srcs, append(e, Member{"via", s.Via}))
-		if lv >= LevelUntrusted && (first == nil || s.Seq < first.Seq) {
-			first = s
+// The members of input.run.trust, in bit order (which is RFC 8785 order).
+var trustMembers = [...]string{"first_untrusted_seq", "inherited", "malicious_seen", "min", "min_rank",
+	"since_untrusted_s", "sources", "untrusted_seen"}
+
+// TrustMember is the bit of an input.run.trust member, 0 for a name that is
+// none.
+func TrustMember(name string) uint8 {
+	for i, n := range trustMembers {
+		if n == name {
+			return 1 << i
 		}
 	}
-	o := make(Obj, 0, 8)
-	if first != nil {
+	return 0
+}
+
+// AllTrust is every member of input.run.trust.
+const AllTrust = 1<<len(trustMembers) - 1
+
+// trustDoc is the trust member (of it, what mask selects; 0: all), its
+// members in RFC 8785 order.
+func trustDoc(r *Run, now int64, mask uint8) Obj {
+	if mask == 0 {
+		mask = AllTrust
+	}
+	want := func(i int) bool { return mask&(1<<i) != 0 }
+	var first *Source
+	var srcs Arr
+	if want(0) || want(5) || want(6) {
+		srcs = make(Arr, 0, len(r.Sources))
+		for lv := LevelMalicious; lv >= 1; lv-- {
+			i := slices.IndexFunc(r.Sources, func(s Source) bool { return s.Lv == lv })
+			if i < 0 {
+				continue
+			}
+			s := &r.Sources[i]
+			if want(6) {
+				e := make(Obj, 0, 5)
+				if s.T != "" {
+					e = append(e, Member{"action", s.A})
+				}
+				e = append(e, Member{"level", LevelName(lv)}, Member{"seq", s.Seq})
+				if s.T != "" {
+					e = append(e, Member{"tool", s.T})
+				}
+				srcs = append(srcs, append(e, Member{"via", s.Via}))
+			}
+			if lv >= LevelUntrusted && (first == nil || s.Seq < first.Seq) {
+				first = s
+			}
+		}
+	}
+	o := make(Obj, 0, bits.OnesCount8(mask))
+	if first != nil && want(0) {
 		o = append(o, Member{"first_untrusted_seq", first.Seq})
 	}
-	if r.Inherited > 0 {
+	if r.Inherited > 0 && want(1) {
 		o = append(o, Member{"inherited", LevelName(r.Inherited)})
 	}
-	o = append(o, Member{"malicious_seen", r.Level >= LevelMalicious})
-	if r.Level > 0 {
-		o = append(o, Member{"min", LevelName(r.Level)}, Member{"min_rank", int64(r.Level - 1)})
+	if want(2) {
+		o = append(o, Member{"malicious_seen", r.Level >= LevelMalicious})
 	}
-	if first != nil {
+	if r.Level > 0 {
+		if want(3) {
+			o = append(o, Member{"min", LevelName(r.Level)})
+		}
+		if want(4) {
+			o = append(o, Member{"min_rank", int64(r.Level - 1)})
+		}
+	}
+	if first != nil && want(5) {
 		o = append(o, Member{"since_untrusted_s", secs(now, first.At)})
 	}
-	return append(o, Member{"sources", srcs}, Member{"untrusted_seen", r.Level >= LevelUntrusted})
+	if want(6) {
+		o = append(o, Member{"sources", srcs})
+	}
+	if want(7) {
+		o = append(o, Member{"untrusted_seen", r.Level >= LevelUntrusted})
+	}
+	return o
 }
 
 func labelsDoc(labels NamedSet) Arr {

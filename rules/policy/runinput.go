@@ -31,11 +31,14 @@ func runFields(modules map[string]*ast.Module) runstate.Fields {
 	if f.Run&runstate.RunMember("tools") == 0 {
 		f.Tools = nil // nothing of tools is read: no selection to keep
 	}
+	if f.Run&runstate.RunMember("trust") == 0 {
+		f.Trust = 0
+	}
 	return f
 }
 
 func union(a, b runstate.Fields) runstate.Fields {
-	return runstate.Fields{Run: a.Run | b.Run, Agent: a.Agent | b.Agent, Tools: a.Tools.Union(b.Tools)}
+	return runstate.Fields{Run: a.Run | b.Run, Agent: a.Agent | b.Agent, Tools: a.Tools.Union(b.Tools), Trust: a.Trust | b.Trust}
 }
 
 var (
@@ -145,7 +148,7 @@ func (w *runWalker) walk(x any, b bindings) {
 
 // all reads everything.
 func (w *runWalker) all() {
-	w.f.Run, w.f.Agent, w.f.Tools = runstate.AllFields.Run, runstate.AllFields.Agent, nil
+	w.f.Run, w.f.Agent, w.f.Tools, w.f.Trust = runstate.AllFields.Run, runstate.AllFields.Agent, nil, runstate.AllTrust
 }
 
 // ref notes what a reference reads; it reports whether the walk should
@@ -177,6 +180,17 @@ func (w *runWalker) ref(v ast.Ref, b bindings) bool {
 		w.f.Run |= bits
 		if bits&runstate.RunMember("tools") != 0 {
 			w.tools(v, b)
+		}
+		if bits&runstate.RunMember("trust") != 0 {
+			// input.run.trust.<member> reads that member; anything else
+			// (input.run.trust whole, input.run.trust[k]) all of them.
+			leaf := uint8(runstate.AllTrust)
+			if len(v) >= 4 && bits == runstate.RunMember("trust") {
+				if name, ok := v[3].Value.(ast.String); ok {
+					leaf = runstate.TrustMember(string(name))
+				}
+			}
+			w.f.Trust |= leaf
 		}
 	case "agent_history":
 		w.f.Agent |= member(runstate.AllFields.Agent, runstate.AgentMember)

@@ -22,10 +22,14 @@ func TestUsesRun(t *testing.T) {
 		{"plain", `results contains {"decision": "deny"} if input.tool_call.tool == "x"`, runstate.Fields{}},
 		{"run", `results contains {"decision": "deny"} if input.run.totals.calls > 3`, runstate.Fields{Run: runstate.RunMember("totals")}},
 		{"two", `results contains {"decision": "deny"} if { input.run.totals.calls > 3; input.run.trust.min == "unknown" }`,
-			runstate.Fields{Run: runstate.RunMember("totals") | runstate.RunMember("trust")}},
+			runstate.Fields{Run: runstate.RunMember("totals") | runstate.RunMember("trust"), Trust: runstate.TrustMember("min")}},
+		{"trust_members", `results contains {"decision": "deny"} if { input.run.trust.untrusted_seen; count(input.run.trust.sources) > 1 }`,
+			runstate.Fields{Run: runstate.RunMember("trust"), Trust: runstate.TrustMember("untrusted_seen") | runstate.TrustMember("sources")}},
+		{"trust_whole", `results contains {"decision": "deny"} if { t := input.run.trust; t.min == "unknown" }`,
+			runstate.Fields{Run: runstate.RunMember("trust"), Trust: runstate.AllTrust}},
 		{"history", `results contains {"decision": "deny"} if input.agent_history.window.w1h.calls > 3`, runstate.Fields{Agent: runstate.AgentMember("window")}},
-		{"whole", `results contains {"decision": "deny"} if { x := input.run; x.known }`, runstate.Fields{Run: all.Run}},
-		{"dynamic_member", `results contains {"decision": "deny"} if { some k; input.run[k] == 1 }`, runstate.Fields{Run: all.Run}},
+		{"whole", `results contains {"decision": "deny"} if { x := input.run; x.known }`, runstate.Fields{Run: all.Run, Trust: all.Trust}},
+		{"dynamic_member", `results contains {"decision": "deny"} if { some k; input.run[k] == 1 }`, runstate.Fields{Run: all.Run, Trust: all.Trust}},
 		{"bare", `results contains {"decision": "deny"} if { x := input; x.run.known }`, all},
 		{"dynamic", `results contains {"decision": "deny"} if { some k; input[k].known }`, all},
 		{"nested", `results contains {"decision": "deny"} if input.tool_call.parameters[input.run.id]`, runstate.Fields{Run: runstate.RunMember("id")}},
@@ -60,7 +64,7 @@ p if input.run.tools[input.tool_call.tool].y.attempts > 1`, runstate.Fields{Run:
 			if err := e.SetTenantPolicies(tenant, "1", []Module{{Name: c.name, Rego: src}}); err != nil {
 				t.Fatal(err)
 			}
-			if got := e.RunFields(tenant); got.Run != c.want.Run || got.Agent != c.want.Agent || !reflect.DeepEqual(got.Tools, c.want.Tools) {
+			if got := e.RunFields(tenant); got.Run != c.want.Run || got.Agent != c.want.Agent || got.Trust != c.want.Trust || !reflect.DeepEqual(got.Tools, c.want.Tools) {
 				t.Fatalf("RunFields = %+v, want %+v", got, c.want)
 			}
 		})
@@ -128,13 +132,18 @@ func sel(leaves uint8, ps ...runstate.ToolPattern) *runstate.ToolSel {
 	return &runstate.ToolSel{Patterns: ps, Leaves: leaves}
 }
 
-// TestNarrowedToolsDecideAlike evaluates policies that read input.run.tools
-// in several ways over random runs and calls, once with the document the
+// TestNarrowedRunDecidesAlike evaluates policies that read input.run.tools
+// and input.run.trust in several ways over random runs and calls, once with the document the
 // engine narrows to what they read (as the agent actor builds it) and once
 // with the whole document: the decisions must be the same.
-func TestNarrowedToolsDecideAlike(t *testing.T) {
+func TestNarrowedRunDecidesAlike(t *testing.T) {
 	e := newTestEngine(t, Options{})
 	mods := append(benchRunModules(t), Module{Name: "shapes", Rego: `package svc.policies.shapes
+
+results contains {"decision": "deny", "reason": "tainted_early"} if {
+	input.run.trust.first_untrusted_seq < 3
+	count(input.run.trust.sources) > 2
+}
 
 results contains {"decision": "deny", "reason": "bound"} if {
 	t := input.tool_call.tool
@@ -159,8 +168,8 @@ results contains {"decision": "redact", "reason": "comprehension", "redact_field
 		t.Fatal(err)
 	}
 	fields := e.RunFields("tenant-a")
-	if fields.Tools == nil || len(fields.Tools.Patterns) == 0 {
-		t.Fatalf("the tools read were not narrowed: %+v", fields.Tools)
+	if fields.Tools == nil || len(fields.Tools.Patterns) == 0 || fields.Trust == runstate.AllTrust {
+		t.Fatalf("what is read was not narrowed: %+v %b", fields.Tools, fields.Trust)
 	}
 	rng := rand.New(rand.NewPCG(7, 11))
 	tools, actions := []string{"payments", "web", "crm"}, []string{"pay", "verify", "fetch"}
@@ -170,7 +179,7 @@ results contains {"decision": "redact", "reason": "comprehension", "redact_field
 		at := int64(1_000_000)
 		for range rng.IntN(14) {
 			at += int64(rng.IntN(5000))
-			a := &runstate.Attempt{AgentID: "a", At: at, Tool: tools[rng.IntN(3)], Action: actions[rng.IntN(3)]}
+			a := &runstate.Attempt{AgentID: "a", At: at, Tool: tools[rng.IntN(3)], Action: actions[rng.IntN(3)], Level: rng.IntN(6), Via: "source_trust"}
 			r.Apply(a)
 			if rng.IntN(2) == 0 {
 				r.Settle(&runstate.Settlement{Seq: r.Seq, Tool: a.Tool, Action: a.Action, Decision: "allow", At: at})
