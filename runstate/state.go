@@ -260,22 +260,27 @@ func (r *Run) Apply(a *Attempt) (dup bool) {
 	r.Mut += int64(mut)
 	r.Destr += int64(destr)
 	r.Egress += int64(b2i(a.Egress))
-	if a.Level > 0 {
-		r.taint(a.Level, Source{Seq: seq, T: a.Tool, A: a.Action, Via: a.Via, At: a.At})
-	}
-	r.applyLabels(a.Labels, seq)
+	// The run keeps one copy of a (tool, action)'s names: the recent
+	// entries and sources share its tool entry's strings rather than each
+	// call's own (fewer objects for the collector to mark per run).
+	tool, action := a.Tool, a.Action
 	if t := r.Tool(a.Tool, a.Action); t != nil {
 		t.N++
 		t.L, t.At = seq, a.At
+		tool, action = t.T, t.A
 	} else if len(r.Tools) < MaxTools {
 		r.Tools = append(r.Tools, Tool{T: a.Tool, A: a.Action, N: 1, F: seq, L: seq, At: a.At})
 	} else {
 		r.Truncated = 1
 	}
+	if a.Level > 0 {
+		r.taint(a.Level, Source{Seq: seq, T: tool, A: action, Via: a.Via, At: a.At})
+	}
+	r.applyLabels(a.Labels, seq)
 	r.W60.bump(Width60, Slots60, a.At, Slot{C: 1, M: int64(mut), D: int64(destr)})
 	r.W1h.bump(Width1h, Slots1h, a.At, Slot{C: 1, M: int64(mut), D: int64(destr)})
 	r.applySums(a.Sums)
-	r.Recent.put(Entry{Seq: seq, T: a.Tool, A: a.Action, M: mut, Lv: a.Level, At: a.At})
+	r.Recent.put(Entry{Seq: seq, T: tool, A: action, M: mut, Lv: a.Level, At: a.At})
 	if a.ID != "" {
 		// The oldest id goes first: seqs only grow, so it is the one at the
 		// ring's next position.
