@@ -81,98 +81,68 @@ func members(b []byte, each func(key string, raw json.RawMessage) error) error {
 	return nil
 }
 
+// decodeMembers sets *out to one element per member of the JSON object b,
+// in key order, each filled by fill from the member's key and value.
+func decodeMembers[T any](b []byte, out *[]T, fill func(key string, raw json.RawMessage, t *T) error) error {
+	*out = nil
+	return members(b, func(k string, raw json.RawMessage) error {
+		var t T
+		if err := fill(k, raw, &t); err != nil {
+			return err
+		}
+		*out = append(*out, t)
+		return nil
+	})
+}
+
+// value fills t from the member's value alone.
+func value[T any](_ string, raw json.RawMessage, t *T) error { return json.Unmarshal(raw, t) }
+
 // UnmarshalJSON reads the script's map name → seq.
 func (s *NamedSet) UnmarshalJSON(b []byte) error {
-	*s = nil
-	return members(b, func(k string, raw json.RawMessage) error {
-		n := Named{Name: k}
-		*s = append(*s, n)
-		return json.Unmarshal(raw, &(*s)[len(*s)-1].Seq)
+	return decodeMembers(b, (*[]Named)(s), func(k string, raw json.RawMessage, n *Named) error {
+		n.Name = k
+		return json.Unmarshal(raw, &n.Seq)
 	})
 }
 
 // UnmarshalJSON reads the script's map key → tool count.
-func (s *ToolSet) UnmarshalJSON(b []byte) error {
-	*s = nil
-	return members(b, func(_ string, raw json.RawMessage) error {
-		var t Tool
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return err
-		}
-		*s = append(*s, t)
-		return nil
-	})
-}
+func (s *ToolSet) UnmarshalJSON(b []byte) error { return decodeMembers(b, (*[]Tool)(s), value[Tool]) }
 
 // UnmarshalJSON reads the script's map key → sum.
 func (s *SumSet) UnmarshalJSON(b []byte) error {
-	*s = nil
-	return members(b, func(k string, raw json.RawMessage) error {
-		sum := Sum{Key: k}
-		if err := json.Unmarshal(raw, &sum.V); err != nil {
-			return err
-		}
-		*s = append(*s, sum)
-		return nil
+	return decodeMembers(b, (*[]Sum)(s), func(k string, raw json.RawMessage, sum *Sum) error {
+		sum.Key = k
+		return json.Unmarshal(raw, &sum.V)
 	})
 }
 
 // UnmarshalJSON reads the script's map id → seq, keeping the ids' hashes.
 func (s *SeenSet) UnmarshalJSON(b []byte) error {
-	*s = nil
-	return members(b, func(k string, raw json.RawMessage) error {
-		seen := Seen{H: attemptHash(k)}
-		if err := json.Unmarshal(raw, &seen.Seq); err != nil {
-			return err
-		}
-		*s = append(*s, seen)
-		return nil
+	return decodeMembers(b, (*[]Seen)(s), func(k string, raw json.RawMessage, seen *Seen) error {
+		seen.H = attemptHash(k)
+		return json.Unmarshal(raw, &seen.Seq)
 	})
 }
 
 // UnmarshalJSON reads the script's map "bucket index modulo the slot
 // count" → slot.
-func (w *Window) UnmarshalJSON(b []byte) error {
-	*w = nil
-	return members(b, func(_ string, raw json.RawMessage) error {
-		var s Slot
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return err
-		}
-		*w = append(*w, s)
-		return nil
-	})
-}
+func (w *Window) UnmarshalJSON(b []byte) error { return decodeMembers(b, (*[]Slot)(w), value[Slot]) }
 
 // UnmarshalJSON reads the script's map level → source.
 func (s *Sources) UnmarshalJSON(b []byte) error {
-	*s = nil
-	return members(b, func(k string, raw json.RawMessage) error {
+	return decodeMembers(b, (*[]Source)(s), func(k string, raw json.RawMessage, src *Source) error {
 		lv, err := strconv.Atoi(k)
 		if err != nil || lv < 1 || lv > LevelMalicious {
 			return fmt.Errorf("level %q out of range", k)
 		}
-		src := Source{Lv: lv}
-		if err := json.Unmarshal(raw, &src); err != nil {
-			return err
-		}
-		*s = append(*s, src)
-		return nil
+		src.Lv = lv
+		return json.Unmarshal(raw, src)
 	})
 }
 
 // UnmarshalJSON reads the script's map "seq modulo Recent" → entry.
-func (r *Ring) UnmarshalJSON(b []byte) error {
-	*r = nil
-	return members(b, func(_ string, raw json.RawMessage) error {
-		var e Entry
-		if err := json.Unmarshal(raw, &e); err != nil {
-			return err
-		}
-		*r = append(*r, e)
-		return nil
-	})
-}
+func (r *Ring) UnmarshalJSON(b []byte) error { return decodeMembers(b, (*[]Entry)(r), value[Entry]) }
 
 // UnmarshalJSON reads the last allowed call (absent or null: none).
 func (a *Allowed) UnmarshalJSON(b []byte) error {
