@@ -64,7 +64,6 @@ HASHED_FIELDS = (
     "created_at",
 )
 _MAX_SEQ = 1 << 53
-_HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 _HEX64_RE = re.compile(r"[0-9a-f]{64}")  # with fullmatch: no trailing newline
 
 
@@ -191,7 +190,7 @@ def verify(receipt: Mapping[str, Any], public_key: str | bytes, backend: Optiona
         why = "invalid signature"
     else:
         raw_sig = _strict_b64(sig)
-        msg = bytes.fromhex(stored) if isinstance(stored, str) and _HASH_RE.match(stored) else None
+        msg = bytes.fromhex(stored) if isinstance(stored, str) and _HEX64_RE.fullmatch(stored) else None
         if raw_sig is None or len(raw_sig) != 64 or msg is None or pub is None:
             why = "invalid signature"
         elif ed25519.verify(pub, msg, raw_sig, backend=backend):

@@ -26,7 +26,7 @@ from .errors import InvalidRedactionPath
 
 __all__ = ["redact", "parse_path"]
 
-_INDEX_RE = re.compile(r"^(0|[1-9][0-9]*)$")
+_INDEX_RE = re.compile(r"0|[1-9][0-9]*")  # with fullmatch: no trailing newline
 _NO_MASK = object()
 
 
@@ -45,7 +45,7 @@ def parse_path(path: Any) -> list[str]:
 
 
 def _index(seg: str, arr: list[Any]) -> Optional[int]:
-    if not _INDEX_RE.match(seg):
+    if not _INDEX_RE.fullmatch(seg):
         return None
     i = int(seg)
     return i if i < len(arr) else None

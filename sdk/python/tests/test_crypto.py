@@ -128,6 +128,18 @@ class Receipts(unittest.TestCase):
         self.assertTrue(res.signature_valid)  # the signature covers the stored hash, which is intact
         self.assertEqual(res.error, "receipt_hash mismatch")
 
+    def test_stored_hash_with_a_trailing_newline(self):
+        # "$" in a Python pattern matches before a final newline and
+        # bytes.fromhex skips whitespace: the signature must not verify over
+        # a receipt_hash that is not exactly 64 lower-case hex (the Go and
+        # TypeScript SDKs refuse it too).
+        r = make_receipt()
+        r["receipt_hash"] += "\n"
+        res = self.check(r)
+        self.assertFalse(res.hash_valid)
+        self.assertFalse(res.signature_valid)
+        self.assertFalse(res.valid)
+
     def test_hash_rewritten(self):
         r = make_receipt()
         r["decision"] = "deny"

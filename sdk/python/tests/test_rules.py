@@ -39,6 +39,11 @@ class Redaction(unittest.TestCase):
     def test_mask(self):
         self.assertEqual(redact({"a": 1, "l": [1, 2]}, ["parameters.a", "parameters.l.0"], mask="***"), {"a": "***", "l": ["***", 2]})
 
+    def test_index_with_a_trailing_newline_is_no_index(self):
+        # "$" matches before a final newline and int() strips it: "1\n" is a
+        # key, not an array index, so it names nothing in a list.
+        self.assertEqual(redact({"l": [1, 2]}, ["parameters.l.1\n"]), {"l": [1, 2]})
+
     def test_bad_paths(self):
         for fields in (["card"], [""], ["parameters."], ["parameters..a"], ["parameters.a."], ["Parameters.a"], [None], [5],
                        ["parametersx"], "parameters.a"):
