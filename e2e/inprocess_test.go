@@ -28,7 +28,8 @@ var readOnlyPackageVars = []string{
 	"sqlite.checkpointInterval", "sqlite.checkpointRewindAt", "sqlite.backstopPages", "sqlite.bulkIndexes", "sqlite.migrationFiles",
 	"sqlite.progressQuery", "sqlstore.insertTexts", "sqlstore.dueCallbackQuery", "persistence.rawJSONType", "detect.defaultRules",
 	"detect.systemRules", "inspect.keyHeads", "inspect.keyPrefixes", "inspect.injections", "inspect.directives",
-	"inspect.injectionPhrases", "inspect.directivePhrases", "policy.baseFiles", "sharedstate.runLua", "runstate.levelNames", "runstate.runMembers", "runstate.agentMembers", "runstate.AllFields", "risk.trustScore", "risk.skillScore", "risk.tierScore",
+	"inspect.injectionPhrases", "inspect.directivePhrases", "policy.baseFiles", "sharedstate.runLua", "runstate.levelNames", "runstate.runMembers", "runstate.agentMembers", "runstate.AllFields",
+	"runstate.trustMembers", "runstate.toolLeaves", "runstate.seenSeed", "policy.collectPackage", "policy.inputRoot", "policy.callTool", "policy.callAction", "risk.trustScore", "risk.skillScore", "risk.tierScore",
 	// Written, but the memo of a pure function (a query's text rewritten
 	// for SQLite): what one node stores the other would compute alike.
 	"sqlite.rewritten", "sqlite.rewrittenCount",
