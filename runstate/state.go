@@ -115,6 +115,9 @@ type Tool struct {
 	F  int64  `json:"f"`  // first seq
 	L  int64  `json:"l"`  // last seq
 	At int64  `json:"at"` // last attempt, ms
+	// X: names only. The run counts [MaxTools] pairs already; the entry
+	// only names a recent call's pair ([Entry.Ti]) and counts nothing.
+	X bool `json:"-"`
 }
 
 // Source is the first call that brought a level into the run.
@@ -129,21 +132,6 @@ type Source struct {
 
 // Sources are a run's sources, at most one per level, in no order.
 type Sources []Source
-
-// Entry is one of a run's latest calls; Seq 0 is an empty entry.
-type Entry struct {
-	T   string `json:"t"`
-	A   string `json:"a"`
-	D   string `json:"d"` // the decision, "" until settled
-	Seq int64  `json:"s"`
-	M   int    `json:"m"`
-	Lv  int    `json:"lv"`
-	At  int64  `json:"at"`
-}
-
-// Ring is a run's latest calls: at most one per seq modulo [Recent] (the
-// script's key), in no order.
-type Ring []Entry
 
 // Decisions counts a run's settled decisions.
 type Decisions struct {
@@ -176,7 +164,7 @@ type Run struct {
 	Tools     ToolSet   `json:"to"`
 	Sums      SumSet    `json:"su"`
 	Sources   Sources   `json:"so"`
-	Recent    Ring      `json:"rc"`
+	Recent    Ring      `json:"-"` // the script's "rc" ([Run.UnmarshalJSON])
 	Dec       Decisions `json:"dc"`
 	Allowed   Allowed   `json:"al"`
 	Att       SeenSet   `json:"at"`
@@ -216,12 +204,32 @@ func (r *Run) Known() bool { return r.Seq > 0 }
 
 // Tool returns the run's count of (tool, action), nil when it has none.
 func (r *Run) Tool(tool, action string) *Tool {
-	for i := range r.Tools {
-		if t := &r.Tools[i]; t.T == tool && t.A == action {
-			return t
-		}
+	if i := r.toolAt(tool, action); i >= 0 && !r.Tools[i].X {
+		return &r.Tools[i]
 	}
 	return nil
+}
+
+// toolAt is the index of (tool, action)'s entry in Tools, counted or
+// names only; -1 when it has none.
+func (r *Run) toolAt(tool, action string) int {
+	for i := range r.Tools {
+		if t := &r.Tools[i]; t.T == tool && t.A == action {
+			return i
+		}
+	}
+	return -1
+}
+
+// DistinctTools is how many (tool, action) pairs the run counts.
+func (r *Run) DistinctTools() int {
+	n := 0
+	for i := range r.Tools {
+		if !r.Tools[i].X {
+			n++
+		}
+	}
+	return n
 }
 
 // SeenSeq returns the seq of the attempt id's first application, or 0 when
@@ -260,19 +268,26 @@ func (r *Run) Apply(a *Attempt) (dup bool) {
 	r.Mut += int64(mut)
 	r.Destr += int64(destr)
 	r.Egress += int64(b2i(a.Egress))
-	// The run keeps one copy of a (tool, action)'s names: the recent
-	// entries and sources share its tool entry's strings rather than each
-	// call's own (fewer objects for the collector to mark per run).
-	tool, action := a.Tool, a.Action
-	if t := r.Tool(a.Tool, a.Action); t != nil {
+	// The run keeps one copy of a (tool, action)'s names, in its tool
+	// entry: the recent entries name it by index, and sources share its
+	// strings rather than each call's own (fewer objects, and fewer
+	// pointers, for the collector to mark per run).
+	ti := r.toolAt(a.Tool, a.Action)
+	switch {
+	case ti >= 0 && !r.Tools[ti].X:
+		t := &r.Tools[ti]
 		t.N++
 		t.L, t.At = seq, a.At
-		tool, action = t.T, t.A
-	} else if len(r.Tools) < MaxTools {
+	case ti < 0 && r.DistinctTools() < MaxTools:
 		r.Tools = append(r.Tools, Tool{T: a.Tool, A: a.Action, N: 1, F: seq, L: seq, At: a.At})
-	} else {
+		ti = len(r.Tools) - 1
+	default:
 		r.Truncated = 1
+		if ti < 0 {
+			ti = r.namesOnly(a.Tool, a.Action, seq)
+		}
 	}
+	tool, action := r.Tools[ti].T, r.Tools[ti].A
 	if a.Level > 0 {
 		r.taint(a.Level, Source{Seq: seq, T: tool, A: action, Via: a.Via, At: a.At})
 	}
@@ -280,7 +295,9 @@ func (r *Run) Apply(a *Attempt) (dup bool) {
 	r.W60.bump(Width60, Slots60, a.At, Slot{C: 1, M: int64(mut), D: int64(destr)})
 	r.W1h.bump(Width1h, Slots1h, a.At, Slot{C: 1, M: int64(mut), D: int64(destr)})
 	r.applySums(a.Sums)
-	r.Recent.put(Entry{Seq: seq, T: tool, A: action, M: mut, Lv: a.Level, At: a.At})
+	// ti is below MaxTools+Recent+1 and mut 0 or 1: newEntry cannot refuse.
+	e, _ := newEntry(seq, a.At, a.Level, mut, ti)
+	r.Recent.put(e)
 	if a.ID != "" {
 		// The oldest id goes first: seqs only grow, so it is the one at the
 		// ring's next position.
@@ -408,7 +425,7 @@ func (r *Run) Settle(s *Settlement) {
 	}
 	for i := range r.Recent {
 		if e := &r.Recent[i]; e.Seq == s.Seq {
-			e.D = s.Decision
+			e.D = verdictCode(s.Decision)
 		}
 	}
 }

@@ -102,6 +102,22 @@ func TestBounds(t *testing.T) {
 	if len(recent) != Recent || get(t, obj(t, recent[0]), "seq") != int64(MaxTools+1) || get(t, obj(t, recent[Recent-1]), "seq") != int64(MaxTools+2-Recent) {
 		t.Errorf("recent ring: %v", recent)
 	}
+	// Past the bound, each call's pair is named by a names-only tool entry
+	// that the ring refers to; at most Recent+1 of them are kept.
+	for i := range 4 * Recent {
+		r.Apply(&Attempt{AgentID: "a", At: 2, Tool: fmt.Sprint("extra", i), Action: "z"})
+		r.Settle(&Settlement{Seq: r.Seq, Tool: fmt.Sprint("extra", i), Action: "z", Decision: "deny", At: 2})
+	}
+	if n := len(r.Tools); n > MaxTools+Recent+1 || r.DistinctTools() != MaxTools {
+		t.Errorf("%d tool entries (%d counted), want at most %d (%d)", n, r.DistinctTools(), MaxTools+Recent+1, MaxTools)
+	}
+	recent = arr(t, get(t, RunDoc(r, "run", 2, AllFields.Run), "recent"))
+	for i, e := range recent {
+		want := fmt.Sprint("extra", 4*Recent-1-i)
+		if got := get(t, obj(t, e), "tool"); got != want || get(t, obj(t, e), "decision") != "deny" || get(t, obj(t, e), "key") != want+"/z" {
+			t.Errorf("recent[%d] = %v, want %s denied", i, e, want)
+		}
+	}
 	for i := range Dedup + 1 {
 		r.Apply(&Attempt{ID: fmt.Sprint("id", i), AgentID: "a", At: 1, Tool: "t0", Action: "y"})
 	}

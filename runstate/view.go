@@ -187,7 +187,7 @@ func RunDocOf(r *Run, id string, now int64, f Fields) Obj {
 	if mask&runDecisions != 0 {
 		add(runDecisions, "decisions", decisionsDoc(&r.Dec))
 	}
-	add(runDistinctTools, "distinct_tools", int64(len(r.Tools)))
+	add(runDistinctTools, "distinct_tools", int64(r.DistinctTools()))
 	if mask&runID != 0 {
 		if id == "" {
 			add(runID, "id", Null{})
@@ -212,7 +212,7 @@ func RunDocOf(r *Run, id string, now int64, f Fields) Obj {
 		add(runParentID, "parent_id", r.Parent)
 	}
 	if mask&runRecent != 0 {
-		add(runRecent, "recent", recentDoc(r.Recent, now))
+		add(runRecent, "recent", recentDoc(r, now))
 	}
 	add(runSeq, "seq", r.Seq+1)
 	if mask&runSums != 0 {
@@ -327,7 +327,7 @@ func labelsDoc(labels NamedSet) Arr {
 func toolsDoc(tools ToolSet, now int64, f *Fields) Obj {
 	sorted := make([]*Tool, 0, len(tools))
 	for i := range tools {
-		if t := &tools[i]; f.Tools.selects(t, f.CallTool, f.CallAction) {
+		if t := &tools[i]; !t.X && f.Tools.selects(t, f.CallTool, f.CallAction) {
 			sorted = append(sorted, t)
 		}
 	}
@@ -366,22 +366,19 @@ func sumsDoc(sums SumSet) Obj {
 	return o.Sorted()
 }
 
-func recentDoc(recent Ring, now int64) Arr {
-	entries := make([]*Entry, len(recent))
-	for i := range recent {
-		entries[i] = &recent[i]
+func recentDoc(r *Run, now int64) Arr {
+	entries := make([]*Entry, len(r.Recent))
+	for i := range r.Recent {
+		entries[i] = &r.Recent[i]
 	}
 	slices.SortFunc(entries, func(a, b *Entry) int { return int(b.Seq - a.Seq) })
 	a := make(Arr, len(entries))
 	for i, e := range entries {
-		d := e.D
-		if d == "" {
-			d = "pending"
-		}
-		o := Obj{{"action", e.A}, {"ago_s", secs(now, e.At)}, {"decision", d}, {"key", e.T + "/" + e.A},
-			{"mutating", e.M != 0}, {"seq", e.Seq}, {"tool", e.T}}
+		t := &r.Tools[e.Ti]
+		o := Obj{{"action", t.A}, {"ago_s", secs(now, e.At)}, {"decision", verdictName(e.D)}, {"key", t.T + "/" + t.A},
+			{"mutating", e.M != 0}, {"seq", e.Seq}, {"tool", t.T}}
 		if e.Lv > 0 {
-			o = append(o, Member{"trust", LevelName(e.Lv)})
+			o = append(o, Member{"trust", LevelName(int(e.Lv))})
 		}
 		a[i] = o
 	}

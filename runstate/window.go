@@ -21,17 +21,6 @@ func (w *Window) bump(width, n, at int64, d Slot) {
 	s.add(d)
 }
 
-// put records e in the slot of its seq modulo [Recent].
-func (r *Ring) put(e Entry) {
-	for i := range *r {
-		if (*r)[i].Seq%Recent == e.Seq%Recent {
-			(*r)[i] = e
-			return
-		}
-	}
-	*r = append(*r, e)
-}
-
 // add adds d's counts to s and keeps the worse level.
 func (s *Slot) add(d Slot) {
 	s.C += d.C

@@ -141,9 +141,6 @@ func (s *Sources) UnmarshalJSON(b []byte) error {
 	})
 }
 
-// UnmarshalJSON reads the script's map "seq modulo Recent" → entry.
-func (r *Ring) UnmarshalJSON(b []byte) error { return decodeMembers(b, (*[]Entry)(r), value[Entry]) }
-
 // UnmarshalJSON reads the last allowed call (absent or null: none).
 func (a *Allowed) UnmarshalJSON(b []byte) error {
 	*a = Allowed{}

@@ -113,6 +113,56 @@ func TestRunsValkeyFoldsAsMemory(t *testing.T) {
 	}
 }
 
+// TestRunsValkeyFoldsPastTheToolBoundAsMemory: a run of more distinct
+// (tool, action) pairs than it counts names its recent calls alike in both
+// stores (the in-process ring names them by index, the script by name).
+func TestRunsValkeyFoldsPastTheToolBoundAsMemory(t *testing.T) {
+	u := valkeyURL(t)
+	mem, vk := memoryRuns(t), newValkey(t, u).Runs(sharedstate.RunLimits{})
+	ctx := ctxT(t)
+	k := sharedstate.RunKey{TenantID: "t1", AgentID: "a1", Run: "wide"}
+	now := time.Now().UnixMilli()
+	for i := range 3 * runstate.MaxTools {
+		now += 10
+		// New pairs, and now and then one counted or one named before.
+		n := i
+		if i%5 == 4 {
+			n = i / 2
+		}
+		a := runstate.Attempt{AgentID: k.AgentID, At: now, Tool: fmt.Sprint("tool-", n), Action: "act", ID: fmt.Sprint("id-", i)}
+		pm, err := mem.Reserve(ctx, k, &a, runstate.AllFields)
+		must(t, err)
+		pv, err := vk.Reserve(ctx, k, &a, runstate.AllFields)
+		must(t, err)
+		if cm, cv := canon(t, pm.Run, pm.Agent), canon(t, pv.Run, pv.Agent); cm != cv || pm.Seq != pv.Seq {
+			t.Fatalf("call %d:\nmemory %d %s\nvalkey %d %s", i, pm.Seq, cm, pv.Seq, cv)
+		}
+		if i%3 == 0 {
+			s := runstate.Settlement{Seq: pm.Seq, Tool: a.Tool, Action: a.Action, Decision: "allow", At: now}
+			must(t, mem.Settle(ctx, k, &s))
+			must(t, vk.Settle(ctx, k, &s))
+		}
+	}
+	pm, err := mem.Peek(ctx, k, now, runstate.AllFields)
+	must(t, err)
+	if got := field(t, pm.Run, "distinct_tools"); got != int64(runstate.MaxTools) {
+		t.Errorf("distinct_tools = %v, want %d", got, runstate.MaxTools)
+	}
+	recent, ok := field(t, pm.Run, "recent").(runstate.Arr)
+	if !ok || len(recent) != runstate.Recent {
+		t.Fatalf("recent = %v", field(t, pm.Run, "recent"))
+	}
+	last := 3*runstate.MaxTools - 1 // not a repeat (last%5 != 4)
+	if e, ok := recent[0].(runstate.Obj); !ok || field(t, e, "tool") != fmt.Sprint("tool-", last) {
+		t.Errorf("the latest recent entry = %v, want tool-%d", recent[0], last)
+	}
+	pv, err := vk.Peek(ctx, k, now, runstate.AllFields)
+	must(t, err)
+	if cm, cv := canon(t, pm.Run, pm.Agent), canon(t, pv.Run, pv.Agent); cm != cv {
+		t.Fatalf("peek:\nmemory %s\nvalkey %s", cm, cv)
+	}
+}
+
 func TestMemoryRuns(t *testing.T) {
 	runRunsContract(t, memoryRuns)
 }
