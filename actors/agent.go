@@ -200,7 +200,7 @@ func (g *agentActor) evaluate(ctx context.Context, m *messages.Authorize, ad aut
 			return policy.Result{}, facts, &draft{outcome: sharedFailure(f.logger(), err)}
 		}
 		g.run = tk
-		in.Run, in.AgentHistory = tk.ctx.Run, tk.ctx.AgentHistory
+		in.Run, in.AgentHistory, in.RunKey = tk.ctx.Run, tk.ctx.AgentHistory, tk.ctx.Canonical
 	}
 	res, err := f.evaluatePolicy(ctx, m.TenantID, in)
 	if err != nil {

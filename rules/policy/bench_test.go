@@ -90,7 +90,7 @@ func BenchmarkInputPassing(b *testing.B) {
 	}
 	b.Run("EvalParsedInput", func(b *testing.B) {
 		run(b, func() rego.EvalOption {
-			v, err := e.keys.value(&in)
+			v, err := e.keys.value(&in, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -137,8 +137,9 @@ func benchRun() (*runstate.Run, *runstate.Agent) {
 
 // BenchmarkEvaluateRunPolicies is a read evaluated with the base set and
 // README's five run policies over a run of 12 calls (building the members
-// of the run document they read included, as the agent actor does per
-// call); compare with
+// of the run document they read and their canonical bytes included, as the
+// agent actor does per call; the documents' terms are shared after the
+// first call, as a run whose context repeats shares them); compare with
 // BenchmarkEvaluateBase, the same read with the base set alone and no run
 // context.
 func BenchmarkEvaluateRunPolicies(b *testing.B) {
@@ -159,6 +160,11 @@ func BenchmarkEvaluateRunPolicies(b *testing.B) {
 		// What the agent actor builds: README's five read no agent history,
 		// and of tools only the call's entry and payments/verify.
 		in.Run = runstate.RunDocOf(r, "run-1", now, fields.ForCall(in.ToolCall.Tool, in.ToolCall.Action))
+		c, err := runstate.NewContext(in.Run, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		in.RunKey = c.Canonical
 		res, err := e.Evaluate(ctx, "tenant-a", in)
 		if err != nil || res.Decision != DecisionAllow {
 			b.Fatalf("%+v %v", res, err)

@@ -121,7 +121,7 @@ func TestGatheredResultsMeanWhatEachPackageSays(t *testing.T) {
 		t.Fatal(err)
 	}
 	perPackage := func(in *Input) ([]RawResult, error) {
-		v, err := e.keys.value(in)
+		v, err := e.keys.value(in, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -43,6 +43,7 @@ type Engine struct {
 	opts       Options
 	caps       *ast.Capabilities
 	keys       *inputKeys
+	docs       *docTerms      // the run documents' terms, by their canonical bytes
 	background topdown.Cancel // never cancelled: used when ctx has no Done
 
 	mu       sync.Mutex // serializes ReloadBase and the install step of SetTenantPolicies
@@ -83,6 +84,7 @@ func NewEngine(opts Options) (*Engine, error) {
 		opts:       opts,
 		caps:       capabilities(),
 		keys:       newInputKeys(),
+		docs:       newDocTerms(),
 		background: topdown.NewCancel(),
 	}
 	s, err := e.loadSnapshot()
@@ -223,7 +225,7 @@ func (e *Engine) eval(ctx context.Context, q rego.PreparedEvalQuery, in *Input) 
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrEval, err)
 	}
-	v, err := e.keys.value(in)
+	v, err := e.keys.value(in, e.docs)
 	if err != nil {
 		return nil, err
 	}

@@ -784,7 +784,7 @@ func TestInputExample(t *testing.T) {
 	}
 	// The Go value the engine builds equals the JSON document.
 	e := newTestEngine(t, Options{})
-	v, err := e.keys.value(&in)
+	v, err := e.keys.value(&in, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

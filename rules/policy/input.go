@@ -39,6 +39,11 @@ type Input struct {
 	// refers to them.
 	Run          runstate.Obj `json:"run,omitempty" openapi:"object"`
 	AgentHistory runstate.Obj `json:"agent_history,omitempty" openapi:"object"`
+	// RunKey is the canonical bytes of Run and AgentHistory
+	// ([runstate.Context.Canonical]) when the caller has them: inputs with
+	// the same bytes share the documents' terms (docterms.go). Empty: the
+	// terms are built for this input alone.
+	RunKey []byte `json:"-"`
 }
 
 // AgentInput is the calling agent. RiskTier comes from the server (low,
@@ -115,7 +120,8 @@ func newInputKeys() *inputKeys {
 
 // value builds the input document as an ast.Value, field by field, without
 // the JSON round trip that rego.EvalInput does.
-func (k *inputKeys) value(in *Input) (ast.Value, error) {
+// docs (nil: none) memoizes the run documents by in.RunKey.
+func (k *inputKeys) value(in *Input, docs *docTerms) (ast.Value, error) {
 	params := ast.InternedNullTerm
 	if in.ToolCall.Parameters != nil {
 		v, err := ast.InterfaceToValue(in.ToolCall.Parameters)
@@ -171,11 +177,29 @@ func (k *inputKeys) value(in *Input) (ast.Value, error) {
 		{k.skill, skill},
 		{k.mcp, mcp},
 	}
-	if in.Run != nil {
-		members = append(members, [2]*ast.Term{k.run, docValue(in.Run)})
-	}
-	if in.AgentHistory != nil {
-		members = append(members, [2]*ast.Term{k.agentHistory, docValue(in.AgentHistory)})
+	if in.Run != nil || in.AgentHistory != nil {
+		build := func() docTerm {
+			var t docTerm
+			if in.Run != nil {
+				t.run = docValue(in.Run)
+			}
+			if in.AgentHistory != nil {
+				t.agentHistory = docValue(in.AgentHistory)
+			}
+			return t
+		}
+		var t docTerm
+		if len(in.RunKey) > 0 && docs != nil {
+			t = docs.get(in.RunKey, build)
+		} else {
+			t = build()
+		}
+		if t.run != nil {
+			members = append(members, [2]*ast.Term{k.run, t.run})
+		}
+		if t.agentHistory != nil {
+			members = append(members, [2]*ast.Term{k.agentHistory, t.agentHistory})
+		}
 	}
 	return ast.NewObject(members...), nil
 }

@@ -2,9 +2,12 @@ package policy
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/open-policy-agent/opa/v1/ast"
 
 	"svc/runstate"
 )
@@ -192,6 +195,19 @@ results contains {"decision": "redact", "reason": "comprehension", "redact_field
 		now := at + 1000
 		in.Run = runstate.RunDocOf(r, "run", now, fields.ForCall(in.ToolCall.Tool, in.ToolCall.Action))
 		narrow := evaluate(t, e, "tenant-a", in)
+		// As the agent actor evaluates: the documents' terms shared by
+		// their canonical bytes (built on the first, reused on the second).
+		c, err := runstate.NewContext(in.Run, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.RunKey = c.Canonical
+		for range 2 {
+			if shared := evaluate(t, e, "tenant-a", in); !reflect.DeepEqual(narrow, shared) {
+				t.Fatalf("step %d: shared terms %+v, built %+v", i, shared, narrow)
+			}
+		}
+		in.RunKey = nil
 		in.Run = runstate.RunDoc(r, "run", now, runstate.AllFields.Run)
 		whole := evaluate(t, e, "tenant-a", in)
 		if !reflect.DeepEqual(narrow, whole) {
@@ -201,5 +217,39 @@ results contains {"decision": "redact", "reason": "comprehension", "redact_field
 	}
 	if len(decisions) < 5 {
 		t.Fatalf("the random runs exercise too little: %v", decisions)
+	}
+}
+
+// TestDocTermsShareAndStayBounded: a key's terms are built once and
+// returned again; past the bound, shards drop documents rather than grow.
+func TestDocTermsShareAndStayBounded(t *testing.T) {
+	c := newDocTerms()
+	builds := 0
+	build := func(n int) func() docTerm {
+		return func() docTerm {
+			builds++
+			return docTerm{run: ast.InternedTerm(n)}
+		}
+	}
+	first := c.get([]byte(`{"run":{"seq":1}}`), build(1))
+	again := c.get([]byte(`{"run":{"seq":1}}`), build(2))
+	if builds != 1 || again.run != first.run {
+		t.Fatalf("%d builds; the second get returned %v, the first %v", builds, again.run, first.run)
+	}
+	if other := c.get([]byte(`{"run":{"seq":2}}`), build(2)); builds != 2 || other.run == first.run {
+		t.Fatalf("another key shared a term: %d builds", builds)
+	}
+	for i := range 3 * docTermShards * docTermsPerShard {
+		c.get([]byte(fmt.Sprintf(`{"run":{"seq":%d}}`, i+3)), build(i))
+	}
+	total := 0
+	for i := range c.shards {
+		if n := len(c.shards[i].m); n > docTermsPerShard {
+			t.Errorf("shard %d holds %d documents, bound %d", i, n, docTermsPerShard)
+		}
+		total += len(c.shards[i].m)
+	}
+	if total < docTermShards*docTermsPerShard/2 {
+		t.Errorf("only %d documents kept", total)
 	}
 }
