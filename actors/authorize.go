@@ -285,6 +285,27 @@ func (a *Authorizer) agentProps(key string) func(*actorRef) *actor.Props {
 	}
 }
 
+// settle applies a committed decision to its run: at once in this
+// process's state, or on a goroutine of its own when the state is shared
+// (Valkey), whose channel closes when it is done (nil: nothing to wait for).
+func (a *Authorizer) settle(d *draft) <-chan struct{} {
+	if d.run == nil {
+		return nil
+	}
+	rec := &d.write.Decision
+	if sharedstate.InProcess(a.opt.Runs) {
+		a.facts.settleRun(d.run, rec.Tool, rec.Action, rec.Decision, rec.Reason, rec.CreatedAt)
+		return nil
+	}
+	done := make(chan struct{})
+	tool, action, decision, reason, at := rec.Tool, rec.Action, rec.Decision, rec.Reason, rec.CreatedAt
+	go func() {
+		defer close(done)
+		a.facts.settleRun(d.run, tool, action, decision, reason, at)
+	}()
+	return done
+}
+
 // commit makes the decision durable through the GroupWriter and answers.
 func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft) messages.AuthorizeOutcome {
 	early := d.verdict.LowRisk && a.opt.EarlyAnswer
@@ -340,14 +361,18 @@ func (a *Authorizer) commit(ctx context.Context, m *messages.Authorize, d *draft
 		a.log.Error("decision not recorded; denying (fail closed)", "decision_id", d.response.DecisionID, "error", commitErr)
 		return messages.AuthorizeOutcome{FailClosed: true}
 	}
-	if d.run != nil {
-		rec := &d.write.Decision
-		a.facts.settleRun(d.run, rec.Tool, rec.Action, rec.Decision, rec.Reason, rec.CreatedAt)
-	}
+	// The run's settlement lands before the answer, so that the caller's
+	// next call sees this decision on any node. In Valkey it is a round
+	// trip of its own: it runs beside the other work after the commit
+	// (the idempotent answer's record, events) rather than after it.
+	settled := a.settle(d)
 	resp := d.response
 	resp.ReceiptHash = receiptHash
 	d.write.Decision.ReceiptHash = receiptHash // for the events' evidence
 	a.rememberResponse(d.idemKey, resp)
 	a.afterCommit(m, d)
+	if settled != nil {
+		<-settled
+	}
 	return messages.AuthorizeOutcome{Response: resp}
 }
