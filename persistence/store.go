@@ -231,6 +231,7 @@ type Store interface {
 	MaintenanceStore
 	CodehostStore
 	SecretStore
+	ReceiptLogStore
 
 	// Backend names the implementation: "sqlite" or "postgres".
 	Backend() string

@@ -79,6 +79,10 @@ func TestMCPContract(t *testing.T) {
 	storetest.RunMCP(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
 }
 
+func TestReceiptLogContract(t *testing.T) {
+	storetest.RunReceiptLog(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
+}
+
 func TestMaintenanceContract(t *testing.T) {
 	storetest.RunMaintenance(t, func(t *testing.T) persistence.Store { return open(t, storetest.PostgresURL(t)) })
 }

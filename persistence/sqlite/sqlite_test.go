@@ -207,6 +207,10 @@ func TestSearchIndexIntegrity(t *testing.T) {
 	check("after deleting every indexed row")
 }
 
+func TestReceiptLogContract(t *testing.T) {
+	storetest.RunReceiptLog(t, func(t *testing.T) persistence.Store { return open(t, filepath.Join(t.TempDir(), "svc.db")) })
+}
+
 func TestMaintenanceContract(t *testing.T) {
 	storetest.RunMaintenance(t, func(t *testing.T) persistence.Store { return open(t, filepath.Join(t.TempDir(), "svc.db")) })
 }

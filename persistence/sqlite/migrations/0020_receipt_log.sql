@@ -1,0 +1,30 @@
+-- Signed checkpoints and proofs (CONTRACT §17).
+--
+-- receipt_log: per tenant, how many receipts (leaves, seq 1..leaves) the
+-- stored Merkle tree holds and how many hashes are stored for them.
+-- receipt_log_hashes: those hashes, in the order golang.org/x/mod's
+-- sumdb/tlog stores them (its storage index), 32 bytes each, 1024 to a
+-- chunk (chunk k holds indexes 1024k .. 1024k+1023; the last chunk is
+-- partial). About 64 bytes a receipt: a proof reads O(log n) of them.
+-- receipt_checkpoints: the signed notes of the tree's head, kept, so that
+-- any two can be proven consistent.
+CREATE TABLE receipt_log (
+    tenant_id  TEXT PRIMARY KEY REFERENCES tenants(id) ON DELETE CASCADE,
+    leaves     INTEGER NOT NULL,
+    hashes     INTEGER NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE receipt_log_hashes (
+    tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+    chunk     INTEGER NOT NULL,
+    data      BLOB NOT NULL,
+    PRIMARY KEY (tenant_id, chunk)
+);
+CREATE TABLE receipt_checkpoints (
+    tenant_id  TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
+    tree_size  INTEGER NOT NULL,
+    root_hash  BLOB NOT NULL,
+    note       TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, tree_size)
+);
