@@ -23,12 +23,15 @@ type ReceiptLogStore interface {
 	// and records newLeaves. ErrConflict when another writer moved it
 	// first (nothing is written then).
 	AppendLog(ctx context.Context, tenantID string, oldLeaves, oldHashes, newLeaves int64, hashes []byte) error
-	// SaveCheckpoint keeps a signed checkpoint. ErrConflict when one of its
-	// size is kept already.
+	// SaveCheckpoint keeps a signed checkpoint of a size the tree has
+	// stored. ErrConflict when one of its size is kept already.
 	SaveCheckpoint(ctx context.Context, c Checkpoint) error
 	// LatestCheckpoint returns the tenant's largest checkpoint; ErrNotFound
 	// when none was signed.
 	LatestCheckpoint(ctx context.Context, tenantID string) (Checkpoint, error)
+	// LogsBehind lists the tenants whose tree lacks committed receipts, or
+	// whose latest checkpoint is smaller than their tree.
+	LogsBehind(ctx context.Context) ([]string, error)
 	// CheckpointsBefore lists the tenant's checkpoints smaller than size,
 	// largest first, at most limit of them.
 	CheckpointsBefore(ctx context.Context, tenantID string, size int64, limit int) ([]Checkpoint, error)

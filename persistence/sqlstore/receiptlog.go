@@ -124,8 +124,11 @@ func (s *Store) AppendLog(ctx context.Context, tenantID string, oldLeaves, oldHa
 // SaveCheckpoint implements persistence.ReceiptLogStore.
 func (s *Store) SaveCheckpoint(ctx context.Context, c persistence.Checkpoint) error {
 	return s.DB.Tx(ctx, func(q Querier) error {
-		_, err := q.Exec(ctx, `INSERT INTO receipt_checkpoints (tenant_id, tree_size, root_hash, note, created_at) VALUES ($1, $2, $3, $4, $5)`,
-			c.TenantID, c.Size, c.Root[:], c.Note, c.CreatedAt.UTC())
+		if _, err := q.Exec(ctx, `INSERT INTO receipt_checkpoints (tenant_id, tree_size, root_hash, note, created_at) VALUES ($1, $2, $3, $4, $5)`,
+			c.TenantID, c.Size, c.Root[:], c.Note, c.CreatedAt.UTC()); err != nil {
+			return err
+		}
+		_, err := q.Exec(ctx, `UPDATE receipt_log SET signed = $2 WHERE tenant_id = $1 AND signed < $2`, c.TenantID, c.Size)
 		return err
 	})
 }
@@ -154,6 +157,20 @@ func scanCheckpoint(r Row) (persistence.Checkpoint, error) {
 func (s *Store) LatestCheckpoint(ctx context.Context, tenantID string) (persistence.Checkpoint, error) {
 	return scanCheckpoint(s.DB.Reader().QueryRow(ctx, `SELECT `+checkpointCols+` FROM receipt_checkpoints
 		WHERE tenant_id = $1 ORDER BY tree_size DESC LIMIT 1`, tenantID))
+}
+
+// LogsBehind implements persistence.ReceiptLogStore: one row per tenant
+// with receipts.
+func (s *Store) LogsBehind(ctx context.Context) ([]string, error) {
+	rows, err := s.DB.Reader().Query(ctx, `SELECT h.tenant_id FROM receipt_heads h LEFT JOIN receipt_log l ON l.tenant_id = h.tenant_id
+		WHERE h.seq > COALESCE(l.leaves, 0) OR COALESCE(l.leaves, 0) > COALESCE(l.signed, 0) ORDER BY h.tenant_id`)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r Row) (string, error) {
+		var id string
+		return id, r.Scan(&id)
+	})
 }
 
 // CheckpointsBefore implements persistence.ReceiptLogStore.

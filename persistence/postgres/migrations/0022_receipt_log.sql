@@ -1,7 +1,8 @@
 -- Signed checkpoints and proofs (CONTRACT §17).
 --
 -- receipt_log: per tenant, how many receipts (leaves, seq 1..leaves) the
--- stored Merkle tree holds and how many hashes are stored for them.
+-- stored Merkle tree holds, how many hashes are stored for them, and the
+-- size of its latest signed checkpoint.
 -- receipt_log_hashes: those hashes, in the order golang.org/x/mod's
 -- sumdb/tlog stores them (its storage index), 32 bytes each, 1024 to a
 -- chunk (chunk k holds indexes 1024k .. 1024k+1023; the last chunk is
@@ -12,6 +13,7 @@ CREATE TABLE receipt_log (
     tenant_id  TEXT PRIMARY KEY REFERENCES tenants(id) ON DELETE CASCADE,
     leaves     BIGINT NOT NULL,
     hashes     BIGINT NOT NULL,
+    signed     BIGINT NOT NULL DEFAULT 0,
     updated_at TIMESTAMPTZ NOT NULL
 );
 CREATE TABLE receipt_log_hashes (
