@@ -140,6 +140,13 @@ type Config struct {
 
 	ReceiptSigningKey string // SVC_RECEIPT_SIGNING_KEY as given (base64)
 	ReceiptSeed       []byte // the decoded 32-byte Ed25519 seed; nil when ReceiptSigningKey is empty
+	// CheckpointInterval is SVC_CHECKPOINT_INTERVAL_SECS: the checkpoint
+	// served covers every receipt answered this long before (CONTRACT
+	// §17); the leader publishes twice as often.
+	CheckpointInterval time.Duration
+	// LogOrigin is SVC_LOG_ORIGIN: a tenant's receipt log is named (its
+	// checkpoints' origin, its note key's name) LogOrigin/<tenant id>.
+	LogOrigin string
 
 	EventBufferSize int    // SVC_EVENT_BUFFER_SIZE
 	SOCPipeline     bool   // SVC_SOC_PIPELINE; false runs no detection, correlation or live feed
@@ -246,6 +253,8 @@ func Settings() []Setting {
 		{"SVC_ALLOW_PRIVATE_TARGETS", "false", "allow outbound requests to loopback and private addresses"},
 		{"SVC_POLICY_FILE", unset, "Rego file or directory replacing the built-in policies"},
 		{"SVC_RECEIPT_SIGNING_KEY", unset, "standard base64 of a 32-byte Ed25519 seed signing receipts"},
+		{"SVC_CHECKPOINT_INTERVAL_SECS", "5", "with signed receipts, the receipt log's checkpoint served covers every receipt answered at least this long before, on any node (CONTRACT §17); the leader appends and signs twice as often, when the log grew"},
+		{"SVC_LOG_ORIGIN", "svc", "prefix of each tenant's receipt log name: checkpoints' origin and note key name are <prefix>/<tenant id> (no spaces, no plus sign)"},
 		{"SVC_EVENT_BUFFER_SIZE", "4096", "bounded security event channel"},
 		{"SVC_SOC_PIPELINE", "true", "false: no detection, correlation, alerts, incidents or live feed (notifications and export of decisions still run)"},
 		{"SVC_GC_PERCENT", "400", "Go garbage collector target (GOGC) unless the GOGC variable is set: heap growth allowed between collections, in percent of the live heap; 400 spends less CPU collecting for more memory (see Performance)"},

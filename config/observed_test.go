@@ -88,6 +88,8 @@ var observedBy = map[string][]seen{
 	"SVC_APPROVAL_CLEANUP_INTERVAL_SECS":   {{"TestApprovalCleaner", "NewApprovalCleaner"}},
 	"SVC_APPROVAL_RETENTION_DAYS":          {{"TestApprovalCleaner", ""}},
 	"SVC_VACUUM_INTERVAL_SECS":             {{"TestE2EMaintenanceJobs", ""}},
+	"SVC_CHECKPOINT_INTERVAL_SECS":         {{"TestE2EReceiptLog", ""}},
+	"SVC_LOG_ORIGIN":                       {{"TestE2EReceiptLog", ""}},
 	"SVC_POOL_HEALTH_SAMPLE_INTERVAL_SECS": {{"TestPoolSamplerInterval", "NewPoolSampler"}},
 	"SVC_HEARTBEAT_FLUSH_INTERVAL_SECS":    {{"TestHeartbeatBufferFlushesLatestAndOnStop", "NewHeartbeatBuffer"}},
 	"SVC_WEBHOOK_URL":                      {{"TestE2EChatNotifications", ""}},

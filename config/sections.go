@@ -98,6 +98,8 @@ func (v *validator) background(c *Config) {
 	c.AllowPrivateTargets = v.boolean("SVC_ALLOW_PRIVATE_TARGETS")
 	c.PolicyFile, _ = v.text("SVC_POLICY_FILE")
 	c.ReceiptSigningKey, c.ReceiptSeed = v.receiptKey("SVC_RECEIPT_SIGNING_KEY")
+	c.CheckpointInterval = v.seconds("SVC_CHECKPOINT_INTERVAL_SECS", 1)
+	c.LogOrigin = v.noteName("SVC_LOG_ORIGIN")
 
 	c.EventBufferSize = v.count("SVC_EVENT_BUFFER_SIZE", 1)
 	c.SOCPipeline = v.boolean("SVC_SOC_PIPELINE")

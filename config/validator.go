@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // validator collects the problems of step 2.
@@ -256,6 +257,16 @@ func splitScheme(s string) (scheme, rest string, ok bool) {
 		}
 	}
 	return scheme, rest, true
+}
+
+// noteName returns name as the prefix of a signed note key's name (C2SP
+// signed-note): not empty, no space, no plus sign, nothing unprintable.
+func (v *validator) noteName(name string) string {
+	s, fromEnv := v.text(name)
+	if s == "" || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == '+' || r == 0x7f || !unicode.IsPrint(r) }) {
+		v.refuse(name, fromEnv, "must be a note key name: not empty, without spaces, plus signs or control characters")
+	}
+	return s
 }
 
 // receiptKey returns name and its decoded Ed25519 seed, when set. The value

@@ -167,6 +167,7 @@ func New(d Deps) *Server {
 	s.registerEvidence()
 	s.registerScoreboard()
 	s.registerReceipts()
+	s.registerReceiptLog()
 	s.registerApprovals()
 	s.registerSOC()
 	s.registerSOCRules()

@@ -179,6 +179,11 @@ func (n *Node) children() []actors.ChildSpec {
 		{Name: actors.JobVacuum, Producer: actors.NewVacuumJob(n.maintenance, cfg.VacuumInterval, n.jobs,
 			log.Named("maintenance")), MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
 	}
+	if n.signer != nil {
+		children = append(children, actors.ChildSpec{Name: actors.JobReceiptLog, Producer: actors.NewReceiptLogJob(store, n.signer, cfg.LogOrigin,
+			max(cfg.CheckpointInterval/2, 100*time.Millisecond), n.leader.IsLeader, log.Named("receiptlog")),
+			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute})
+	}
 	if n.gateHost != nil {
 		children = append(children, actors.ChildSpec{Name: "security_gate", Producer: actors.NewSecurityGate(n.gateHost, n.shared,
 			canonical.NormalizeIdentifier(cfg.CodehostToolKey), cfg.NodeID, &n.gateStats, log.Named("gate")),

@@ -195,6 +195,13 @@ func (s *Signer) PublicKey() ed25519.PublicKey {
 	return append(ed25519.PublicKey(nil), s.pub...)
 }
 
+// SignNote signs the text of a signed note (a checkpoint of the receipt
+// log, CONTRACT §17) with the receipt key: Ed25519 over the text, as C2SP
+// signed-note specifies. The key's other messages are 32 bytes (a receipt
+// hash, a manifest digest); a checkpoint's text is longer (its origin
+// alone holds the tenant's id), so no signature serves as another's.
+func (s *Signer) SignNote(text []byte) []byte { return ed25519.Sign(s.priv, text) }
+
 // Sign signs the 32 raw bytes of a receipt hash given as 64 lower-case hex
 // characters and returns the signature in standard base64.
 func (s *Signer) Sign(hashHex string) (string, error) {

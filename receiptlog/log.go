@@ -63,7 +63,7 @@ func (r *reader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 }
 
 // Reader returns a tlog.HashReader of the tenant's stored tree.
-func Reader(ctx context.Context, st persistence.ReceiptLogStore, tenantID string) tlog.HashReader {
+func Reader(ctx context.Context, st Hashes, tenantID string) tlog.HashReader {
 	return tlog.HashReaderFunc(func(indexes []int64) ([]tlog.Hash, error) {
 		got, err := st.LogHashes(ctx, tenantID, indexes)
 		if err != nil {

@@ -33,16 +33,16 @@ func isPrint(s string) bool {
 }
 
 // signer signs notes with the receipt key (note.Signer: the library
-// formats and checks the note; this only holds the key).
+// formats and checks the note; this only names the key and signs).
 type signer struct {
 	name string
 	hash uint32
-	key  ed25519.PrivateKey
+	sign func(msg []byte) []byte
 }
 
 func (s *signer) Name() string                    { return s.name }
 func (s *signer) KeyHash() uint32                 { return s.hash }
-func (s *signer) Sign(msg []byte) ([]byte, error) { return ed25519.Sign(s.key, msg), nil }
+func (s *signer) Sign(msg []byte) ([]byte, error) { return s.sign(msg), nil }
 
 // Keys are a log's signer and its verifier key (the text
 // note.NewVerifier reads: name+hash+base64 key).
@@ -53,12 +53,12 @@ type Keys struct {
 }
 
 // NewKeys makes the note keys of the log named origin from the receipt
-// signing key.
-func NewKeys(origin string, key ed25519.PrivateKey) (Keys, error) {
-	if len(key) != ed25519.PrivateKeySize {
-		return Keys{}, errors.New("receiptlog: not an Ed25519 private key")
+// key: its public half, and sign, which signs a message with its private
+// half (receipt.Signer.SignNote).
+func NewKeys(origin string, pub ed25519.PublicKey, sign func(msg []byte) []byte) (Keys, error) {
+	if len(pub) != ed25519.PublicKeySize || sign == nil {
+		return Keys{}, errors.New("receiptlog: not an Ed25519 key")
 	}
-	pub, _ := key.Public().(ed25519.PublicKey)
 	vkey, err := note.NewEd25519VerifierKey(origin, pub)
 	if err != nil {
 		return Keys{}, err
@@ -67,7 +67,7 @@ func NewKeys(origin string, key ed25519.PrivateKey) (Keys, error) {
 	if err != nil {
 		return Keys{}, err
 	}
-	return Keys{Signer: &signer{name: origin, hash: v.KeyHash(), key: key}, Verifier: v, VerifierKey: vkey}, nil
+	return Keys{Signer: &signer{name: origin, hash: v.KeyHash(), sign: sign}, Verifier: v, VerifierKey: vkey}, nil
 }
 
 // CheckpointText is a checkpoint's body (C2SP tlog-checkpoint): the

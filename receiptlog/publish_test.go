@@ -24,7 +24,7 @@ import (
 func TestPublishSignsWhatTheChainHolds(t *testing.T) {
 	onBoth(t, func(t *testing.T, s persistence.Store) {
 		ctx := context.Background()
-		_, key, err := ed25519.GenerateKey(nil)
+		pub, key, err := ed25519.GenerateKey(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +33,7 @@ func TestPublishSignsWhatTheChainHolds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys, err := receiptlog.NewKeys(origin, key)
+		keys, err := receiptlog.NewKeys(origin, pub, func(m []byte) []byte { return ed25519.Sign(key, m) })
 		if err != nil {
 			t.Fatal(err)
 		}
