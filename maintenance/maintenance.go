@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +53,9 @@ type Options struct {
 	// Events receives receipt_chain_broken security events (the SOC
 	// pipeline raises the HIGH alert of the default rule).
 	Events Events
+	// LogOrigin is SVC_LOG_ORIGIN: with PublicKey, the receipt log's
+	// checkpoints are opened and checked (receiptlog.go).
+	LogOrigin string
 }
 
 // Events is where receipt_chain_broken events go (the node's SOC event
@@ -132,6 +136,13 @@ func (m *Maintenance) CheckReceipts(ctx context.Context) (IntegrityPass, error) 
 				return pass, fmt.Errorf("tenant %s: %w", st.TenantID, err)
 			}
 		}
+		if st.BrokenSeq == 0 {
+			seq, why, err := m.checkCheckpoints(ctx, st.TenantID, st.VerifiedSeq)
+			if err != nil {
+				return pass, fmt.Errorf("tenant %s: receipt log: %w", st.TenantID, err)
+			}
+			st.BrokenSeq, st.BrokenError = seq, why
+		}
 		st.CheckedAt = m.opt.Now().UTC()
 		if err := m.store.SaveChainCheck(ctx, st); err != nil {
 			return pass, err
@@ -174,6 +185,14 @@ func (m *Maintenance) checkForward(ctx context.Context, st *persistence.ChainChe
 			return total, nil
 		}
 		good, seq, why := m.verify(st.TenantID, st.VerifiedSeq, st.VerifiedHash, rs)
+		if why == "" {
+			if seq, why, err = m.checkLeaves(ctx, st.TenantID, rs); err != nil {
+				return total, err
+			}
+			if why != "" {
+				good = slices.IndexFunc(rs, func(r persistence.Receipt) bool { return r.Seq == seq })
+			}
+		}
 		total += good
 		if good > 0 {
 			last := rs[good-1]
@@ -224,6 +243,11 @@ func (m *Maintenance) sweep(ctx context.Context, st *persistence.ChainCheckState
 			return total, nil
 		}
 		good, seq, why := m.verify(st.TenantID, prevSeq, prevHash, rs)
+		if why == "" {
+			if seq, why, err = m.checkLeaves(ctx, st.TenantID, rs); err != nil {
+				return total, err
+			}
+		}
 		total += good
 		if why != "" {
 			st.BrokenSeq, st.BrokenError = seq, why+" (found by the re-verification of older links)"

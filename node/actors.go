@@ -73,7 +73,7 @@ func (n *Node) newActors() {
 		pub = n.signer.PublicKey()
 	}
 	n.maintenance = maintenance.New(n.store, maintenance.Options{PublicKey: pub,
-		Retention: time.Duration(cfg.AuditRetentionDays) * 24 * time.Hour, IsLeader: n.leader.IsLeader, Events: n.bus},
+		Retention: time.Duration(cfg.AuditRetentionDays) * 24 * time.Hour, IsLeader: n.leader.IsLeader, Events: n.bus, LogOrigin: cfg.LogOrigin},
 		log.Named("maintenance"))
 	n.mcp = mcpregistry.New(n.store, n.bus, n.invalidations, mcpFetch(cfg.AllowPrivateTargets, n.version, n.mcpCredentials),
 		mcpregistry.NewSlots(cfg.MCPDiscoveryConcurrency), log.Named("mcp"))

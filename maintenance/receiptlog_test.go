@@ -1,0 +1,137 @@
+package maintenance
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"svc/persistence"
+	"svc/receipt"
+	"svc/receiptlog"
+)
+
+// logged is a maintained store whose receipts are signed and logged.
+type logged struct {
+	maintained
+	signer *receipt.Signer
+	keys   receiptlog.Keys
+	m      *Maintenance
+}
+
+func newLogged(t *testing.T, st maintained) logged {
+	t.Helper()
+	signer, err := receipt.NewSigner(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin, err := receiptlog.Origin("svc", st.tenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := receiptlog.NewKeys(origin, signer.PublicKey(), signer.SignNote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(st.store, Options{PublicKey: signer.PublicKey(), LogOrigin: "svc"}, hclog.NewNullLogger())
+	return logged{maintained: st, signer: signer, keys: keys, m: m}
+}
+
+// publish appends the committed receipts to the log and signs a
+// checkpoint, as the leader's job does.
+func (l logged) publish(t *testing.T) persistence.Checkpoint {
+	t.Helper()
+	c, err := receiptlog.Publish(context.Background(), l.store, l.tenantID, l.keys, time.Now())
+	if err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	return c
+}
+
+// broken runs an integrity pass and returns the tenant's break (0, "" for
+// none).
+func (l logged) broken(t *testing.T) (int64, string) {
+	t.Helper()
+	p, err := l.m.CheckReceipts(context.Background())
+	if err != nil {
+		t.Fatalf("CheckReceipts: %v", err)
+	}
+	for _, b := range p.Broken {
+		if b.TenantID == l.tenantID {
+			return b.BrokenSeq, b.BrokenError
+		}
+	}
+	return 0, ""
+}
+
+// rewriteTail replaces the receipts after seq with n new ones, sealed,
+// signed and linked onto seq as the gateway would: a chain that verifies.
+// The integrity job's own state is reset too, as an insider would.
+func (l logged) rewriteTail(t *testing.T, seq int64, n int) {
+	t.Helper()
+	rs, err := l.store.ReceiptRange(context.Background(), l.tenantID, seq, seq, 1)
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("receipt %d: %v", seq, err)
+	}
+	l.exec(t, `DELETE FROM decisions WHERE tenant_id = $1 AND receipt_seq > $2`, l.tenantID, seq)
+	l.exec(t, `UPDATE receipt_heads SET seq = $2, hash = $3 WHERE tenant_id = $1`, l.tenantID, seq, rs[0].Hash)
+	if n > 0 {
+		l.commit(t, l.signer, n)
+	}
+	l.exec(t, `DELETE FROM receipt_checks WHERE tenant_id = $1`, l.tenantID)
+}
+
+// TestReceiptLogIntegrity: the integrity pass catches what the chain
+// alone cannot: a tail rewritten, re-signed and relinked (the log's leaves
+// differ), and the same with the log rebuilt and re-signed (the new
+// checkpoint is not consistent with the earlier one).
+func TestReceiptLogIntegrity(t *testing.T) {
+	onBothBackends(t, func(t *testing.T, st maintained) {
+		l := newLogged(t, st)
+		l.commit(t, l.signer, 9)
+		if c := l.publish(t); c.Size != 9 {
+			t.Fatalf("checkpoint of %d", c.Size)
+		}
+		l.commit(t, l.signer, 1)
+		if c := l.publish(t); c.Size != 10 {
+			t.Fatalf("checkpoint of %d", c.Size)
+		}
+		if seq, why := l.broken(t); seq != 0 {
+			t.Fatalf("an untouched log is broken at %d: %s", seq, why)
+		}
+
+		// Receipts 8 to 10 rewritten: the chain verifies, the log does not.
+		l.rewriteTail(t, 7, 3)
+		if seq, why := l.broken(t); seq != 8 || !strings.Contains(why, "leaf") {
+			t.Fatalf("a rewritten tail: broken at %d (%s), want 8", seq, why)
+		}
+		// The log rebuilt from the rewritten chain and its checkpoint of 10
+		// signed again: it is not consistent with the checkpoint of 9.
+		l.exec(t, `DELETE FROM receipt_log_hashes WHERE tenant_id = $1`, l.tenantID)
+		l.exec(t, `DELETE FROM receipt_log WHERE tenant_id = $1`, l.tenantID)
+		l.exec(t, `DELETE FROM receipt_checkpoints WHERE tenant_id = $1 AND tree_size = 10`, l.tenantID)
+		if c := l.publish(t); c.Size != 10 {
+			t.Fatalf("the rebuilt log's checkpoint is of %d", c.Size)
+		}
+		l.exec(t, `DELETE FROM receipt_checks WHERE tenant_id = $1`, l.tenantID)
+		if seq, why := l.broken(t); seq != 10 || !strings.Contains(why, "not consistent") {
+			t.Fatalf("a rebuilt log: broken at %d (%s), want 10", seq, why)
+		}
+	})
+}
+
+// TestReceiptLogIntegrityRemovedTail: receipts removed from the end of the
+// chain, its head moved back to match: the log still holds them.
+func TestReceiptLogIntegrityRemovedTail(t *testing.T) {
+	onBothBackends(t, func(t *testing.T, st maintained) {
+		l := newLogged(t, st)
+		l.commit(t, l.signer, 6)
+		l.publish(t)
+		l.rewriteTail(t, 4, 0)
+		if seq, why := l.broken(t); seq != 5 || !strings.Contains(why, "removed") {
+			t.Fatalf("a removed tail: broken at %d (%s), want 5", seq, why)
+		}
+	})
+}
