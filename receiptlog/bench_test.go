@@ -60,7 +60,7 @@ func buildLog(b *testing.B, s persistence.Store, tenantID string, n int64) {
 		leaves, stored = upTo, int64(len(all))
 	}
 	for i := range n {
-		binary.BigEndian.PutUint64(leaf[:], uint64(i)) //nolint:gosec // i >= 0
+		binary.BigEndian.PutUint64(leaf[:], uint64(i))
 		hs, err := tlog.StoredHashesForRecordHash(i, tlog.RecordHash(leaf[:]), r)
 		if err != nil {
 			b.Fatal(err)
@@ -157,4 +157,3 @@ func dirSize(dir string) int64 {
 	}
 	return total
 }
-
