@@ -190,7 +190,12 @@ func (e *ExportWriter) Flush() error {
 // only for a reader that fails. Memory is bounded whatever the input's
 // size: one line of at most 1 MiB, one batch of signatures, and the
 // failures listed.
-func VerifyExport(r io.Reader) (Report, error) {
+func VerifyExport(r io.Reader) (Report, error) { return VerifyExportEach(r, nil) }
+
+// VerifyExportEach is VerifyExport, calling each (when not nil) with every
+// well-formed receipt line in file order, whether it verifies or not (what
+// a check of the receipt log's checkpoint folds, receiptlog).
+func VerifyExportEach(r io.Reader, each func(Receipt)) (Report, error) {
 	var rep Report
 	lr := newLineReader(r, maxLineBytes)
 	// nextLine returns the next line that is not blank, trimmed, or
@@ -253,7 +258,7 @@ func VerifyExport(r io.Reader) (Report, error) {
 	// The receipts, from the chain head.
 	v := chainVerifier{pub: pub, tenant: h.TenantID, expectHead: h.Format == ExportFormat, gaps: h.Format == SelectionFormat,
 		keep: MaxReportedErrors}
-	lines, headHash, lastSeq := verifyReceiptLines(&v, nextLine)
+	lines, headHash, lastSeq := verifyReceiptLines(&v, nextLine, each)
 	rep.HeadHash = headHash
 	v.finish()
 	rep.Checked = v.checked
@@ -275,7 +280,7 @@ func VerifyExport(r io.Reader) (Report, error) {
 // malformed one (or one longer than maxLineBytes) as a failure. It returns
 // how many lines there were, the receipt_hash of the last one ("" when the
 // last line was malformed) and the seq of the last well-formed one.
-func verifyReceiptLines(v *chainVerifier, nextLine func() (line []byte, tooLong, ok bool)) (lines int, headHash string, lastSeq int64) {
+func verifyReceiptLines(v *chainVerifier, nextLine func() (line []byte, tooLong, ok bool), each func(Receipt)) (lines int, headHash string, lastSeq int64) {
 	for {
 		line, tooLong, ok := nextLine()
 		if !ok {
@@ -295,6 +300,9 @@ func verifyReceiptLines(v *chainVerifier, nextLine func() (line []byte, tooLong,
 			v.skip()
 			headHash = ""
 			continue
+		}
+		if each != nil {
+			each(rec)
 		}
 		v.add(i, rec)
 		headHash, lastSeq = rec.ReceiptHash, rec.Seq

@@ -27,6 +27,7 @@ import (
 	"svc/node"
 	"svc/persistence"
 	"svc/receipt"
+	"svc/receiptlog"
 )
 
 // Exit codes.
@@ -37,7 +38,7 @@ const (
 )
 
 func usage(w io.Writer) {
-	_, _ = fmt.Fprintln(w, "usage: svc [serve] | svc migrate | svc tenants create NAME | svc verify-receipts [-public-key BASE64] FILE | svc verify-pack [-public-key BASE64] FILE | svc version")
+	_, _ = fmt.Fprintln(w, "usage: svc [serve] | svc migrate | svc tenants create NAME | svc verify-receipts [-public-key BASE64] [-checkpoint FILE] FILE | svc verify-pack [-public-key BASE64] FILE | svc version")
 }
 
 // Run runs the command line args (without the program name) of the
@@ -141,12 +142,31 @@ func serve(cfg *config.Config, store persistence.Store, log hclog.Logger, stdout
 // size, listing the first receipt.MaxReportedErrors failures and counting
 // them all.
 func verifyReceipts(args []string, stdout, stderr io.Writer) int {
-	want, f, code := openVerified("verify-receipts", "the receipts", "the export is checked against the key its own header names", args, stderr)
+	want, f, code, checkpointFile := openVerified("verify-receipts", "the receipts", "the export is checked against the key its own header names", args, stderr)
 	if f == nil {
 		return code
 	}
 	defer func() { _ = f.Close() }()
-	rep, err := receipt.VerifyExport(f)
+	var fold *receiptlog.Fold
+	var cp receiptlog.Checkpoint
+	var signedCP []byte
+	if checkpointFile != "" {
+		var err error
+		if signedCP, err = os.ReadFile(checkpointFile); err != nil {
+			_, _ = fmt.Fprintf(stderr, "svc: %v\n", err)
+			return exitError
+		}
+		if cp, err = receiptlog.ReadCheckpoint(signedCP); err != nil {
+			_, _ = fmt.Fprintf(stderr, "svc: -checkpoint: %v\n", err)
+			return exitConfig
+		}
+		fold = receiptlog.NewFold(cp)
+	}
+	var each func(receipt.Receipt)
+	if fold != nil {
+		each = func(r receipt.Receipt) { fold.Add(r.Seq, r.ReceiptHash) }
+	}
+	rep, err := receipt.VerifyExportEach(f, each)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "svc: %v\n", err)
 		return exitError
@@ -168,6 +188,15 @@ func verifyReceipts(args []string, stdout, stderr io.Writer) int {
 		listed++
 		total++
 	}
+	if fold != nil {
+		_, _ = fmt.Fprintf(stdout, "checkpoint: %s, %d receipts\n", printable(cp.Origin), cp.Size)
+		for _, problem := range checkpointProblems(fold, signedCP, cp.Origin, want, rep.PublicKey) {
+			_, _ = fmt.Fprintf(stdout, "error: checkpoint: %s\n", printable(problem))
+			valid = false
+			listed++
+			total++
+		}
+	}
 	if listed < total {
 		_, _ = fmt.Fprintf(stdout, "errors: %d (the first %d of the receipts' are listed)\n", total, receipt.MaxReportedErrors)
 	} else {
@@ -181,13 +210,36 @@ func verifyReceipts(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// checkpointProblems checks a checkpoint against the export folded into
+// fold: its signature, with the -public-key given or else the key the
+// export's header names (the log's note key is the receipt key), and its
+// tree.
+func checkpointProblems(fold *receiptlog.Fold, signed []byte, origin string, pinned, header ed25519.PublicKey) []string {
+	var out []string
+	key := pinned
+	if key == nil {
+		key = header
+	}
+	if key == nil {
+		out = append(out, "an unsigned export names no key to check the checkpoint's signature with: give -public-key")
+	} else if vkey, err := receiptlog.VerifierKeyFor(origin, key); err != nil {
+		out = append(out, err.Error())
+	} else if _, err := receiptlog.OpenCheckpoint(signed, vkey, origin); err != nil {
+		out = append(out, "its signature does not verify with the receipt key: "+err.Error())
+	}
+	if err := fold.Result(); err != nil {
+		out = append(out, err.Error())
+	}
+	return out
+}
+
 // verifyPack checks an evidence pack offline: its manifest, its kind's
 // files, every file's SHA-256 and size, no unlisted file, no member name
 // that leaves the directory it is unpacked into, and the manifest's
 // signature. A valid pack's origin line says what the verdict proves: an
 // unsigned pack, its integrity only.
 func verifyPack(args []string, stdout, stderr io.Writer) int {
-	want, f, code := openVerified("verify-pack", "the pack", "a signed pack is checked against the key its own manifest names", args, stderr)
+	want, f, code, _ := openVerified("verify-pack", "the pack", "a signed pack is checked against the key its own manifest names", args, stderr)
 	if f == nil {
 		return code
 	}
@@ -240,29 +292,35 @@ func printable(s string) string {
 }
 
 // openVerified parses the flags of an offline verification command
-// (-public-key and one FILE) and opens the file. A nil file comes with the
-// exit code, the problem written to stderr.
-func openVerified(cmd, what, without string, args []string, stderr io.Writer) (ed25519.PublicKey, *os.File, int) {
+// (-public-key, verify-receipts' -checkpoint, and one FILE) and opens the
+// file. A nil file comes with the exit code, the problem written to
+// stderr.
+func openVerified(cmd, what, without string, args []string, stderr io.Writer) (ed25519.PublicKey, *os.File, int, string) {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	pinned := fs.String("public-key", "", "base64 Ed25519 public key "+what+" must be signed with (GET /v2/receipts/public-key); without it "+without)
+	checkpoint := new(string)
+	if cmd == "verify-receipts" {
+		checkpoint = fs.String("checkpoint", "", "a receipt log checkpoint (GET /v2/receipts/checkpoint, saved): its signature is checked, and the export's "+
+			"first receipts must be the tree it signs (CONTRACT §17)")
+	}
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		_, _ = fmt.Fprintf(stderr, "usage: svc %s [-public-key BASE64] FILE\n", cmd)
-		return nil, nil, exitConfig
+		_, _ = fmt.Fprintf(stderr, "usage: svc %s [-public-key BASE64]%s FILE\n", cmd, map[bool]string{true: " [-checkpoint FILE]"}[cmd == "verify-receipts"])
+		return nil, nil, exitConfig, ""
 	}
 	var want ed25519.PublicKey
 	if *pinned != "" {
 		raw, err := base64.StdEncoding.DecodeString(*pinned)
 		if err != nil || len(raw) != ed25519.PublicKeySize {
 			_, _ = fmt.Fprintln(stderr, "svc: -public-key must be the base64 of a 32-byte Ed25519 public key")
-			return nil, nil, exitConfig
+			return nil, nil, exitConfig, ""
 		}
 		want = raw
 	}
 	f, err := os.Open(fs.Arg(0))
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "svc: %v\n", err)
-		return nil, nil, exitError
+		return nil, nil, exitError, ""
 	}
-	return want, f, exitOK
+	return want, f, exitOK, *checkpoint
 }
