@@ -29,12 +29,22 @@ type ReceiptLogStore interface {
 	// LatestCheckpoint returns the tenant's largest checkpoint; ErrNotFound
 	// when none was signed.
 	LatestCheckpoint(ctx context.Context, tenantID string) (Checkpoint, error)
+	// LogLeaves returns the receipt_hash of the tenant's receipts with
+	// seq >= fromSeq, in seq order, at most limit of them: what the log's
+	// leaves are made of, read without the rest of each receipt.
+	LogLeaves(ctx context.Context, tenantID string, fromSeq int64, limit int) ([]LogLeaf, error)
 	// LogsBehind lists the tenants whose tree lacks committed receipts, or
 	// whose latest checkpoint is smaller than their tree.
 	LogsBehind(ctx context.Context) ([]string, error)
 	// CheckpointsBefore lists the tenant's checkpoints smaller than size,
 	// largest first, at most limit of them.
 	CheckpointsBefore(ctx context.Context, tenantID string, size int64, limit int) ([]Checkpoint, error)
+}
+
+// LogLeaf is a receipt as the log reads it.
+type LogLeaf struct {
+	Seq  int64
+	Hash string // receipt_hash, 64 lower-case hex digits
 }
 
 // Checkpoint is a signed note of a tenant's tree head (C2SP

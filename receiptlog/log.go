@@ -14,7 +14,6 @@ import (
 // Store is what the log needs of the persistence store.
 type Store interface {
 	persistence.ReceiptLogStore
-	ReceiptRange(ctx context.Context, tenantID string, fromSeq, toSeq int64, limit int) ([]persistence.Receipt, error)
 }
 
 // LeafHash is the tree's hash of a receipt: SHA-256(0x00 ‖ the 32 bytes
@@ -92,7 +91,7 @@ func Append(ctx context.Context, st Store, tenantID string, limit int) (int64, e
 	if want := tlog.StoredHashCount(leaves); stored != want {
 		return leaves, fmt.Errorf("receiptlog: tenant %s's tree of %d leaves stores %d hashes, want %d", tenantID, leaves, stored, want)
 	}
-	rs, err := st.ReceiptRange(ctx, tenantID, leaves+1, 0, limit)
+	rs, err := st.LogLeaves(ctx, tenantID, leaves+1, limit)
 	if err != nil || len(rs) == 0 {
 		return leaves, err
 	}

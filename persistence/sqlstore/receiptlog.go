@@ -159,6 +159,20 @@ func (s *Store) LatestCheckpoint(ctx context.Context, tenantID string) (persiste
 		WHERE tenant_id = $1 ORDER BY tree_size DESC LIMIT 1`, tenantID))
 }
 
+// LogLeaves implements persistence.ReceiptLogStore: the chain's index and
+// each row's receipt_hash, no other column.
+func (s *Store) LogLeaves(ctx context.Context, tenantID string, fromSeq int64, limit int) ([]persistence.LogLeaf, error) {
+	rows, err := s.DB.Reader().Query(ctx, `SELECT receipt_seq, receipt_hash FROM decisions
+		WHERE tenant_id = $1 AND receipt_seq >= $2 ORDER BY receipt_seq LIMIT $3`, tenantID, fromSeq, limit)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows, func(r Row) (persistence.LogLeaf, error) {
+		var l persistence.LogLeaf
+		return l, r.Scan(&l.Seq, &l.Hash)
+	})
+}
+
 // LogsBehind implements persistence.ReceiptLogStore: one row per tenant
 // with receipts.
 func (s *Store) LogsBehind(ctx context.Context) ([]string, error) {
