@@ -9,8 +9,10 @@ import (
 	"svc/persistence"
 )
 
-// logChunk is how many 32-byte hashes one receipt_log_hashes row holds.
-const logChunk = 1024
+// logChunk is how many 32-byte hashes one receipt_log_hashes row holds:
+// 256 (8 KB) made proofs at 10 million receipts twice as fast as 1024
+// for 5% more storage (bench/HISTORY.md).
+const logChunk = 256
 
 // LogSize implements persistence.ReceiptLogStore.
 func (s *Store) LogSize(ctx context.Context, tenantID string) (leaves, hashes int64, err error) {

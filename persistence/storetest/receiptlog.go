@@ -50,7 +50,7 @@ func testLogAppend(t *testing.T, s persistence.Store) {
 	if leaves, hashes, err := s.LogSize(ctx(t), a.ID); err != nil || leaves != 0 || hashes != 0 {
 		t.Fatalf("an empty log: %d leaves, %d hashes, %v", leaves, hashes, err)
 	}
-	// Appends of odd sizes that cross the chunk boundaries (1024 hashes),
+	// Appends of odd sizes that cross the chunk boundaries (256 hashes),
 	// the last chunk partial in between.
 	var leaves, stored int64
 	for _, n := range []int64{1, 700, 1000, 2, 1500} {
@@ -65,7 +65,7 @@ func testLogAppend(t *testing.T, s persistence.Store) {
 	if l, h, err := s.LogSize(ctx(t), a.ID); err != nil || l != leaves || h != stored {
 		t.Fatalf("LogSize = %d, %d, %v; want %d, %d", l, h, err, leaves, stored)
 	}
-	idx := []int64{stored - 1, 0, 1023, 1024, 2047, 2048, 700, 1, stored - 1}
+	idx := []int64{stored - 1, 0, 255, 256, 1023, 1024, 2047, 2048, 700, 1, stored - 1}
 	got, err := s.LogHashes(ctx(t), a.ID, idx)
 	if err != nil || len(got) != len(idx) {
 		t.Fatalf("LogHashes: %d, %v", len(got), err)

@@ -4,9 +4,9 @@
 -- stored Merkle tree holds, how many hashes are stored for them, and the
 -- size of its latest signed checkpoint.
 -- receipt_log_hashes: those hashes, in the order golang.org/x/mod's
--- sumdb/tlog stores them (its storage index), 32 bytes each, 1024 to a
--- chunk (chunk k holds indexes 1024k .. 1024k+1023; the last chunk is
--- partial). About 64 bytes a receipt: a proof reads O(log n) of them.
+-- sumdb/tlog stores them (its storage index), 32 bytes each, 256 to a
+-- chunk (chunk k holds indexes 256k .. 256k+255; the last chunk is
+-- partial). About 70 bytes a receipt: a proof reads O(log n) of them.
 -- receipt_checkpoints: the signed notes of the tree's head, kept, so that
 -- any two can be proven consistent.
 CREATE TABLE receipt_log (
