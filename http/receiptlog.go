@@ -13,7 +13,6 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"svc/actors"
-	"svc/persistence"
 	"svc/receiptlog"
 )
 
@@ -111,22 +110,10 @@ func proofError(err error) error {
 
 // receiptInclusion serves GET /receipts/:receipt_id/inclusion.
 func (s *Server) receiptInclusion(c *Call) (any, error) {
-	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
-		return nil, err
-	}
 	tenant := c.Principal.TenantID
-	r, err := s.Store.GetReceipt(c.Ctx(), tenant, c.Param("receipt_id"))
+	r, err := s.callersReceipt(c)
 	if err != nil {
-		return nil, orNotFound(err, "receipt")
-	}
-	if c.Principal.Kind == KindAgent {
-		d, err := s.Store.GetDecision(c.Ctx(), tenant, r.DecisionID)
-		if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-			return nil, err
-		}
-		if err != nil || d.AgentID != c.Principal.AgentID {
-			return nil, notFound("receipt")
-		}
+		return nil, err
 	}
 	size, given, err := sizeParam(c, "tree_size")
 	if err != nil {

@@ -111,23 +111,34 @@ func (s *Server) receiptPublicKey(*Call) (any, error) {
 
 // getReceipt serves GET /receipts/:receipt_id.
 func (s *Server) getReceipt(c *Call) (any, error) {
-	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+	r, err := s.callersReceipt(c)
+	if err != nil {
 		return nil, err
+	}
+	return viewReceipt(r), nil
+}
+
+// callersReceipt reads the receipt named in the path as the caller may see
+// it: an agent token only the receipts of its own decisions (any other:
+// 404, as an unknown id).
+func (s *Server) callersReceipt(c *Call) (persistence.Receipt, error) {
+	if err := s.Authorizer.Consistent(c.Ctx()); err != nil {
+		return persistence.Receipt{}, err
 	}
 	r, err := s.Store.GetReceipt(c.Ctx(), c.Principal.TenantID, c.Param("receipt_id"))
 	if err != nil {
-		return nil, orNotFound(err, "receipt")
+		return r, orNotFound(err, "receipt")
 	}
 	if c.Principal.Kind == KindAgent {
 		d, err := s.Store.GetDecision(c.Ctx(), c.Principal.TenantID, r.DecisionID)
 		if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-			return nil, err
+			return r, err
 		}
 		if err != nil || d.AgentID != c.Principal.AgentID {
-			return nil, notFound("receipt")
+			return r, notFound("receipt")
 		}
 	}
-	return viewReceipt(r), nil
+	return r, nil
 }
 
 // verifyReceipt serves GET /receipts/:receipt_id/verify.

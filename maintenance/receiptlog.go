@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"svc/persistence"
@@ -26,7 +25,7 @@ func (m *Maintenance) checkLeaves(ctx context.Context, tenantID string, rs []per
 	if err != nil || leaves == 0 {
 		return 0, "", err
 	}
-	var idx []int64
+	var idx, seqs []int64
 	var want []tlog.Hash
 	for _, r := range rs {
 		if r.Seq < 1 || r.Seq > leaves {
@@ -36,7 +35,7 @@ func (m *Maintenance) checkLeaves(ctx context.Context, tenantID string, rs []per
 		if err != nil {
 			return r.Seq, err.Error(), nil
 		}
-		idx, want = append(idx, tlog.StoredHashIndex(0, r.Seq-1)), append(want, h)
+		idx, seqs, want = append(idx, tlog.StoredHashIndex(0, r.Seq-1)), append(seqs, r.Seq), append(want, h)
 	}
 	if len(idx) == 0 {
 		return 0, "", nil
@@ -46,13 +45,7 @@ func (m *Maintenance) checkLeaves(ctx context.Context, tenantID string, rs []per
 		return 0, "", err
 	}
 	for i := range got {
-		if got[i] != want[i] {
-			seq := idx[i] // recomputed below: the leaf's seq
-			for _, r := range rs {
-				if tlog.StoredHashIndex(0, r.Seq-1) == idx[i] {
-					seq = r.Seq
-				}
-			}
+		if seq := seqs[i]; got[i] != want[i] {
 			return seq, fmt.Sprintf("receipt %d is not the receipt log's leaf %d: the receipt or the log was changed after the log took it", seq, seq-1), nil
 		}
 	}
@@ -83,7 +76,7 @@ func (m *Maintenance) checkCheckpoints(ctx context.Context, tenantID string, hea
 	if err != nil {
 		return 0, "", err
 	}
-	vkey, err := note.NewEd25519VerifierKey(origin, m.opt.PublicKey)
+	vkey, err := receiptlog.VerifierKeyFor(origin, m.opt.PublicKey)
 	if err != nil {
 		return 0, "", err
 	}

@@ -12,9 +12,7 @@ import (
 )
 
 // Store is what the log needs of the persistence store.
-type Store interface {
-	persistence.ReceiptLogStore
-}
+type Store = persistence.ReceiptLogStore
 
 // LeafHash is the tree's hash of a receipt: SHA-256(0x00 ‖ the 32 bytes
 // of its receipt_hash).
@@ -47,9 +45,6 @@ func (r *reader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 		got, err := r.st.LogHashes(r.ctx, r.tenant, missing)
 		if err != nil {
 			return nil, err
-		}
-		if r.pending == nil {
-			r.pending = map[int64]tlog.Hash{}
 		}
 		for k, i := range missing {
 			r.pending[i] = got[k]
@@ -95,7 +90,7 @@ func Append(ctx context.Context, st Store, tenantID string, limit int) (int64, e
 	if err != nil || len(rs) == 0 {
 		return leaves, err
 	}
-	r := &reader{ctx: ctx, st: st, tenant: tenantID}
+	r := &reader{ctx: ctx, st: st, tenant: tenantID, pending: map[int64]tlog.Hash{}}
 	buf := make([]byte, 0, 64*len(rs))
 	for i := range rs {
 		n := leaves + int64(i)
@@ -111,9 +106,6 @@ func Append(ctx context.Context, st Store, tenantID string, limit int) (int64, e
 			return leaves, err
 		}
 		base := tlog.StoredHashIndex(0, n)
-		if r.pending == nil {
-			r.pending = map[int64]tlog.Hash{}
-		}
 		for j, h := range hs {
 			r.pending[base+int64(j)] = h
 			buf = append(buf, h[:]...)
