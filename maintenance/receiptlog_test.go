@@ -2,15 +2,21 @@ package maintenance
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
 	"svc/persistence"
 	"svc/receipt"
 	"svc/receiptlog"
+	"svc/receiptlog/witnesstest"
+
+	"golang.org/x/mod/sumdb/note"
 )
 
 // logged is a maintained store whose receipts are signed and logged.
@@ -83,6 +89,64 @@ func (l logged) rewriteTail(t *testing.T, seq int64, n int) {
 	l.exec(t, `DELETE FROM receipt_checks WHERE tenant_id = $1`, l.tenantID)
 }
 
+// witnessed starts a witness (litewitness) following the tenant's log and
+// configures it for the tenant, as an operator would.
+func (l logged) witnessed(t *testing.T) persistence.ReceiptWitness {
+	t.Helper()
+	w := witnesstest.Start(t, "witness.test/w1")
+	w.Follow(t, l.keys.Signer.Name(), l.keys.VerifierKey)
+	rec, err := l.store.CreateWitness(context.Background(), persistence.ReceiptWitness{ID: uuid.NewString(), TenantID: l.tenantID,
+		URL: w.URL, Key: w.Key, CreatedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// ask has the witness asked to cosign the latest checkpoint, as the
+// leader's job does, and returns what it answered and the witness as then
+// stored.
+func (l logged) ask(t *testing.T, id string) (error, persistence.ReceiptWitness) {
+	t.Helper()
+	ctx := context.Background()
+	ws, err := l.store.ListWitnesses(ctx, l.tenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		if w.ID != id {
+			continue
+		}
+		latest, err := l.store.LatestCheckpoint(ctx, l.tenantID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer := receiptlog.AskWitness(ctx, l.store, http.DefaultClient, w, latest, time.Now())
+		after, err := l.store.ListWitnesses(ctx, l.tenantID)
+		if err != nil || len(after) != len(ws) {
+			t.Fatalf("witnesses after asking: %+v, %v", after, err)
+		}
+		for _, a := range after {
+			if a.ID == id {
+				return answer, a
+			}
+		}
+	}
+	t.Fatalf("no witness %s", id)
+	return nil, persistence.ReceiptWitness{}
+}
+
+// refused requires the witness to have refused the latest checkpoint, and
+// the witness's record to say so.
+func (l logged) refused(t *testing.T, id, what string) {
+	t.Helper()
+	err, w := l.ask(t, id)
+	var refusal *receiptlog.RefusedError
+	if !errors.As(err, &refusal) || w.Status != persistence.WitnessRefused || !strings.Contains(w.Error, "refused") {
+		t.Fatalf("%s: the witness answered %v and is %s (%s), want a refusal", what, err, w.Status, w.Error)
+	}
+}
+
 // TestReceiptLogIntegrity: the integrity pass catches what the chain
 // alone cannot: a tail rewritten, re-signed and relinked (the log's leaves
 // differ), and the same with the log rebuilt and re-signed (the new
@@ -90,14 +154,17 @@ func (l logged) rewriteTail(t *testing.T, seq int64, n int) {
 func TestReceiptLogIntegrity(t *testing.T) {
 	onBothBackends(t, func(t *testing.T, st maintained) {
 		l := newLogged(t, st)
+		witness := l.witnessed(t)
 		l.commit(t, l.signer, 9)
 		if c := l.publish(t); c.Size != 9 {
 			t.Fatalf("checkpoint of %d", c.Size)
 		}
+		l.cosigned(t, witness.ID, 9)
 		l.commit(t, l.signer, 1)
 		if c := l.publish(t); c.Size != 10 {
 			t.Fatalf("checkpoint of %d", c.Size)
 		}
+		l.cosigned(t, witness.ID, 10)
 		if seq, why := l.broken(t); seq != 0 {
 			t.Fatalf("an untouched log is broken at %d: %s", seq, why)
 		}
@@ -119,7 +186,38 @@ func TestReceiptLogIntegrity(t *testing.T) {
 		if seq, why := l.broken(t); seq != 10 || !strings.Contains(why, "not consistent") {
 			t.Fatalf("a rebuilt log: broken at %d (%s), want 10", seq, why)
 		}
+		// The witness cosigned the honest checkpoint of 10: it refuses the
+		// rebuilt one (another root at its size), and the next larger one
+		// (no consistency proof from its 10 verifies).
+		l.refused(t, witness.ID, "the rebuilt checkpoint of 10")
+		l.commit(t, l.signer, 2)
+		if c := l.publish(t); c.Size != 12 {
+			t.Fatalf("checkpoint of %d", c.Size)
+		}
+		l.refused(t, witness.ID, "a checkpoint of 12 grown from the rebuilt log")
 	})
+}
+
+// cosigned asks the witness to cosign the latest checkpoint, of size, and
+// requires its cosignature in the checkpoint kept, verifiable with its key.
+func (l logged) cosigned(t *testing.T, id string, size int64) {
+	t.Helper()
+	err, w := l.ask(t, id)
+	if err != nil || w.Status != persistence.WitnessOK || w.Size != size || w.CheckedAt == nil {
+		t.Fatalf("the witness answered %v and is %+v, want ok at %d", err, w, size)
+	}
+	latest, err := l.store.LatestCheckpoint(context.Background(), l.tenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := receiptlog.WitnessVerifier(w.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := note.Open([]byte(latest.Note), note.VerifierList(v, l.keys.Verifier))
+	if err != nil || len(n.Sigs) != 2 {
+		t.Fatalf("the checkpoint of %d kept is not cosigned: %v\n%s", latest.Size, err, latest.Note)
+	}
 }
 
 // TestReceiptLogIntegrityRemovedTail: receipts removed from the end of the
@@ -127,11 +225,29 @@ func TestReceiptLogIntegrity(t *testing.T) {
 func TestReceiptLogIntegrityRemovedTail(t *testing.T) {
 	onBothBackends(t, func(t *testing.T, st maintained) {
 		l := newLogged(t, st)
+		witness := l.witnessed(t)
 		l.commit(t, l.signer, 6)
 		l.publish(t)
+		l.cosigned(t, witness.ID, 6)
 		l.rewriteTail(t, 4, 0)
 		if seq, why := l.broken(t); seq != 5 || !strings.Contains(why, "removed") {
 			t.Fatalf("a removed tail: broken at %d (%s), want 5", seq, why)
 		}
+		// The log rebuilt from the shortened chain, and the witness's
+		// record reset as an insider would: the witness says it cosigned 6.
+		l.exec(t, `DELETE FROM receipt_log_hashes WHERE tenant_id = $1`, l.tenantID)
+		l.exec(t, `DELETE FROM receipt_log WHERE tenant_id = $1`, l.tenantID)
+		l.exec(t, `DELETE FROM receipt_checkpoints WHERE tenant_id = $1`, l.tenantID)
+		l.exec(t, `UPDATE receipt_witnesses SET size = 0, status = 'ok' WHERE tenant_id = $1`, l.tenantID)
+		if c := l.publish(t); c.Size != 4 {
+			t.Fatalf("the shortened log's checkpoint is of %d", c.Size)
+		}
+		l.refused(t, witness.ID, "a checkpoint of 4 after one of 6")
+		// Regrown past the witness's size with other receipts: refused too.
+		l.commit(t, l.signer, 5)
+		if c := l.publish(t); c.Size != 9 {
+			t.Fatalf("checkpoint of %d", c.Size)
+		}
+		l.refused(t, witness.ID, "a checkpoint of 9 regrown from 4")
 	})
 }

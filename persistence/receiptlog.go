@@ -59,3 +59,60 @@ type Checkpoint struct {
 	Note      string
 	CreatedAt time.Time
 }
+
+// Witness statuses: never asked yet, cosigned the latest checkpoint it was
+// given, refused one as inconsistent with what it cosigned before (the log
+// was rewritten or forked: a HIGH alert), or could not be asked (down,
+// misconfigured, an answer that does not verify).
+const (
+	WitnessPending = "pending"
+	WitnessOK      = "ok"
+	WitnessRefused = "refused"
+	WitnessFailing = "failing"
+)
+
+// MaxWitnesses bounds the witnesses of one tenant.
+const MaxWitnesses = 8
+
+// ReceiptWitness is a witness a tenant has its checkpoints cosigned by
+// (C2SP tlog-witness).
+type ReceiptWitness struct {
+	Seq      int64
+	ID       string
+	TenantID string
+	// URL is the witness's submission prefix: checkpoints are POSTed to
+	// URL + "/add-checkpoint".
+	URL string
+	// Key is the witness's cosignature verifier key (a note vkey); its name
+	// names the witness's cosignature lines.
+	Key string
+	// Size is the size of the last checkpoint it cosigned, 0 before one.
+	Size      int64
+	Status    string
+	Error     string
+	CheckedAt *time.Time
+	CreatedAt time.Time
+}
+
+// WitnessStore keeps the tenants' witnesses and what they answered.
+type WitnessStore interface {
+	// CreateWitness adds a witness. ErrConflict when the tenant has one
+	// with its key, or MaxWitnesses already.
+	CreateWitness(ctx context.Context, w ReceiptWitness, audit ...AuditEvent) (ReceiptWitness, error)
+	// ListWitnesses returns the tenant's witnesses, oldest first.
+	ListWitnesses(ctx context.Context, tenantID string) ([]ReceiptWitness, error)
+	// DeleteWitness removes one; ErrNotFound when the tenant has no such
+	// witness.
+	DeleteWitness(ctx context.Context, tenantID, id string, audit ...AuditEvent) error
+	// WitnessesBehind lists the witnesses of every tenant whose cosigned
+	// size is smaller than their tenant's latest checkpoint.
+	WitnessesBehind(ctx context.Context) ([]ReceiptWitness, error)
+	// RecordWitness stores a witness's answer: the size it has cosigned,
+	// its status and error, and when. ErrNotFound when it was deleted.
+	RecordWitness(ctx context.Context, tenantID, id string, size int64, status, errText string, at time.Time) error
+	// AddCosignatures appends signature lines (each ending in a newline)
+	// to the note of the tenant's checkpoint of size, in one statement, so
+	// that two witnesses' cosignatures added at once are both kept.
+	// ErrNotFound when there is no such checkpoint.
+	AddCosignatures(ctx context.Context, tenantID string, size int64, lines string) error
+}

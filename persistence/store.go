@@ -232,6 +232,7 @@ type Store interface {
 	CodehostStore
 	SecretStore
 	ReceiptLogStore
+	WitnessStore
 
 	// Backend names the implementation: "sqlite" or "postgres".
 	Backend() string

@@ -1,0 +1,207 @@
+package receiptlog
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	cosig "github.com/transparency-dev/formats/note"
+	"golang.org/x/mod/sumdb/note"
+
+	"svc/persistence"
+)
+
+// Witnesses (C2SP tlog-witness): a witness keeps, for each log it follows,
+// the latest checkpoint it cosigned, and cosigns a new one only with a
+// consistency proof from that one. A log rewritten or forked after a
+// witness cosigned it can no longer get that witness's cosignature: the
+// witness refuses, and the refusal is the alarm.
+//
+// The cosignature keys and lines are read by
+// github.com/transparency-dev/formats/note (C2SP tlog-cosignature, the
+// timestamped Ed25519 "cosignature/v1"), on top of golang.org/x/mod's
+// sumdb/note; nothing here formats or checks a signature by hand.
+
+// WitnessStore is what asking witnesses reads and writes.
+type WitnessStore interface {
+	Hashes
+	RecordWitness(ctx context.Context, tenantID, id string, size int64, status, errText string, at time.Time) error
+	AddCosignatures(ctx context.Context, tenantID string, size int64, lines string) error
+}
+
+// witnessTimeout bounds one request to a witness; a witness that does
+// not answer in time is asked again at the next pass.
+const witnessTimeout = 10 * time.Second
+
+// maxWitnessAnswer bounds the body read from a witness.
+const maxWitnessAnswer = 64 << 10
+
+// WitnessVerifier reads a witness's key: a cosignature/v1 verifier key
+// (type 0x04) or a plain Ed25519 note key (type 0x01, taken as its
+// cosignature/v1 key, as tlog-cosignature allows).
+func WitnessVerifier(vkey string) (note.Verifier, error) {
+	v, err := cosig.NewVerifierForCosignatureV1(vkey)
+	if err != nil {
+		return nil, fmt.Errorf("receiptlog: witness key: %w", err)
+	}
+	return v, nil
+}
+
+// RefusedError is a witness's refusal of a checkpoint as inconsistent
+// with the one it cosigned before.
+type RefusedError struct {
+	// Size is the size of the tree the witness has cosigned, when it said.
+	Size   int64
+	Reason string
+}
+
+func (e *RefusedError) Error() string { return "witness refused the checkpoint: " + e.Reason }
+
+// AskWitness asks witness w to cosign checkpoint c (the tenant's latest),
+// adds the cosignature it returns to the stored checkpoint and records
+// the witness's answer. It returns a *RefusedError when the witness
+// refused c as inconsistent with what it cosigned before, another error
+// when it could not be asked or answered wrongly (the witness is recorded
+// failing), nil once c is cosigned.
+func AskWitness(ctx context.Context, st WitnessStore, client *http.Client, w persistence.ReceiptWitness, c persistence.Checkpoint,
+	now time.Time) error {
+	size, lines, err := cosign(ctx, st, client, w, c)
+	status, text := persistence.WitnessOK, ""
+	var refused *RefusedError
+	switch {
+	case errors.As(err, &refused):
+		status, text = persistence.WitnessRefused, err.Error()
+	case err != nil:
+		status, text, size = persistence.WitnessFailing, err.Error(), w.Size
+	}
+	if err == nil {
+		if aerr := st.AddCosignatures(ctx, c.TenantID, c.Size, lines); aerr != nil {
+			return fmt.Errorf("receiptlog: keep cosignature: %w", aerr)
+		}
+	}
+	if rerr := st.RecordWitness(ctx, w.TenantID, w.ID, size, status, text, now); rerr != nil && !errors.Is(rerr, persistence.ErrNotFound) {
+		return errors.Join(err, rerr)
+	}
+	return err
+}
+
+// cosign runs the protocol: a request from the size the witness last
+// cosigned and, when the witness says it is at another size (409), one
+// more from that size. It returns the size the witness has cosigned and
+// its verified cosignature lines.
+func cosign(ctx context.Context, st Hashes, client *http.Client, w persistence.ReceiptWitness, c persistence.Checkpoint) (int64, string, error) {
+	v, err := WitnessVerifier(w.Key)
+	if err != nil {
+		return w.Size, "", err
+	}
+	old := w.Size
+	for attempt := 0; ; attempt++ {
+		if old > c.Size {
+			return old, "", &RefusedError{Size: old, Reason: fmt.Sprintf("the witness has cosigned a tree of %d receipts, "+
+				"larger than this log's latest checkpoint of %d: receipts were removed", old, c.Size)}
+		}
+		body, err := addCheckpointBody(ctx, st, c, old)
+		if err != nil {
+			return w.Size, "", err
+		}
+		status, ctype, answer, err := post(ctx, client, strings.TrimSuffix(w.URL, "/")+"/add-checkpoint", body)
+		if err != nil {
+			return w.Size, "", err
+		}
+		switch {
+		case status == http.StatusOK:
+			lines, err := cosignatures(c.Note, answer, v)
+			return c.Size, lines, err
+		case status == http.StatusConflict && strings.HasPrefix(ctype, "text/x.tlog.size"):
+			at, err := strconv.ParseInt(strings.TrimSpace(string(answer)), 10, 64)
+			if err != nil || at < 0 {
+				return w.Size, "", fmt.Errorf("witness answered 409 with a size that is not one: %.64q", answer)
+			}
+			if at == c.Size {
+				return at, "", &RefusedError{Size: at, Reason: fmt.Sprintf("the witness has cosigned another tree of %d receipts "+
+					"(another root hash): the log was forked", at)}
+			}
+			if at == old || attempt > 0 {
+				return w.Size, "", fmt.Errorf("witness answered 409 at size %d twice", at)
+			}
+			old = at
+		case status == http.StatusConflict:
+			return old, "", &RefusedError{Size: old, Reason: fmt.Sprintf("the witness has cosigned another tree of %d receipts "+
+				"(another root hash): the log was forked", c.Size)}
+		case status == http.StatusUnprocessableEntity:
+			return old, "", &RefusedError{Size: old, Reason: fmt.Sprintf("the consistency proof from the %d receipts it cosigned "+
+				"to this log's %d does not verify: receipts it cosigned were changed", old, c.Size)}
+		case status == http.StatusForbidden || status == http.StatusNotFound:
+			return w.Size, "", fmt.Errorf("witness answered %d: it does not know this log's origin %q or its key", status, originOf(c.Note))
+		default:
+			return w.Size, "", fmt.Errorf("witness answered %d: %.200s", status, answer)
+		}
+	}
+}
+
+// addCheckpointBody is an add-checkpoint request: "old <size>", the
+// consistency proof from that size to c's (none from 0), an empty line,
+// then the checkpoint.
+func addCheckpointBody(ctx context.Context, st Hashes, c persistence.Checkpoint, old int64) ([]byte, error) {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "old %d\n", old)
+	if old > 0 && old < c.Size {
+		proof, err := Consistency(ctx, st, c.TenantID, old, c.Size)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range proof {
+			b.WriteString(base64.StdEncoding.EncodeToString(h[:]))
+			b.WriteByte('\n')
+		}
+	}
+	b.WriteByte('\n')
+	b.WriteString(c.Note)
+	return b.Bytes(), nil
+}
+
+func post(ctx context.Context, client *http.Client, url string, body []byte) (int, string, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, witnessTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxWitnessAnswer))
+	if err != nil {
+		return 0, "", nil, err
+	}
+	return resp.StatusCode, resp.Header.Get("Content-Type"), answer, nil
+}
+
+// cosignatures returns the witness's signature lines of an add-checkpoint
+// answer that verify, over the checkpoint, with its key (the answer may
+// carry others: they are ignored, as tlog-witness says). None: an error.
+func cosignatures(checkpoint string, answer []byte, v note.Verifier) (string, error) {
+	n, err := note.Open(append([]byte(checkpoint), answer...), note.VerifierList(v))
+	if err != nil {
+		return "", fmt.Errorf("witness answer holds no cosignature of the checkpoint by %s that verifies: %w", v.Name(), err)
+	}
+	var lines strings.Builder
+	for _, s := range n.Sigs {
+		fmt.Fprintf(&lines, "— %s %s\n", s.Name, s.Base64)
+	}
+	return lines.String(), nil
+}
+
+func originOf(n string) string {
+	origin, _, _ := strings.Cut(n, "\n")
+	return origin
+}
