@@ -168,6 +168,8 @@ func (p *socPipeline) Receive(ctx actor.Context) {
 		}
 	case *messages.RecordLost:
 		p.recordLost(m)
+	case *messages.LogRefused:
+		p.logRefused(m)
 	case tick:
 		p.alertLost(time.Now(), false)
 		p.flushAlerts(ctx)

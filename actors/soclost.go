@@ -76,3 +76,26 @@ func (p *socPipeline) alertLost(now time.Time, fresh bool) {
 		l.count, l.alertedAt = 0, now
 	}
 }
+
+// alertLogRefused is the rule key and name of the HIGH alert raised when a
+// witness refuses a checkpoint of the tenant's receipt log.
+const alertLogRefused = "receipt_log_refused"
+
+// logRefused raises the HIGH alert of a witness's refusal (the job reports
+// a witness's refusal once, when it starts refusing).
+func (p *socPipeline) logRefused(m *messages.LogRefused) {
+	summary := fmt.Sprintf("%s: witness %s (%s) refused the receipt log's checkpoint of %d receipts: %s", alertLogRefused, m.Witness,
+		m.URL, m.Size, m.Reason)
+	a := persistence.Alert{ID: persistence.NewRecordID(), TenantID: m.TenantID, RuleKey: alertLogRefused, AlertName: alertLogRefused,
+		Severity: detect.SeverityHigh, Source: detect.SourceDefault, SourceEventID: uuid.NewString(), Summary: summary, CreatedAt: m.At.UTC()}
+	p.alerts = append(p.alerts, a)
+	p.stats.Alerts.Add(1)
+	if p.opt.Feed != nil {
+		p.opt.Feed.Publish(messages.FeedItem{TenantID: m.TenantID, Type: messages.FeedAlert, Data: a.Record()})
+	}
+	if p.opt.Notify != nil {
+		p.opt.Notify(messages.Notification{Kind: alertLogRefused, Severity: messages.NotifySeverityHigh, TenantID: m.TenantID,
+			At: a.CreatedAt, Summary: summary, Detail: fmt.Sprintf("alert %s", a.ID), RecordType: messages.FeedAlert, RecordID: a.ID,
+			RuleKey: alertLogRefused})
+	}
+}

@@ -44,7 +44,7 @@ var readOnlyPackageVars = []string{
 // files) is either listed above as read-only, or this test fails.
 func TestNodesShareNoPackageState(t *testing.T) {
 	root := ".."
-	skip := []string{"sdk", "testkit", "e2e", "cmd", "bench", "scripts", "testdata", "node_modules", "storetest", "packtest", "mcptest"}
+	skip := []string{"sdk", "testkit", "e2e", "cmd", "bench", "scripts", "testdata", "node_modules", "storetest", "packtest", "mcptest", "witnesstest"}
 	fset := token.NewFileSet()
 	var found []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {

@@ -168,6 +168,7 @@ func New(d Deps) *Server {
 	s.registerScoreboard()
 	s.registerReceipts()
 	s.registerReceiptLog()
+	s.registerWitnesses()
 	s.registerApprovals()
 	s.registerSOC()
 	s.registerSOCRules()

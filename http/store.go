@@ -36,6 +36,7 @@ type Reads interface {
 	GetWebhook(ctx context.Context, tenantID, id string) (persistence.WebhookSubscription, error)
 	JobRuns(ctx context.Context) ([]persistence.JobRunRecord, error)
 	LatestCheckpoint(ctx context.Context, tenantID string) (persistence.Checkpoint, error)
+	ListWitnesses(ctx context.Context, tenantID string) ([]persistence.ReceiptWitness, error)
 	LogHashes(ctx context.Context, tenantID string, indexes []int64) ([][32]byte, error)
 	LogSize(ctx context.Context, tenantID string) (leaves, hashes int64, err error)
 	Lease(ctx context.Context, name string) (persistence.Lease, error)

@@ -3,7 +3,6 @@ package maintenance
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
+	"svc/outbound"
 	"svc/persistence"
 	"svc/receipt"
 	"svc/receiptlog"
@@ -106,7 +106,7 @@ func (l logged) witnessed(t *testing.T) persistence.ReceiptWitness {
 // ask has the witness asked to cosign the latest checkpoint, as the
 // leader's job does, and returns what it answered and the witness as then
 // stored.
-func (l logged) ask(t *testing.T, id string) (error, persistence.ReceiptWitness) {
+func (l logged) ask(t *testing.T, id string) (persistence.ReceiptWitness, error) {
 	t.Helper()
 	ctx := context.Background()
 	ws, err := l.store.ListWitnesses(ctx, l.tenantID)
@@ -121,26 +121,26 @@ func (l logged) ask(t *testing.T, id string) (error, persistence.ReceiptWitness)
 		if err != nil {
 			t.Fatal(err)
 		}
-		answer := receiptlog.AskWitness(ctx, l.store, http.DefaultClient, w, latest, time.Now())
+		answer := receiptlog.AskWitness(ctx, l.store, outbound.Exchanger(true), w, latest, time.Now())
 		after, err := l.store.ListWitnesses(ctx, l.tenantID)
 		if err != nil || len(after) != len(ws) {
 			t.Fatalf("witnesses after asking: %+v, %v", after, err)
 		}
 		for _, a := range after {
 			if a.ID == id {
-				return answer, a
+				return a, answer
 			}
 		}
 	}
 	t.Fatalf("no witness %s", id)
-	return nil, persistence.ReceiptWitness{}
+	return persistence.ReceiptWitness{}, nil
 }
 
 // refused requires the witness to have refused the latest checkpoint, and
 // the witness's record to say so.
 func (l logged) refused(t *testing.T, id, what string) {
 	t.Helper()
-	err, w := l.ask(t, id)
+	w, err := l.ask(t, id)
 	var refusal *receiptlog.RefusedError
 	if !errors.As(err, &refusal) || w.Status != persistence.WitnessRefused || !strings.Contains(w.Error, "refused") {
 		t.Fatalf("%s: the witness answered %v and is %s (%s), want a refusal", what, err, w.Status, w.Error)
@@ -202,7 +202,7 @@ func TestReceiptLogIntegrity(t *testing.T) {
 // requires its cosignature in the checkpoint kept, verifiable with its key.
 func (l logged) cosigned(t *testing.T, id string, size int64) {
 	t.Helper()
-	err, w := l.ask(t, id)
+	w, err := l.ask(t, id)
 	if err != nil || w.Status != persistence.WitnessOK || w.Size != size || w.CheckedAt == nil {
 		t.Fatalf("the witness answered %v and is %+v, want ok at %d", err, w, size)
 	}

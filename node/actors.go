@@ -108,6 +108,14 @@ func (n *Node) recordLost(w *persistence.DecisionWrite, err error) {
 	}
 }
 
+// logRefused reports a witness's refusal of a tenant's checkpoint to the
+// security pipeline (a HIGH alert).
+func (n *Node) logRefused(m *messages.LogRefused) {
+	if pid := n.socPID.Load(); pid != nil {
+		n.system.Root.Send(pid, m)
+	}
+}
+
 // notify hands a HIGH alert or incident to the chat notifier (SPEC 6.4) and
 // to the webhook exporter (SPEC 6.5), each its own copy.
 func (n *Node) notify(note messages.Notification) {
@@ -180,8 +188,9 @@ func (n *Node) children() []actors.ChildSpec {
 			log.Named("maintenance")), MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute},
 	}
 	if n.signer != nil {
-		children = append(children, actors.ChildSpec{Name: actors.JobReceiptLog, Producer: actors.NewReceiptLogJob(store, n.signer, cfg.LogOrigin,
-			max(cfg.CheckpointInterval/2, 100*time.Millisecond), n.leader.IsLeader, log.Named("receiptlog")),
+		children = append(children, actors.ChildSpec{Name: actors.JobReceiptLog, Producer: actors.NewReceiptLogJob(actors.ReceiptLogOptions{
+			Store: store, Signer: n.signer, Origin: cfg.LogOrigin, Every: max(cfg.CheckpointInterval/2, 100*time.Millisecond),
+			IsLeader: n.leader.IsLeader, Post: outbound.Exchanger(cfg.AllowPrivateTargets), Refused: n.logRefused, Log: log.Named("receiptlog")}),
 			MaxRestarts: 5, Within: time.Hour, Backoff: 5 * time.Second, MaxBackoff: 5 * time.Minute})
 	}
 	if n.gateHost != nil {

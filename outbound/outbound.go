@@ -122,3 +122,35 @@ func scrubURL(err error) error {
 	}
 	return err
 }
+
+// Answer is what an Exchanger's POST was answered.
+type Answer struct {
+	Status      int
+	ContentType string
+	// Body is at most the first 64 KiB of the answer.
+	Body []byte
+}
+
+// Exchanger is the transport of the receipt log's witness requests
+// (receiptlog.Post): one POST of a text/plain body to target per call,
+// through Client, returning the answer's status, content type and body.
+func Exchanger(allowPrivate bool) func(ctx context.Context, target string, body []byte) (Answer, error) {
+	client := Client(allowPrivate)
+	return func(ctx context.Context, target string, body []byte) (Answer, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+		if err != nil {
+			return Answer{}, scrubURL(err)
+		}
+		req.Header.Set("Content-Type", "text/plain; charset=utf-8")
+		resp, err := client.Do(req)
+		if err != nil {
+			return Answer{}, scrubURL(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if err != nil {
+			return Answer{}, scrubURL(err)
+		}
+		return Answer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: answer}, nil
+	}
+}

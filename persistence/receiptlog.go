@@ -105,7 +105,8 @@ type WitnessStore interface {
 	// witness.
 	DeleteWitness(ctx context.Context, tenantID, id string, audit ...AuditEvent) error
 	// WitnessesBehind lists the witnesses of every tenant whose cosigned
-	// size is smaller than their tenant's latest checkpoint.
+	// size is smaller than their tenant's latest checkpoint, but those that
+	// refused one (a refusal stands until the witness is configured anew).
 	WitnessesBehind(ctx context.Context) ([]ReceiptWitness, error)
 	// RecordWitness stores a witness's answer: the size it has cosigned,
 	// its status and error, and when. ErrNotFound when it was deleted.

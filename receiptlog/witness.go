@@ -6,8 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +13,7 @@ import (
 	cosig "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
 
+	"svc/outbound"
 	"svc/persistence"
 )
 
@@ -37,11 +36,21 @@ type WitnessStore interface {
 }
 
 // witnessTimeout bounds one request to a witness; a witness that does
-// not answer in time is asked again at the next pass.
+// not answer in time is asked again later.
 const witnessTimeout = 10 * time.Second
 
-// maxWitnessAnswer bounds the body read from a witness.
-const maxWitnessAnswer = 64 << 10
+// Post is the transport that asks witnesses: one POST of body to target
+// (outbound.Exchanger, with its guard against private targets).
+type Post func(ctx context.Context, target string, body []byte) (outbound.Answer, error)
+
+// HTTP status codes of the witness protocol.
+const (
+	statusOK            = 200
+	statusForbidden     = 403
+	statusNotFound      = 404
+	statusConflict      = 409
+	statusUnprocessable = 422
+)
 
 // WitnessVerifier reads a witness's key: a cosignature/v1 verifier key
 // (type 0x04) or a plain Ed25519 note key (type 0x01, taken as its
@@ -70,9 +79,9 @@ func (e *RefusedError) Error() string { return "witness refused the checkpoint: 
 // refused c as inconsistent with what it cosigned before, another error
 // when it could not be asked or answered wrongly (the witness is recorded
 // failing), nil once c is cosigned.
-func AskWitness(ctx context.Context, st WitnessStore, client *http.Client, w persistence.ReceiptWitness, c persistence.Checkpoint,
+func AskWitness(ctx context.Context, st WitnessStore, post Post, w persistence.ReceiptWitness, c persistence.Checkpoint,
 	now time.Time) error {
-	size, lines, err := cosign(ctx, st, client, w, c)
+	size, lines, err := cosign(ctx, st, post, w, c)
 	status, text := persistence.WitnessOK, ""
 	var refused *RefusedError
 	switch {
@@ -96,7 +105,7 @@ func AskWitness(ctx context.Context, st WitnessStore, client *http.Client, w per
 // cosigned and, when the witness says it is at another size (409), one
 // more from that size. It returns the size the witness has cosigned and
 // its verified cosignature lines.
-func cosign(ctx context.Context, st Hashes, client *http.Client, w persistence.ReceiptWitness, c persistence.Checkpoint) (int64, string, error) {
+func cosign(ctx context.Context, st Hashes, post Post, w persistence.ReceiptWitness, c persistence.Checkpoint) (int64, string, error) {
 	v, err := WitnessVerifier(w.Key)
 	if err != nil {
 		return w.Size, "", err
@@ -111,15 +120,18 @@ func cosign(ctx context.Context, st Hashes, client *http.Client, w persistence.R
 		if err != nil {
 			return w.Size, "", err
 		}
-		status, ctype, answer, err := post(ctx, client, strings.TrimSuffix(w.URL, "/")+"/add-checkpoint", body)
+		rctx, cancel := context.WithTimeout(ctx, witnessTimeout)
+		a, err := post(rctx, strings.TrimSuffix(w.URL, "/")+"/add-checkpoint", body)
+		cancel()
 		if err != nil {
 			return w.Size, "", err
 		}
+		status, ctype, answer := a.Status, a.ContentType, a.Body
 		switch {
-		case status == http.StatusOK:
+		case status == statusOK:
 			lines, err := cosignatures(c.Note, answer, v)
 			return c.Size, lines, err
-		case status == http.StatusConflict && strings.HasPrefix(ctype, "text/x.tlog.size"):
+		case status == statusConflict && strings.HasPrefix(ctype, "text/x.tlog.size"):
 			at, err := strconv.ParseInt(strings.TrimSpace(string(answer)), 10, 64)
 			if err != nil || at < 0 {
 				return w.Size, "", fmt.Errorf("witness answered 409 with a size that is not one: %.64q", answer)
@@ -132,13 +144,13 @@ func cosign(ctx context.Context, st Hashes, client *http.Client, w persistence.R
 				return w.Size, "", fmt.Errorf("witness answered 409 at size %d twice", at)
 			}
 			old = at
-		case status == http.StatusConflict:
+		case status == statusConflict:
 			return old, "", &RefusedError{Size: old, Reason: fmt.Sprintf("the witness has cosigned another tree of %d receipts "+
 				"(another root hash): the log was forked", c.Size)}
-		case status == http.StatusUnprocessableEntity:
+		case status == statusUnprocessable:
 			return old, "", &RefusedError{Size: old, Reason: fmt.Sprintf("the consistency proof from the %d receipts it cosigned "+
 				"to this log's %d does not verify: receipts it cosigned were changed", old, c.Size)}
-		case status == http.StatusForbidden || status == http.StatusNotFound:
+		case status == statusForbidden || status == statusNotFound:
 			return w.Size, "", fmt.Errorf("witness answered %d: it does not know this log's origin %q or its key", status, originOf(c.Note))
 		default:
 			return w.Size, "", fmt.Errorf("witness answered %d: %.200s", status, answer)
@@ -165,25 +177,6 @@ func addCheckpointBody(ctx context.Context, st Hashes, c persistence.Checkpoint,
 	b.WriteByte('\n')
 	b.WriteString(c.Note)
 	return b.Bytes(), nil
-}
-
-func post(ctx context.Context, client *http.Client, url string, body []byte) (int, string, []byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, witnessTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, "", nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", nil, err
-	}
-	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxWitnessAnswer))
-	if err != nil {
-		return 0, "", nil, err
-	}
-	return resp.StatusCode, resp.Header.Get("Content-Type"), answer, nil
 }
 
 // cosignatures returns the witness's signature lines of an add-checkpoint

@@ -74,7 +74,8 @@ func (s *Store) DeleteWitness(ctx context.Context, tenantID, id string, audit ..
 func (s *Store) WitnessesBehind(ctx context.Context) ([]persistence.ReceiptWitness, error) {
 	rows, err := s.DB.Reader().Query(ctx, `SELECT w.seq, w.id, w.tenant_id, w.url, w.vkey, w.size, w.status, w.error, w.checked_at, w.created_at
 		FROM receipt_witnesses w
-		JOIN receipt_log l ON l.tenant_id = w.tenant_id WHERE w.size < l.signed ORDER BY w.tenant_id, w.seq`)
+		JOIN receipt_log l ON l.tenant_id = w.tenant_id WHERE w.size < l.signed AND w.status <> $1 ORDER BY w.tenant_id, w.seq`,
+		persistence.WitnessRefused)
 	if err != nil {
 		return nil, err
 	}

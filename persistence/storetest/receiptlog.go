@@ -23,6 +23,7 @@ func RunReceiptLog(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"hashes append across chunks and read back by index, per tenant", testLogAppend},
 		{"an append from a stale size is refused and writes nothing", testLogConflict},
 		{"checkpoints are kept, the latest read and the earlier listed", testCheckpoints},
+		{"witnesses are kept per tenant, listed when behind, and their cosignatures appended", testWitnesses},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })

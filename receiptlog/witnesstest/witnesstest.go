@@ -69,19 +69,19 @@ func build() (string, error) {
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return "", err
 	}
 	tmp, err := os.MkdirTemp(dir, "build-")
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	cmd := exec.Command("go", "install", "filippo.io/torchwood/cmd/litewitness@"+Version)
 	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("witnesstest: go install litewitness: %v\n%s", err, out)
+		return "", fmt.Errorf("witnesstest: go install litewitness: %w\n%s", err, out)
 	}
 	// Several test binaries may build at once: the rename is atomic, and
 	// each one's build is the same program.
@@ -114,7 +114,7 @@ func Start(t testing.TB, name string) *Witness {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
-	l.Close()
+	_ = l.Close()
 	w := &Witness{URL: "http://" + addr, Name: name, db: filepath.Join(dir, "litewitness.db")}
 	plain, err := note.NewEd25519VerifierKey(name, pub)
 	if err != nil {
@@ -156,7 +156,7 @@ func Start(t testing.TB, name string) *Witness {
 		resp, err := http.Get(w.URL + "/")
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if !strings.Contains(string(body), w.Key) {
 				t.Fatalf("witnesstest: litewitness serves a key other than %s:\n%s", w.Key, body)
 			}
@@ -181,7 +181,7 @@ func serveAgent(t testing.TB, dir string, priv ed25519.PrivateKey) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() { _ = l.Close() })
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -189,7 +189,7 @@ func serveAgent(t testing.TB, dir string, priv ed25519.PrivateKey) string {
 				return
 			}
 			go func() {
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				_ = agent.ServeAgent(keyring, c)
 			}()
 		}
@@ -206,7 +206,7 @@ func (w *Witness) Follow(t testing.TB, origin, vkey string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	empty := sha256.Sum256(nil)
 	if _, err := db.Exec(`INSERT INTO log (origin, tree_size, tree_hash) VALUES (?, 0, ?)`, origin,
 		base64.StdEncoding.EncodeToString(empty[:])); err != nil {
@@ -225,10 +225,30 @@ func (w *Witness) Size(t testing.TB, origin string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	var n int64
 	if err := db.QueryRow(`SELECT tree_size FROM log WHERE origin = ?`, origin).Scan(&n); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// Fork makes the witness hold another root for origin at the size it has
+// cosigned: as if the log had shown it a different tree, so the log's
+// next checkpoint is inconsistent with what it cosigned and is refused.
+func (w *Witness) Fork(t testing.TB, origin string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+w.db+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = db.Close() }()
+	other := sha256.Sum256([]byte("another tree"))
+	res, err := db.Exec(`UPDATE log SET tree_hash = ? WHERE origin = ? AND tree_size > 0`, base64.StdEncoding.EncodeToString(other[:]), origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("witnesstest: no cosigned checkpoint of %s to fork", origin)
+	}
 }
