@@ -556,8 +556,9 @@ func TestE2EEvidencePacks(t *testing.T) {
 	t.Parallel()
 	gateway.ForModes(t, func(t *testing.T, backend string) {
 		_, seedB64 := gateway.AzSeed(t)
-		s := gateway.Start(t, backend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_RECEIPT_SIGNING_KEY": seedB64})
-		_, admin := s.Tenant(t, "packs-"+testkit.Uniq())
+		s := gateway.Start(t, backend, map[string]string{"SVC_RATE_LIMIT_CAPACITY": "100000", "SVC_RECEIPT_SIGNING_KEY": seedB64,
+			"SVC_CHECKPOINT_INTERVAL_SECS": "1"})
+		tenantID, admin := s.Tenant(t, "packs-"+testkit.Uniq())
 		_, otherAdmin := s.Tenant(t, "packs-other-"+testkit.Uniq())
 		_, viewer := s.OpToken(t, admin, "packs-viewer", "viewer")
 		const planted = "planted-secret-parameter-91c2"
@@ -574,6 +575,11 @@ func TestE2EEvidencePacks(t *testing.T) {
 		incID := testkit.Str(t, inc, "incident_id")
 		gateway.Settle(t, s)
 		pk := testkit.Obj(t, s.Want(t, 200, "GET", "/v2/receipts/public-key", admin, nil))
+		// A checkpoint of every receipt (the ask and the five denies):
+		// each pack carries it, the incident pack its receipts' proofs.
+		vkey := strings.TrimSpace(string(s.Want(t, 200, "GET", "/v2/receipts/checkpoint/key", admin, nil)))
+		origin := "svc/" + tenantID
+		waitCheckpoint(t, s, admin, vkey, origin, 6)
 		secrets := []string{planted, stormTok, askTok, admin, viewer, seedB64, "token_hash", "signing_key\":\""}
 
 		noSecrets := func(t *testing.T, p pack) {
@@ -598,7 +604,8 @@ func TestE2EEvidencePacks(t *testing.T) {
 
 		t.Run("incident pack", func(t *testing.T) {
 			p := getPack(t, s, viewer, "/v2/incidents/"+incID+"/evidence-pack")
-			want := []string{"incident.json", "alerts.json", "decisions.json", "receipts.jsonl", "audit_events.json", "approvals.json", "narrative.md", "manifest.json", "manifest.sig"}
+			want := []string{"incident.json", "alerts.json", "decisions.json", "receipts.jsonl", "checkpoint.txt", "inclusion_proofs.json",
+				"audit_events.json", "approvals.json", "narrative.md", "manifest.json", "manifest.sig"}
 			if !slices.Equal(p.order, want) {
 				t.Errorf("files %v, want %v", p.order, want)
 			}
@@ -647,7 +654,26 @@ func TestE2EEvidencePacks(t *testing.T) {
 
 			good := p.write(t, p.files, p.order)
 			gateway.VerifyPackCLI(t, good, true, "kind: incident")
-			gateway.VerifyPackCLI(t, good, true, "files: 7", "-public-key", fmt.Sprint(pk["public_key"]))
+			gateway.VerifyPackCLI(t, good, true, "files: 9", "-public-key", fmt.Sprint(pk["public_key"]))
+			gateway.VerifyPackCLI(t, good, true, "checkpoint: "+origin+", 6 receipts; 5 of the pack's receipts proven in its tree")
+			// A proof of another leaf, the manifest signed again as an
+			// insider with the key could: the proof does not verify.
+			var proofs map[string]any
+			if err := json.Unmarshal(p.files["inclusion_proofs.json"], &proofs); err != nil {
+				t.Fatal(err)
+			}
+			list := proofs["proofs"].([]any)
+			if int(proofs["tree_size"].(float64)) != 6 || len(list) != 5 {
+				t.Fatalf("inclusion_proofs.json %v", proofs)
+			}
+			list[0].(map[string]any)["hashes"], list[1].(map[string]any)["hashes"] = list[1].(map[string]any)["hashes"], list[0].(map[string]any)["hashes"]
+			swapped, _ := json.Marshal(proofs)
+			resigned := maps.Clone(p.files)
+			resigned["inclusion_proofs.json"] = swapped
+			resigned["manifest.json"] = relist(t, p.files["manifest.json"], "inclusion_proofs.json", swapped)
+			resigned["manifest.sig"] = []byte(fmt.Sprintf(`{"key_id":%q,"signature":%q}`, pk["key_id"],
+				gatewaySigner(t, seedB64).SignManifest(sha256.Sum256(resigned["manifest.json"]))))
+			gateway.VerifyPackCLI(t, p.write(t, resigned, p.order), false, "does not verify against the checkpoint's root")
 			// The download itself, byte for byte.
 			orig := filepath.Join(t.TempDir(), "orig.zip")
 			if err := os.WriteFile(orig, p.raw, 0o600); err != nil {
@@ -698,7 +724,7 @@ func TestE2EEvidencePacks(t *testing.T) {
 		t.Run("compliance pack", func(t *testing.T) {
 			p := getPack(t, s, viewer, "/v2/compliance/evidence-pack")
 			want := []string{"tenant.json", "policies.json", "skills.json", "agents.json", "decision_stats.json", "receipts.jsonl",
-				"receipts_verification.json", "audit_events.jsonl", "approvals.json", "incidents.json", "manifest.json", "manifest.sig"}
+				"receipts_verification.json", "checkpoint.txt", "audit_events.jsonl", "approvals.json", "incidents.json", "manifest.json", "manifest.sig"}
 			if !slices.Equal(p.order, want) {
 				t.Errorf("files %v, want %v", p.order, want)
 			}
@@ -727,6 +753,7 @@ func TestE2EEvidencePacks(t *testing.T) {
 			}
 			noSecrets(t, p)
 			gateway.VerifyPackCLI(t, p.write(t, p.files, p.order), true, "kind: compliance", "-public-key", fmt.Sprint(pk["public_key"]))
+			gateway.VerifyPackCLI(t, p.write(t, p.files, p.order), true, "checkpoint: "+origin+", ")
 			// A range that holds nothing: empty lists, the whole chain still.
 			old := getPack(t, s, admin, "/v2/compliance/evidence-pack?from=2020-01-01T00:00:00Z&to=2020-02-01T00:00:00Z")
 			if st := testkit.Obj(t, old.files["decision_stats.json"]); st["total"] != 0.0 || len(old.files["audit_events.jsonl"]) != 0 {
@@ -748,6 +775,40 @@ func TestE2EEvidencePacks(t *testing.T) {
 			}
 		})
 	})
+}
+
+// gatewaySigner is the receipt key of a gateway started with seed.
+func gatewaySigner(t *testing.T, seed string) *receipt.Signer {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := receipt.NewSigner(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// relist returns the manifest with name's hash and size those of content.
+func relist(t *testing.T, manifest []byte, name string, content []byte) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(manifest, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range m["files"].([]any) {
+		if f := f.(map[string]any); f["name"] == name {
+			sum := sha256.Sum256(content)
+			f["sha256"], f["bytes"] = hex.EncodeToString(sum[:]), len(content)
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // openStoreOf opens the server's database as the gateway does, for a test

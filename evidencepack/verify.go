@@ -32,8 +32,11 @@ type Report struct {
 	KeyID    string // "" when unsigned
 	Signed   bool
 	// Pinned: Verify was given the key the pack must be signed with.
-	Pinned   bool
-	Problems []string
+	Pinned bool
+	// Checkpoint is what the pack's receipt log checkpoint showed; nil
+	// for a pack without one.
+	Checkpoint *CheckpointReport
+	Problems   []string
 }
 
 // Valid reports whether nothing failed.
@@ -125,7 +128,30 @@ func Verify(r io.ReaderAt, size int64, pinned ed25519.PublicKey) (Report, error)
 		}
 	}
 	verifySignature(&rep, m, raw, byName[SignatureName], pinned, fail)
+	switch {
+	case listed[CheckpointName] && byName[CheckpointName] != nil:
+		key := pinned
+		if key == nil {
+			key = manifestKey(m)
+		}
+		verifyCheckpoint(&rep, m, byName, key, fail)
+	case listed[InclusionProofsName]:
+		fail("%s: present, but the pack holds no %s to check the proofs against", InclusionProofsName, CheckpointName)
+	}
 	return rep, nil
+}
+
+// manifestKey is the key the manifest names, nil when it names none (or
+// one that is not a key: verifySignature reports it).
+func manifestKey(m Manifest) ed25519.PublicKey {
+	if m.PublicKey == nil {
+		return nil
+	}
+	k, err := base64.StdEncoding.Strict().DecodeString(*m.PublicKey)
+	if err != nil || len(k) != ed25519.PublicKeySize {
+		return nil
+	}
+	return k
 }
 
 // verifySignature checks manifest.sig against the pinned key or the key

@@ -18,7 +18,8 @@ import (
 // policy set's Rego by file as given, and the tenant's policies with its
 // policy version), skills.json, agents.json, decision_stats.json (the
 // range's), receipts.jsonl (the whole chain as an export) with
-// receipts_verification.json, and the range's audit_events.jsonl,
+// receipts_verification.json and the latest checkpoint (checkpoint.txt,
+// when one was signed), and the range's audit_events.jsonl,
 // approvals.json and incidents.json. signer signs the receipts' export
 // header and the manifest; nil: unsigned.
 func Compliance(ctx context.Context, src Reads, tenantID string, from, to time.Time, base map[string]string,
@@ -108,6 +109,11 @@ func (cp *compliance) stats(ctx context.Context, p *evidencepack.Writer) error {
 // (CONTRACT §13's verify-chain shape).
 func (cp *compliance) chain(ctx context.Context, p *evidencepack.Writer) error {
 	tenantID := cp.tenant.ID
+	// The checkpoint first: the chain read after it holds its tree.
+	checkpoint, err := latestCheckpoint(ctx, cp.src, tenantID)
+	if err != nil {
+		return err
+	}
 	head, err := cp.src.ChainHead(ctx, tenantID)
 	if err != nil {
 		return err
@@ -146,8 +152,11 @@ func (cp *compliance) chain(ctx context.Context, p *evidencepack.Writer) error {
 		return err
 	}
 	checked, errs := check.Finish(head)
-	return p.WriteJSON("receipts_verification.json", verifyChainView{Valid: len(errs) == 0, Checked: checked,
-		Errors: append(make([]receipt.ChainError, 0, len(errs)), errs...)})
+	if err := p.WriteJSON("receipts_verification.json", verifyChainView{Valid: len(errs) == 0, Checked: checked,
+		Errors: append(make([]receipt.ChainError, 0, len(errs)), errs...)}); err != nil {
+		return err
+	}
+	return writeCheckpoint(p, checkpoint)
 }
 
 // audit writes audit_events.jsonl: the audit events of the range

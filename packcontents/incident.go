@@ -19,7 +19,9 @@ import (
 // rest (the alerts its source events raised, the decisions' receipts)
 // before it returns, so a failure is still an answer before any byte. The pack holds
 // incident.json, alerts.json, decisions.json, receipts.jsonl (a selection
-// export), audit_events.json, approvals.json and narrative.md. signer
+// export), with the latest checkpoint (checkpoint.txt) and the receipts'
+// inclusion proofs in it (inclusion_proofs.json) when one was signed,
+// audit_events.json, approvals.json and narrative.md. signer
 // signs the receipts' export header and the manifest; nil: unsigned.
 func Incident(ctx context.Context, src Reads, tenantID string, recs evidence.Records, signer *receipt.Signer) (Pack, error) {
 	if recs.Incident == nil {
@@ -41,6 +43,14 @@ func Incident(ctx context.Context, src Reads, tenantID string, recs evidence.Rec
 		return Pack{}, err
 	}
 	slices.SortFunc(rs, func(a, b persistence.Receipt) int { return cmp.Compare(a.Seq, b.Seq) })
+	cp, err := latestCheckpoint(ctx, src, tenantID)
+	if err != nil {
+		return Pack{}, err
+	}
+	proofs, err := inclusionProofs(ctx, src, cp, rs)
+	if err != nil {
+		return Pack{}, err
+	}
 	files := func(_ context.Context, p *evidencepack.Writer) error {
 		if err := p.WriteJSON("incident.json", in.Record()); err != nil {
 			return err
@@ -53,6 +63,14 @@ func Incident(ctx context.Context, src Reads, tenantID string, recs evidence.Rec
 		}
 		if err := writeSelection(p, tenantID, rs, signer); err != nil {
 			return err
+		}
+		if err := writeCheckpoint(p, cp); err != nil {
+			return err
+		}
+		if proofs != nil {
+			if err := p.WriteJSON(evidencepack.InclusionProofsName, proofs); err != nil {
+				return err
+			}
 		}
 		events := make([]auditView, len(ds))
 		for i, d := range ds {

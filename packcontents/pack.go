@@ -27,6 +27,9 @@ type Reads interface {
 	PolicyVersion(ctx context.Context, tenantID string) (int64, error)
 	ReceiptRange(ctx context.Context, tenantID string, fromSeq, toSeq int64, limit int) ([]persistence.Receipt, error)
 	ReceiptsByID(ctx context.Context, tenantID string, ids []string) ([]persistence.Receipt, error)
+	LatestCheckpoint(ctx context.Context, tenantID string) (persistence.Checkpoint, error)
+	LogSize(ctx context.Context, tenantID string) (leaves, hashes int64, err error)
+	LogHashes(ctx context.Context, tenantID string, indexes []int64) ([][32]byte, error)
 }
 
 var _ Reads = persistence.Store(nil)

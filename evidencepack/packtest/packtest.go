@@ -21,10 +21,16 @@ import (
 type Member struct{ Name, Content string }
 
 // Craft writes a pack of kind whose manifest lists members with their true
-// hashes and sizes, signed by s when not nil.
+// hashes and sizes, signed by s when not nil, of tenant t1.
 func Craft(t testing.TB, kind string, s *receipt.Signer, members ...Member) []byte {
 	t.Helper()
-	m := evidencepack.Manifest{Format: receipt.ManifestFormat, Kind: kind, TenantID: "t1", CreatedAt: time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)}
+	return CraftFor(t, "t1", kind, s, members...)
+}
+
+// CraftFor is Craft for the tenant tenantID.
+func CraftFor(t testing.TB, tenantID, kind string, s *receipt.Signer, members ...Member) []byte {
+	t.Helper()
+	m := evidencepack.Manifest{Format: receipt.ManifestFormat, Kind: kind, TenantID: tenantID, CreatedAt: time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)}
 	if s != nil {
 		k := base64.StdEncoding.EncodeToString(s.PublicKey())
 		m.KeyID, m.PublicKey = s.KeyID(), &k

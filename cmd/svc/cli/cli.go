@@ -235,8 +235,9 @@ func checkpointProblems(fold *receiptlog.Fold, signed []byte, origin string, pin
 
 // verifyPack checks an evidence pack offline: its manifest, its kind's
 // files, every file's SHA-256 and size, no unlisted file, no member name
-// that leaves the directory it is unpacked into, and the manifest's
-// signature. A valid pack's origin line says what the verdict proves: an
+// that leaves the directory it is unpacked into, the manifest's
+// signature, and the receipt log checkpoint it carries (its signature,
+// and its receipts in its tree). A valid pack's origin line says what the verdict proves: an
 // unsigned pack, its integrity only.
 func verifyPack(args []string, stdout, stderr io.Writer) int {
 	want, f, code, _ := openVerified("verify-pack", "the pack", "a signed pack is checked against the key its own manifest names", args, stderr)
@@ -259,6 +260,16 @@ func verifyPack(args []string, stdout, stderr io.Writer) int {
 		keyID = "(unsigned)"
 	}
 	_, _ = fmt.Fprintf(stdout, "kind: %s\ntenant_id: %s\nfiles: %d\nkey_id: %s\n", printable(rep.Kind), printable(rep.TenantID), rep.Files, printable(keyID))
+	if c := rep.Checkpoint; c != nil {
+		_, _ = fmt.Fprintf(stdout, "checkpoint: %s, %d receipts; %d of the pack's receipts proven in its tree\n", printable(c.Origin), c.Size, c.Proven)
+		if len(c.Cosigners) > 0 {
+			names := make([]string, len(c.Cosigners))
+			for i, n := range c.Cosigners {
+				names[i] = printable(n)
+			}
+			_, _ = fmt.Fprintf(stdout, "cosigned by: %s (not checked offline: check them with the witnesses' keys)\n", strings.Join(names, ", "))
+		}
+	}
 	for _, p := range rep.Problems {
 		_, _ = fmt.Fprintf(stdout, "error: %s\n", printable(p))
 	}
