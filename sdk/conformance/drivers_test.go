@@ -195,6 +195,11 @@ func driverCases(t *testing.T) []driverCase {
 			obj{"hash_valid": v.HashValid, "signature_valid": v.SignatureValid})
 	}
 	malformed("verify_receipt without receipt", `{"op":"verify_receipt","public_key":"ZgtVC861YLyEilnN1dHSqoiP00RiapePcL45/RpnQKc="}`)
+	for _, v := range readVectors[inclusionVector](t, filepath.Join(vectorDir, "inclusion.json")) {
+		add("sdk/inclusion.json "+v.Name, obj{"op": "verify_inclusion", "receipt": v.Receipt, "proof": v.Proof, "checkpoint": v.Checkpoint,
+			"public_key": v.PublicKey}, obj{"checkpoint_valid": v.CheckpointValid, "proof_valid": v.ProofValid})
+	}
+	malformed("verify_inclusion without proof", `{"op":"verify_inclusion","receipt":{},"checkpoint":"","public_key":"ZgtVC861YLyEilnN1dHSqoiP00RiapePcL45/RpnQKc="}`)
 	for _, v := range readVectors[retryVector](t, filepath.Join(vectorDir, "retry.json")) {
 		body := v.Body
 		if len(body) == 0 {

@@ -44,6 +44,7 @@ func generateAll(t *testing.T) []generated {
 		{path: "retry.json", data: encodeFile(t, retryVectors(t)), entries: true},
 		{path: "outcomes.json", data: encodeFile(t, outcomeVectors(t)), entries: true},
 		{path: "action_hash_unicode.json", data: encodeFile(t, unicodeVectors(t)), entries: true},
+		{path: "inclusion.json", data: encodeFile(t, inclusionVectors(t)), entries: true},
 	}
 	rvs, exports := receiptVectors(t)
 	files = append(files, generated{path: "receipts.json", data: encodeFile(t, rvs), entries: true})

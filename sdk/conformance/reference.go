@@ -8,9 +8,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"strings"
+
+	"golang.org/x/mod/sumdb/tlog"
 
 	"svc/canonical"
 	"svc/receipt"
+	"svc/receiptlog"
 )
 
 // InvalidRedactionPath is the error code of a redaction path an SDK must
@@ -140,4 +144,56 @@ func Outcome(body []byte) string {
 func VerifyReceipt(r receipt.Receipt, pub ed25519.PublicKey) (hashValid, signatureValid bool) {
 	c := receipt.Verify(r, pub)
 	return c.HashValid, c.SignatureValid != nil && *c.SignatureValid
+}
+
+// InclusionProof is a receipt's inclusion proof as GET
+// /v2/receipts/:receipt_id/inclusion answers it (CONTRACT §17).
+type InclusionProof struct {
+	LeafIndex int64    `json:"leaf_index"`
+	TreeSize  int64    `json:"tree_size"`
+	Hashes    []string `json:"hashes"`
+}
+
+// VerifyInclusion checks that receipt r is in the receipt log that
+// checkpoint (a signed note, as GET /v2/receipts/checkpoint serves it)
+// signs, by proof, as an SDK does with the pinned receipt key pub:
+//
+//   - checkpointValid: the checkpoint is of r's tenant's log (its origin
+//     ends in "/" and r's tenant_id) and carries a signature by pub, named
+//     as its origin, that verifies (the note verifier key is
+//     <origin>+<key hash>+<0x01 and pub, base64>; other signature lines,
+//     such as witnesses' cosignatures, are ignored);
+//   - proofValid: r hashes to its receipt_hash (hashValid of
+//     [VerifyReceipt]), the proof is of leaf seq-1 in a tree of the
+//     checkpoint's size, and its hashes lead from r's leaf (SHA-256 of 0x00
+//     and the 32 bytes of receipt_hash) to the checkpoint's root (RFC 6962),
+//     whether or not the checkpoint's signature verifies.
+//
+// It is svc's own code: receiptlog (golang.org/x/mod/sumdb/note and tlog).
+func VerifyInclusion(r receipt.Receipt, proof InclusionProof, checkpoint string, pub ed25519.PublicKey) (checkpointValid, proofValid bool) {
+	cp, err := receiptlog.ReadCheckpoint([]byte(checkpoint))
+	if err != nil {
+		return false, false
+	}
+	if vkey, err := receiptlog.VerifierKeyFor(cp.Origin, pub); err == nil && strings.HasSuffix(cp.Origin, "/"+r.TenantID) {
+		_, err := receiptlog.OpenCheckpoint([]byte(checkpoint), vkey, cp.Origin)
+		checkpointValid = err == nil
+	}
+	hashValid, _ := VerifyReceipt(r, pub)
+	if !hashValid || proof.TreeSize != cp.Size || proof.LeafIndex != r.Seq-1 {
+		return checkpointValid, false
+	}
+	hashes := make(tlog.RecordProof, len(proof.Hashes))
+	for i, h := range proof.Hashes {
+		b, err := DecodeBase64(h)
+		if err != nil || len(b) != tlog.HashSize {
+			return checkpointValid, false
+		}
+		copy(hashes[i][:], b)
+	}
+	leaf, err := receiptlog.LeafHash(r.ReceiptHash)
+	if err != nil {
+		return checkpointValid, false
+	}
+	return checkpointValid, tlog.CheckRecord(hashes, cp.Size, cp.Root, proof.LeafIndex, leaf) == nil
 }

@@ -14,6 +14,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,6 +70,8 @@ type request struct {
 	PublicKey      *string         `json:"public_key"`
 	Status         *int            `json:"status"`
 	Headers        json.RawMessage `json:"headers"`
+	Proof          json.RawMessage `json:"proof"`
+	Checkpoint     *string         `json:"checkpoint"`
 }
 
 // failure is the answer to a line the driver cannot handle.
@@ -141,6 +144,19 @@ func answer(line []byte) any {
 		}
 		hashValid, sigValid := conformance.VerifyReceipt(r, pub)
 		return map[string]bool{"hash_valid": hashValid, "signature_valid": sigValid}
+	case "verify_inclusion":
+		var r receipt.Receipt
+		var proof conformance.InclusionProof
+		if req.Receipt == nil || req.PublicKey == nil || req.Proof == nil || req.Checkpoint == nil ||
+			decodeStrict(req.Receipt, &r) != nil || decodeStrict(req.Proof, &proof) != nil {
+			return fail("missing_field")
+		}
+		pub, err := conformance.DecodeBase64(*req.PublicKey)
+		if err != nil || len(pub) != ed25519.PublicKeySize {
+			return fail("invalid_public_key")
+		}
+		cpValid, proofValid := conformance.VerifyInclusion(r, proof, *req.Checkpoint, pub)
+		return map[string]bool{"checkpoint_valid": cpValid, "proof_valid": proofValid}
 	case "retry":
 		if req.Status == nil {
 			return fail("missing_field")
