@@ -108,6 +108,8 @@ type ReceiptInvalid struct {
 	SvcError
 	Result  *VerifyResult
 	Receipt map[string]any
+	// Inclusion is the failed check of [Client.VerifyInclusion].
+	Inclusion *InclusionResult
 }
 
 // ActionHashMismatch: the local svc-jcs-1 hash differs from the one svc (or

@@ -187,6 +187,20 @@ func TestReceiptVectors(t *testing.T) {
 	}
 }
 
+func TestInclusionVectors(t *testing.T) {
+	vs := loadVectors(t, "sdk/inclusion.json")
+	if len(vs) < 20 {
+		t.Fatalf("%d inclusion vectors", len(vs))
+	}
+	for _, v := range vs {
+		name := field[string](t, v, "name")
+		r := VerifyInclusion(parsed(t, v, "receipt"), parsed(t, v, "proof"), field[string](t, v, "checkpoint"), field[string](t, v, "public_key"))
+		if r.CheckpointValid != field[bool](t, v, "checkpoint_valid") || r.ProofValid != field[bool](t, v, "proof_valid") {
+			t.Errorf("%s: %+v", name, r)
+		}
+	}
+}
+
 func TestFormatNumber(t *testing.T) {
 	for f, want := range map[float64]string{1e21: "1e+21", 1e20: "100000000000000000000", 0.000001: "0.000001",
 		1e-7: "1e-7", math.Copysign(0, -1): "0", 1.5: "1.5", 123e-20: "1.23e-18", 9007199254740993: "9007199254740992", -5e-324: "-5e-324"} {

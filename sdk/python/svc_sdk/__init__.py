@@ -4,7 +4,7 @@ Standard library only (Ed25519 through ``cryptography`` when it imports, else
 pure Python). See README.md next to this package.
 """
 
-from . import canonical, errors, receipts, redaction, retry, signing
+from . import canonical, errors, receiptlog, receipts, redaction, retry, signing
 from .aio import AsyncClient
 from .canonical import action_hash, jcs, normalize_identifier
 from .client import Approval, Client, Decision, __version__, outcome, uuid7
@@ -34,6 +34,7 @@ __all__ = [
     "uuid7",
     "canonical",
     "errors",
+    "receiptlog",
     "receipts",
     "redaction",
     "retry",

@@ -238,10 +238,19 @@ class Session:
         tc = req.get("tool_call")
         return {"receipt": self.client.verify_receipt(d, dict(tc) if isinstance(tc, Mapping) else None)}
 
+    def _op_verify_receipt_inclusion(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        assert self.client is not None
+        rid = req.get("receipt_id")
+        if not isinstance(rid, str):
+            raise _Fail("invalid_input")
+        r = self.client.verify_inclusion(rid)
+        return {"inclusion": {"checkpoint_valid": r.checkpoint_valid, "proof_valid": r.proof_valid, "origin": r.origin,
+                              "tree_size": r.tree_size}}
+
     def _op_stats(self, req: Mapping[str, Any]) -> dict[str, Any]:
         assert self.client is not None
         return {"fail_open_count": self.client.fail_open_count}
 
 
 LIVE_OPS = frozenset({"client", "authorize", "run", "guard", "wait_for_approval", "get_receipt", "get_receipt_public_key",
-                      "verify_decision_receipt", "stats"})
+                      "verify_decision_receipt", "verify_receipt_inclusion", "stats"})

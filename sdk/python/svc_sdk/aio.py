@@ -64,6 +64,16 @@ class AsyncClient:
     async def verify_receipt(self, d: Decision, call: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.verify_receipt, d, call)
 
+    async def get_checkpoint(self) -> str:
+        return await asyncio.to_thread(self.sync.get_checkpoint)
+
+    async def get_inclusion_proof(self, receipt_id: str, tree_size: Optional[int] = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.get_inclusion_proof, receipt_id, tree_size)
+
+    async def verify_inclusion(self, receipt: Any) -> Any:
+        """:meth:`Client.verify_inclusion` (a ``receiptlog.InclusionResult``)."""
+        return await asyncio.to_thread(self.sync.verify_inclusion, receipt)
+
     async def run(
         self,
         tool_call: Mapping[str, Any],

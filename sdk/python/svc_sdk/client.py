@@ -24,7 +24,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
-from . import canonical, receipts, retry, signing
+from . import canonical, receiptlog, receipts, retry, signing
 from ._http import Cancel, Cancelled, NetworkError, Response, Transport
 from .errors import (
     ActionHashMismatch,
@@ -765,6 +765,59 @@ class Client:
                                  error_code="receipt_invalid")
         d.receipt = r
         return r
+
+    def get_checkpoint(self) -> str:
+        """``GET /v2/receipts/checkpoint``: the latest signed checkpoint of the
+        tenant's receipt log (CONTRACT §17), as text."""
+        resp = self._call("GET", "/receipts/checkpoint", time.monotonic() + self.timeout)
+        if resp.status != 200:
+            raise retry.error_class(resp.status).from_response(resp.status, resp.json(), resp.headers, prefix="svc: checkpoint: ")
+        return resp.body.decode("utf-8")
+
+    def get_inclusion_proof(self, receipt_id: str, tree_size: Optional[int] = None) -> dict[str, Any]:
+        """``GET /v2/receipts/:receipt_id/inclusion``: ``leaf_index``,
+        ``tree_size`` and base64 ``hashes`` (the latest checkpoint's tree
+        without ``tree_size``)."""
+        path = f"/receipts/{receipt_id}/inclusion" + (f"?tree_size={int(tree_size)}" if tree_size is not None else "")
+        resp = self._call("GET", path, time.monotonic() + self.timeout)
+        body = resp.json()
+        if resp.status != 200 or not isinstance(body, Mapping):
+            raise retry.error_class(resp.status).from_response(resp.status, body, resp.headers, prefix=f"svc: inclusion of {receipt_id}: ")
+        return dict(body)
+
+    def verify_inclusion(self, receipt: Union[str, Mapping[str, Any]]) -> "receiptlog.InclusionResult":
+        """Prove a receipt (or the receipt of an id) is in the gateway's
+        receipt log: fetch the latest checkpoint and the receipt's inclusion
+        proof in its tree, and check both with the pinned receipt key
+        (:func:`receiptlog.verify_inclusion`). Returns the result; raises
+        ReceiptInvalid (``error_code`` ``inclusion_invalid``) when either
+        check fails, or ``receipt_not_logged`` when the receipt is newer than
+        the latest checkpoint (one is signed every SVC_CHECKPOINT_INTERVAL_SECS:
+        try again then)."""
+        if self._receipt_key is None:
+            raise ValueError("receipt_public_key is not set")
+        r = self.get_receipt(receipt) if isinstance(receipt, str) else dict(receipt)
+        rid = r.get("receipt_id")
+        try:
+            checkpoint = self.get_checkpoint()
+        except SvcError as e:
+            if e.status == 404:
+                raise ReceiptInvalid("svc: no receipt log checkpoint yet", receipt=r, error_code="receipt_not_logged", status=404) from e
+            raise
+        try:
+            size = receiptlog.parse_checkpoint(checkpoint).size
+        except ValueError as e:
+            raise ReceiptInvalid(f"svc: the checkpoint served is not one: {e}", receipt=r, error_code="inclusion_invalid") from e
+        seq = r.get("seq")
+        if isinstance(seq, int) and not isinstance(seq, bool) and seq > size:
+            raise ReceiptInvalid(f"svc: receipt {rid} (seq {seq}) is newer than the latest checkpoint ({size} receipts)",
+                                 receipt=r, error_code="receipt_not_logged")
+        proof = self.get_inclusion_proof(str(rid), size)
+        res = receiptlog.verify_inclusion(r, proof, checkpoint, self._receipt_key)
+        if not res.valid:
+            raise ReceiptInvalid(f"svc: receipt {rid} is not proven in the receipt log: {res.error}", result=res, receipt=r,
+                                 error_code="inclusion_invalid")
+        return res
 
     # -- run and guard ----------------------------------------------------
 

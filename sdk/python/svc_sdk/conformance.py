@@ -5,7 +5,7 @@ JSON object a line out, in order. ``sdk/python/conformance-driver`` runs
 Answers are written as ASCII JSON (non-ASCII characters escaped), so no reader
 splits a line on U+2028 or U+0085.
 
-Operations: canonicalize, action_hash, sign, redact, verify_receipt, retry,
+Operations: canonicalize, action_hash, sign, redact, verify_receipt, verify_inclusion, retry,
 outcome, and the live operations of sdk/README.md (``client``, ``authorize``,
 ``run``, ``guard``, ``wait_for_approval``, ``get_receipt``,
 ``get_receipt_public_key``, ``verify_decision_receipt``, ``stats``; module
@@ -22,7 +22,7 @@ import json
 import sys
 from typing import IO, Any, Mapping
 
-from . import _live, canonical, receipts, retry, signing
+from . import _live, canonical, receiptlog, receipts, retry, signing
 from .client import outcome
 from .errors import InvalidRedactionPath
 from .redaction import redact
@@ -92,6 +92,15 @@ def _verify_receipt(req: Mapping[str, Any]) -> dict[str, Any]:
     return {"hash_valid": r.hash_valid, "signature_valid": r.signature_valid}
 
 
+def _verify_inclusion(req: Mapping[str, Any]) -> dict[str, Any]:
+    receipt, proof = _need(req, "receipt"), _need(req, "proof")
+    checkpoint, key = _need(req, "checkpoint"), _need(req, "public_key")
+    if not isinstance(receipt, Mapping) or not isinstance(proof, Mapping) or not isinstance(checkpoint, str) or not isinstance(key, str):
+        raise _Fail("invalid_input")
+    r = receiptlog.verify_inclusion(receipt, proof, checkpoint, key)
+    return {"checkpoint_valid": r.checkpoint_valid, "proof_valid": r.proof_valid}
+
+
 def _retry(req: Mapping[str, Any]) -> dict[str, Any]:
     status = _need(req, "status")
     if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
@@ -112,6 +121,7 @@ _OPS = {
     "sign": _sign,
     "redact": _redact,
     "verify_receipt": _verify_receipt,
+    "verify_inclusion": _verify_inclusion,
     "retry": _retry,
     "outcome": _outcome,
 }

@@ -7,7 +7,7 @@ import unittest
 from unittest import mock
 
 from tests import util  # noqa: F401
-from svc_sdk import ed25519, receipts, signing
+from svc_sdk import ed25519, receiptlog, receipts, signing
 from svc_sdk.canonical import jcs
 
 # RFC 8032 section 7.1: TEST 1, TEST 2, TEST 3 and TEST SHA(abc).
@@ -232,6 +232,31 @@ class Receipts(unittest.TestCase):
                 res = self.check(v["receipt"], v["public_key"])
                 self.assertEqual(res.hash_valid, v["hash_valid"])
                 self.assertEqual(res.signature_valid, bool(v["signature_valid"]))
+
+
+class Inclusion(unittest.TestCase):
+    def test_inclusion_json_vectors_both_backends(self):
+        vs = util.load_vectors("testdata/sdk/inclusion.json")
+        self.assertGreater(len(vs), 20)
+        for backend in BACKENDS:
+            for v in vs:
+                with self.subTest(backend=backend, name=v.get("name")):
+                    res = receiptlog.verify_inclusion(v["receipt"], v["proof"], v["checkpoint"], v["public_key"], backend=backend)
+                    self.assertEqual(res.checkpoint_valid, v["checkpoint_valid"], res.error)
+                    self.assertEqual(res.proof_valid, v["proof_valid"], res.error)
+                    self.assertEqual(res.valid, v["checkpoint_valid"] and v["proof_valid"])
+
+    def test_a_checkpoint_is_read_as_a_signed_note(self):
+        v = util.load_vectors("testdata/sdk/inclusion.json")[0]
+        cp = receiptlog.parse_checkpoint(v["checkpoint"])
+        self.assertEqual(cp.origin, "svc/" + v["receipt"]["tenant_id"])
+        self.assertEqual(cp.size, 7)
+        self.assertEqual(len(cp.root), 32)
+        self.assertEqual(cp.signatures[0][0], cp.origin)
+        for bad in ("", "svc\n7\n", v["checkpoint"].replace("\u2014", "-"), v["checkpoint"][:-1]):
+            with self.subTest(bad=bad[:20]):
+                with self.assertRaises(ValueError):
+                    receiptlog.parse_checkpoint(bad)
 
 
 class Signing(unittest.TestCase):

@@ -32,6 +32,7 @@ import {
 } from "./errors.js";
 import { cancelled, type FetchLike, NetworkError, now, type Response, sleep, Transport } from "./http.js";
 import { redact } from "./redaction.js";
+import { type InclusionProof, type InclusionResult, parseCheckpoint, verifyInclusion } from "./receiptlog.js";
 import { decodePublicKey, type Receipt, verifyReceipt as verifyReceiptFields } from "./receipts.js";
 import { backoff, errorClass, retryAfterSeconds, shouldRetry } from "./retry.js";
 import { decodeKey, SIGNATURE_HEADER, sign } from "./signing.js";
@@ -954,6 +955,64 @@ export class Client {
     }
     d.receipt = r;
     return r;
+  }
+
+  /** `GET /v2/receipts/checkpoint`: the latest signed checkpoint of the
+   * tenant's receipt log (CONTRACT §17), as text. */
+  async getCheckpoint(opts: { signal?: AbortSignal } = {}): Promise<string> {
+    const resp = await this.send("GET", "/receipts/checkpoint", now() + this.timeout * 1000, null, false, opts.signal);
+    if (resp.status !== 200) throw errorClass(resp.status).fromResponse(resp.status, resp.json(), resp.headers, "svc: checkpoint: ");
+    return new TextDecoder().decode(resp.body);
+  }
+
+  /** `GET /v2/receipts/:receipt_id/inclusion`: `leaf_index`, `tree_size` and
+   * base64 `hashes` (in the latest checkpoint's tree without `treeSize`). */
+  async getInclusionProof(receiptId: string, treeSize?: number, opts: { signal?: AbortSignal } = {}): Promise<InclusionProof> {
+    const q = treeSize === undefined ? "" : `?tree_size=${Math.trunc(treeSize)}`;
+    const resp = await this.send("GET", `/receipts/${encodeURIComponent(receiptId)}/inclusion${q}`, now() + this.timeout * 1000, null, false, opts.signal);
+    const body = resp.json();
+    if (resp.status !== 200 || !isObj(body)) {
+      throw errorClass(resp.status).fromResponse(resp.status, body, resp.headers, `svc: inclusion of ${receiptId}: `);
+    }
+    return body as unknown as InclusionProof;
+  }
+
+  /** Prove a receipt (or the receipt of an id) is in the gateway's receipt
+   * log: fetch the latest checkpoint and the receipt's inclusion proof in its
+   * tree, and check both with the pinned receipt key (`verifyInclusion`).
+   * Throws ReceiptInvalid (`errorCode` `inclusion_invalid`) when either check
+   * fails, or `receipt_not_logged` when the receipt is newer than the latest
+   * checkpoint (one is signed every SVC_CHECKPOINT_INTERVAL_SECS: try again
+   * then). */
+  async verifyInclusion(receipt: string | Receipt, opts: { signal?: AbortSignal } = {}): Promise<InclusionResult> {
+    if (this.receiptKey === null) throw new TypeError("receiptPublicKey is not set");
+    const r = typeof receipt === "string" ? await this.getReceipt(receipt, opts) : receipt;
+    let checkpoint: string;
+    try {
+      checkpoint = await this.getCheckpoint(opts);
+    } catch (e) {
+      if (e instanceof SvcError && !(e instanceof Cancelled) && e.status === 404) {
+        throw new ReceiptInvalid("svc: no receipt log checkpoint yet", null, r, { errorCode: "receipt_not_logged", status: 404, cause: e });
+      }
+      throw e;
+    }
+    let size: number;
+    try {
+      size = parseCheckpoint(checkpoint).size;
+    } catch (e) {
+      throw new ReceiptInvalid(`svc: the checkpoint served is not one: ${(e as Error).message}`, null, r, { errorCode: "inclusion_invalid" });
+    }
+    if (typeof r.seq === "number" && r.seq > size) {
+      throw new ReceiptInvalid(`svc: receipt ${String(r.receipt_id)} (seq ${r.seq}) is newer than the latest checkpoint (${size} receipts)`, null, r, {
+        errorCode: "receipt_not_logged",
+      });
+    }
+    const proof = await this.getInclusionProof(String(r.receipt_id), size, opts);
+    const res = verifyInclusion(r, proof, checkpoint, this.receiptKey);
+    if (!res.valid) {
+      throw new ReceiptInvalid(`svc: receipt ${String(r.receipt_id)} is not proven in the receipt log: ${res.error}`, res, r, { errorCode: "inclusion_invalid" });
+    }
+    return res;
   }
 
   // -- run and guard ------------------------------------------------------

@@ -3,7 +3,7 @@
  * JSON object a line out, in order; `sdk/typescript/conformance-driver` runs
  * {@link main}. Answers are ASCII JSON (non-ASCII escaped).
  *
- * Operations: canonicalize, action_hash, sign, redact, verify_receipt, retry,
+ * Operations: canonicalize, action_hash, sign, redact, verify_receipt, verify_inclusion, retry,
  * outcome, and the live operations of sdk/README.md (client, authorize, run,
  * guard, wait_for_approval, get_receipt, get_receipt_public_key,
  * verify_decision_receipt, stats), processed strictly one at a time. A line
@@ -15,6 +15,7 @@
 import { actionHash, CanonicalError, canonicalize, parseStrict } from "./canonical.js";
 import { Approval, Client, Decision, type Logger, outcome, type RunOptions, type SentToolCall } from "./client.js";
 import { Cancelled, InvalidRedactionPath, SvcError } from "./errors.js";
+import { type InclusionProof, verifyInclusion } from "./receiptlog.js";
 import { verifyReceipt } from "./receipts.js";
 import { redact } from "./redaction.js";
 import { shouldRetry } from "./retry.js";
@@ -93,6 +94,15 @@ const OPS: Record<string, (req: Obj) => Answer> = {
     const r = verifyReceipt(receipt, key);
     return { hash_valid: r.hashValid, signature_valid: r.signatureValid };
   },
+  verify_inclusion(req) {
+    const receipt = need(req, "receipt");
+    const proof = need(req, "proof");
+    const checkpoint = need(req, "checkpoint");
+    const key = need(req, "public_key");
+    if (!isObj(receipt) || !isObj(proof) || typeof checkpoint !== "string" || typeof key !== "string") throw new Fail("invalid_input");
+    const r = verifyInclusion(receipt, proof as unknown as InclusionProof, checkpoint, key);
+    return { checkpoint_valid: r.checkpointValid, proof_valid: r.proofValid };
+  },
   retry(req) {
     const status = need(req, "status");
     if (status !== null && !(typeof status === "number" && Number.isInteger(status))) throw new Fail("invalid_input");
@@ -109,7 +119,7 @@ const OPS: Record<string, (req: Obj) => Answer> = {
 
 export const LIVE_OPS: ReadonlySet<string> = new Set([
   "client", "authorize", "run", "guard", "wait_for_approval", "get_receipt", "get_receipt_public_key",
-  "verify_decision_receipt", "stats",
+  "verify_decision_receipt", "verify_receipt_inclusion", "stats",
 ]);
 
 type Warning = { kind: "deprecation" | "fail_open" | "hash_mismatch" | "other"; message: string };
@@ -249,6 +259,12 @@ export class Session {
       }
       case "get_receipt_public_key":
         return { public_key: await this.client!.getReceiptPublicKey() };
+      case "verify_receipt_inclusion": {
+        const rid = req.receipt_id;
+        if (typeof rid !== "string") throw new Fail("invalid_input");
+        const r = await this.client!.verifyInclusion(rid);
+        return { inclusion: { checkpoint_valid: r.checkpointValid, proof_valid: r.proofValid, origin: r.origin, tree_size: r.treeSize } };
+      }
       case "verify_decision_receipt": {
         const d = decisionFromJson(req.decision);
         const tc = req.tool_call;

@@ -47,6 +47,8 @@ export { redact, parsePath } from "./redaction.js";
 export { shouldRetry, errorClass, retryAfterSeconds, backoff, RETRY_STATUSES } from "./retry.js";
 export { verifyReceipt, receiptHash, keyId, decodePublicKey, RECEIPT_SCHEME, RECEIPT_SCHEME_CONTEXT, HASHED_FIELDS } from "./receipts.js";
 export type { VerifyResult, Receipt } from "./receipts.js";
+export { verifyInclusion, parseCheckpoint, noteKeyHash } from "./receiptlog.js";
+export type { Checkpoint, InclusionProof, InclusionResult } from "./receiptlog.js";
 export {
   SvcError,
   SvcAuthError,

@@ -130,7 +130,8 @@ export function receiptHash(receipt: Receipt): string {
   return sha256Hex(canonicalize(obj));
 }
 
-function strictB64(s: string): Uint8Array | null {
+/** Standard base64 in its canonical encoding only (no stray padding bits), else null. */
+export function strictB64(s: string): Uint8Array | null {
   if (s.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(s)) return null;
   const raw = Buffer.from(s, "base64");
   if (raw.toString("base64") !== s) return null; // canonical encoding only

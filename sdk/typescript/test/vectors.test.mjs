@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import {
   actionHash, actionBytes, canonicalize, parseStrict, canonicalizeText, CanonicalError, normalizeIdentifier, sign, redact,
   InvalidRedactionPath, shouldRetry, errorClass, outcome, verifyReceipt, identifierIsCertain,
-  receiptHash, HASHED_FIELDS, RECEIPT_SCHEME, RECEIPT_SCHEME_CONTEXT,
+  receiptHash, HASHED_FIELDS, RECEIPT_SCHEME, RECEIPT_SCHEME_CONTEXT, verifyInclusion,
 } from "../dist/index.js";
 import { vectors } from "./helpers.mjs";
 
@@ -101,6 +101,17 @@ test("sdk/retry.json: retry and the final error", () => {
     const want = v.error ?? null;
     const got = v.status >= 200 && v.status < 300 ? null : errorClass(v.status).name;
     assert.equal(got, want, v.name);
+  }
+});
+
+test("sdk/inclusion.json: checkpoint_valid and proof_valid", () => {
+  const vs = vectors("sdk/inclusion.json");
+  assert.ok(vs.length > 20);
+  for (const v of vs) {
+    const r = verifyInclusion(v.receipt, v.proof, v.checkpoint, v.public_key);
+    assert.equal(r.checkpointValid, v.checkpoint_valid, `${v.name}: checkpoint (${r.error})`);
+    assert.equal(r.proofValid, v.proof_valid, `${v.name}: proof (${r.error})`);
+    assert.equal(r.valid, v.checkpoint_valid && v.proof_valid);
   }
 });
 

@@ -219,6 +219,17 @@ var pure = map[string]func(map[string]any) map[string]any{
 		res := svcsdk.VerifyReceipt(r, key)
 		return map[string]any{"hash_valid": res.HashValid, "signature_valid": res.SignatureValid}
 	},
+	"verify_inclusion": func(req map[string]any) map[string]any {
+		r, ok1 := need(req, "receipt").(map[string]any)
+		proof, ok2 := need(req, "proof").(map[string]any)
+		checkpoint, ok3 := need(req, "checkpoint").(string)
+		key, ok4 := need(req, "public_key").(string)
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			panic(fail("invalid_input"))
+		}
+		res := svcsdk.VerifyInclusion(r, proof, checkpoint, key)
+		return map[string]any{"checkpoint_valid": res.CheckpointValid, "proof_valid": res.ProofValid}
+	},
 	"retry": func(req map[string]any) map[string]any {
 		st := need(req, "status")
 		if h, ok := req["headers"]; ok && h != nil {
@@ -283,7 +294,7 @@ func toolCall(m map[string]any) (svcsdk.ToolCall, bool) {
 // Live operations
 
 var live = map[string]bool{"client": true, "authorize": true, "run": true, "guard": true, "wait_for_approval": true,
-	"get_receipt": true, "get_receipt_public_key": true, "verify_decision_receipt": true, "stats": true}
+	"get_receipt": true, "get_receipt_public_key": true, "verify_decision_receipt": true, "verify_receipt_inclusion": true, "stats": true}
 
 type session struct {
 	client  *svcsdk.Client
@@ -349,6 +360,16 @@ func (s *session) live(op string, req map[string]any) map[string]any {
 		var r map[string]any
 		if r, err = s.client.GetReceiptPublicKey(context.Background()); err == nil {
 			answer = map[string]any{"public_key": r}
+		}
+	case "verify_receipt_inclusion":
+		id, ok := req["receipt_id"].(string)
+		if !ok {
+			panic(fail("invalid_input"))
+		}
+		var r svcsdk.InclusionResult
+		if r, err = s.client.VerifyInclusion(context.Background(), id); err == nil {
+			answer = map[string]any{"inclusion": map[string]any{"checkpoint_valid": r.CheckpointValid, "proof_valid": r.ProofValid,
+				"origin": r.Origin, "tree_size": r.TreeSize}}
 		}
 	case "verify_decision_receipt":
 		d := decisionFromJSON(req["decision"])

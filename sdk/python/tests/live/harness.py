@@ -91,6 +91,7 @@ class Gateway:
             "SVC_DEBUG_ADDR": f"127.0.0.1:{self.debug_port}",
             "SVC_ADMIN_TOKEN": ADMIN_TOKEN,
             "SVC_RECEIPT_SIGNING_KEY": RECEIPT_KEY_B64,
+            "SVC_CHECKPOINT_INTERVAL_SECS": "1",
             "SVC_APPROVAL_TTL_SECS": "5",
             "SVC_APPROVAL_CALLBACK_IP_LIMIT": "100000",
             "SVC_APPROVAL_ATTEMPT_LIMIT": "100000",

@@ -17,6 +17,7 @@ import queue
 import subprocess
 import threading
 import warnings
+from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from svc_sdk import errors
@@ -234,6 +235,13 @@ class DriverClient:
         if call is not None:
             req["tool_call"] = dict(call)
         return self._op(req)["receipt"]
+
+    def verify_inclusion(self, receipt_id: str) -> Any:
+        """The SDK's receipt log check (`verify_receipt_inclusion`): an object
+        with checkpoint_valid, proof_valid, origin, tree_size and valid."""
+        got = self._op({"op": "verify_receipt_inclusion", "receipt_id": receipt_id})["inclusion"]
+        return SimpleNamespace(checkpoint_valid=got["checkpoint_valid"], proof_valid=got["proof_valid"], origin=got["origin"],
+                               tree_size=got["tree_size"], valid=got["checkpoint_valid"] and got["proof_valid"])
 
     def verify_receipt_object(self, receipt: Mapping[str, Any], public_key: str) -> dict[str, Any]:
         """CONTRACT §14's pure `verify_receipt` op."""

@@ -138,6 +138,33 @@ class Outcomes(LiveBase):
         # the key the agent may read equals the pinned one
         self.assertEqual(c.get_receipt_public_key()["public_key"], RECEIPT_PUB_B64)
 
+    def test_receipt_proven_in_the_receipt_log(self):
+        """CONTRACT §17: the receipt is in the log the latest checkpoint signs,
+        checked with the pinned receipt key; another key proves nothing."""
+        c, a = self.agent_client()
+        d = c.authorize("allow_tool", "write", "r/log", {"n": 2}, mutates_state=True)
+        self.assertTrue(d.receipt_id)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                res = c.verify_inclusion(d.receipt_id)
+                break
+            except ReceiptInvalid as e:
+                # A checkpoint is signed every second here; until then the
+                # receipt is newer than the latest one.
+                if e.error_code != "receipt_not_logged" or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        self.assertTrue(res.valid and res.checkpoint_valid and res.proof_valid)
+        self.assertGreaterEqual(res.tree_size, 1)
+        self.assertTrue(res.origin.startswith("svc/"))
+        c2 = make_client(self.gw.url, a["agent_token"], signing_key=a.get("signing_key"), receipt_public_key=OTHER_PUB_B64,
+                         logger=self.log)
+        self.addCleanup(c2.close)
+        with self.assertRaises(ReceiptInvalid) as cm:
+            c2.verify_inclusion(d.receipt_id)
+        self.assertEqual(cm.exception.error_code, "inclusion_invalid")
+
     def test_read_allowed_by_base_policy(self):
         c, _ = self.agent_client()
         self.assertEqual(c.run({"tool": "search", "action": "query", "parameters": {"q": "x"}}, lambda q: q), "x")
