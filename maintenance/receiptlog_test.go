@@ -17,6 +17,7 @@ import (
 	"svc/receiptlog/witnesstest"
 
 	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // logged is a maintained store whose receipts are signed and logged.
@@ -156,13 +157,20 @@ func TestReceiptLogIntegrity(t *testing.T) {
 		l := newLogged(t, st)
 		witness := l.witnessed(t)
 		l.commit(t, l.signer, 9)
-		if c := l.publish(t); c.Size != 9 {
-			t.Fatalf("checkpoint of %d", c.Size)
+		first := l.publish(t)
+		if first.Size != 9 {
+			t.Fatalf("checkpoint of %d", first.Size)
 		}
 		l.cosigned(t, witness.ID, 9)
 		l.commit(t, l.signer, 1)
-		if c := l.publish(t); c.Size != 10 {
-			t.Fatalf("checkpoint of %d", c.Size)
+		saved := l.publish(t) // an auditor keeps it
+		if saved.Size != 10 {
+			t.Fatalf("checkpoint of %d", saved.Size)
+		}
+		// Untouched, the log proves the two consistent.
+		proof, err := receiptlog.Consistency(context.Background(), l.store, l.tenantID, 9, 10)
+		if err != nil || tlog.CheckTree(proof, 10, saved.Root, 9, first.Root) != nil {
+			t.Fatalf("the untouched log's checkpoints of 9 and 10 are not proven consistent: %v", err)
 		}
 		l.cosigned(t, witness.ID, 10)
 		if seq, why := l.broken(t); seq != 0 {
@@ -195,7 +203,27 @@ func TestReceiptLogIntegrity(t *testing.T) {
 			t.Fatalf("checkpoint of %d", c.Size)
 		}
 		l.refused(t, witness.ID, "a checkpoint of 12 grown from the rebuilt log")
+		l.inconsistent(t, saved, 12)
 	})
+}
+
+// inconsistent requires the log's consistency proof from the saved
+// checkpoint to the latest, of size, not to verify against the saved root:
+// what an auditor who kept saved sees.
+func (l logged) inconsistent(t *testing.T, saved persistence.Checkpoint, size int64) {
+	t.Helper()
+	ctx := context.Background()
+	latest, err := l.store.LatestCheckpoint(ctx, l.tenantID)
+	if err != nil || latest.Size != size {
+		t.Fatalf("latest checkpoint %d, %v; want %d", latest.Size, err, size)
+	}
+	proof, err := receiptlog.Consistency(ctx, l.store, l.tenantID, saved.Size, latest.Size)
+	if err != nil {
+		return // no proof at all: caught as well
+	}
+	if err := tlog.CheckTree(proof, latest.Size, latest.Root, saved.Size, saved.Root); err == nil {
+		t.Fatalf("the tampered log's checkpoint of %d is proven consistent with the saved one of %d", latest.Size, saved.Size)
+	}
 }
 
 // cosigned asks the witness to cosign the latest checkpoint, of size, and
@@ -227,7 +255,7 @@ func TestReceiptLogIntegrityRemovedTail(t *testing.T) {
 		l := newLogged(t, st)
 		witness := l.witnessed(t)
 		l.commit(t, l.signer, 6)
-		l.publish(t)
+		saved := l.publish(t)
 		l.cosigned(t, witness.ID, 6)
 		l.rewriteTail(t, 4, 0)
 		if seq, why := l.broken(t); seq != 5 || !strings.Contains(why, "removed") {
@@ -249,5 +277,6 @@ func TestReceiptLogIntegrityRemovedTail(t *testing.T) {
 			t.Fatalf("checkpoint of %d", c.Size)
 		}
 		l.refused(t, witness.ID, "a checkpoint of 9 regrown from 4")
+		l.inconsistent(t, saved, 9)
 	})
 }
