@@ -173,7 +173,7 @@ func inclusionVectors(t *testing.T) []inclusionVector {
 		vec("not a checkpoint", rs[2], proveLeaf(t, m, 2, 7), "svc\nseven\n\n", false, false),
 	}
 	// The hand-written expectations above, against svc's own code.
-	pub := ed25519.PublicKey(a.PublicKey())
+	pub := a.PublicKey()
 	for _, v := range out {
 		var r receipt.Receipt
 		if err := json.Unmarshal(v.Receipt, &r); err != nil {
@@ -205,7 +205,11 @@ func cosignature(t *testing.T, checkpoint string) string {
 	t.Helper()
 	seed := sha256.Sum256([]byte("svc sdk conformance: witness key"))
 	key := ed25519.NewKeyFromSeed(seed[:])
-	w, err := receiptlog.NewKeys("witness.example/w1", key.Public().(ed25519.PublicKey), func(m []byte) []byte { return ed25519.Sign(key, m) })
+	pub, ok := key.Public().(ed25519.PublicKey)
+	if !ok {
+		t.Fatal("not an Ed25519 key")
+	}
+	w, err := receiptlog.NewKeys("witness.example/w1", pub, func(m []byte) []byte { return ed25519.Sign(key, m) })
 	if err != nil {
 		t.Fatal(err)
 	}
