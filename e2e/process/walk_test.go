@@ -54,7 +54,8 @@ func walkBlocks(t *testing.T) []string {
 // starts it (SVC_BOOTSTRAP_TENANT=default, SQLite) with a receipt key: an
 // agent registered, a policy asking for approval, the call, its approval,
 // the approved call allowed once, and the receipts verified offline by
-// `svc verify-receipts` with the public key.
+// `svc verify-receipts` with the public key, then against the signed
+// checkpoint of the receipt log.
 func TestE2EReadmeWalk(t *testing.T) {
 	t.Parallel()
 	seed := make([]byte, 32)
@@ -62,7 +63,7 @@ func TestE2EReadmeWalk(t *testing.T) {
 		seed[i] = byte(i + 7)
 	}
 	s := gateway.StartProcessOn(t, gateway.DBURLFor(t, "sqlite"), map[string]string{"SVC_BOOTSTRAP_TENANT": "default",
-		"SVC_RECEIPT_SIGNING_KEY": base64.StdEncoding.EncodeToString(seed)})
+		"SVC_RECEIPT_SIGNING_KEY": base64.StdEncoding.EncodeToString(seed), "SVC_CHECKPOINT_INTERVAL_SECS": "1"})
 	var op string
 	testkit.Eventually(t, 10*time.Second, "the bootstrap token on stdout", func() bool {
 		op = regexp.MustCompile(`svc_op_[A-Za-z0-9_-]{20,}`).FindString(s.Stdout.String())
@@ -83,7 +84,8 @@ func TestE2EReadmeWalk(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{`"decision":"require_approval"`, `"reason":"payments_need_a_human"`, `"approval_id":"`,
-		`"status":"APPROVED"`, `"decision":"allow"`, `"reason":"approved"`, `"reason":"approval_consumed"`, "VALID", "errors: 0"} {
+		`"status":"APPROVED"`, `"decision":"allow"`, `"reason":"approved"`, `"reason":"approval_consumed"`, "VALID", "errors: 0",
+		"checkpoint: svc/"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the walk's output lacks %s:\n%s", want, got)
 		}
