@@ -162,6 +162,15 @@ func TestReceiptLogIntegrity(t *testing.T) {
 			t.Fatalf("checkpoint of %d", first.Size)
 		}
 		l.cosigned(t, witness.ID, 9)
+		// An answer whose record was lost (the witness cosigned 9, the
+		// record says 0): asked again, the witness names its size, is asked
+		// from it and cosigns the same checkpoint again: no refusal, and
+		// the checkpoint keeps one cosignature of it.
+		l.exec(t, `UPDATE receipt_witnesses SET size = 0 WHERE id = $1`, witness.ID)
+		l.cosigned(t, witness.ID, 9)
+		if c, err := l.store.LatestCheckpoint(context.Background(), l.tenantID); err != nil || strings.Count(c.Note, "— witness.test/w1 ") != 1 {
+			t.Fatalf("the checkpoint's cosignatures: %v\n%s", err, c.Note)
+		}
 		l.commit(t, l.signer, 1)
 		saved := l.publish(t) // an auditor keeps it
 		if saved.Size != 10 {

@@ -136,17 +136,24 @@ func cosign(ctx context.Context, st Hashes, post Post, w persistence.ReceiptWitn
 			if err != nil || at < 0 {
 				return w.Size, "", fmt.Errorf("witness answered 409 with a size that is not one: %.64q", answer)
 			}
-			if at == c.Size {
+			switch {
+			case at == old && at == c.Size:
+				// Asked at the checkpoint's own size, it holds another root.
 				return at, "", &RefusedError{Size: at, Reason: fmt.Sprintf("the witness has cosigned another tree of %d receipts "+
 					"(another root hash): the log was forked", at)}
-			}
-			if at == old || attempt > 0 {
+			case at == old || attempt > 0:
 				return w.Size, "", fmt.Errorf("witness answered 409 at size %d twice", at)
 			}
+			// Ask again from its size: at the checkpoint's own size (it
+			// cosigned this checkpoint already, say, and its answer was
+			// lost) the witness cosigns again only the same root; beyond
+			// it, the loop refuses.
 			old = at
-		case status == statusConflict:
+		case status == statusConflict && old == c.Size:
 			return old, "", &RefusedError{Size: old, Reason: fmt.Sprintf("the witness has cosigned another tree of %d receipts "+
 				"(another root hash): the log was forked", c.Size)}
+		case status == statusConflict:
+			return w.Size, "", fmt.Errorf("witness answered 409 without its size (%s): %.200s", ctype, answer)
 		case status == statusUnprocessable:
 			return old, "", &RefusedError{Size: old, Reason: fmt.Sprintf("the consistency proof from the %d receipts it cosigned "+
 				"to this log's %d does not verify: receipts it cosigned were changed", old, c.Size)}
@@ -186,6 +193,9 @@ func cosignatures(checkpoint string, answer []byte, v note.Verifier) (string, er
 	n, err := note.Open(append([]byte(checkpoint), answer...), note.VerifierList(v))
 	if err != nil {
 		return "", fmt.Errorf("witness answer holds no cosignature of the checkpoint by %s that verifies: %w", v.Name(), err)
+	}
+	if _, err := note.Open([]byte(checkpoint), note.VerifierList(v)); err == nil {
+		return "", nil // cosigned by this witness already (an earlier answer whose record was lost)
 	}
 	var lines strings.Builder
 	for _, s := range n.Sigs {
