@@ -63,8 +63,9 @@ type MCPCaches interface {
 
 // Plane carries out operator changes. It is safe for concurrent use.
 type Plane struct {
-	d   Deps
-	log hclog.Logger
+	d    Deps
+	log  hclog.Logger
+	sims *simulations
 }
 
 // New returns the plane and registers the audit writer's health entry (ok
@@ -75,7 +76,7 @@ func New(d Deps) *Plane {
 	}
 	d.Registry.Register(ComponentAuditWriter, false)
 	d.Registry.Set(ComponentAuditWriter, actors.StateOK, "")
-	return &Plane{d: d, log: hclog.L().Named("control")}
+	return &Plane{d: d, log: hclog.L().Named("control"), sims: newSimulations()}
 }
 
 // WithLogger sets the plane's logger (default: hclog's default, named

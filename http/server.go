@@ -157,6 +157,7 @@ func New(d Deps) *Server {
 	s.registerStatus()
 	s.registerAuthorize()
 	s.registerPolicies()
+	s.registerSimulation()
 	s.registerSkills()
 	s.registerMCP()
 	s.registerMCPProxy()

@@ -218,6 +218,14 @@ type DecisionStore interface {
 	// RecentRunTaints lists the durable trust floors set since since, in
 	// every tenant (what a starting node puts back into shared state).
 	RecentRunTaints(ctx context.Context, since time.Time) ([]RunTaint, error)
+	// SimulationFloor is where a policy simulation of the newest n of the
+	// tenant's decisions made in [from, to) starts: the seq just below the
+	// oldest of them (0 when the range holds n or fewer).
+	SimulationFloor(ctx context.Context, tenantID string, from, to time.Time, n int) (int64, error)
+	// SimulationDecisions returns the tenant's decisions made in [from, to)
+	// with seq > afterSeq, in seq order, at most limit, with their tool
+	// call and run context (read from a replica when there is one).
+	SimulationDecisions(ctx context.Context, tenantID string, from, to time.Time, afterSeq int64, limit int) ([]Decision, error)
 }
 
 // Policy is a tenant's Rego module.

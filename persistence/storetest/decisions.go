@@ -46,6 +46,7 @@ func RunDecisions(t *testing.T, open func(t *testing.T) persistence.Store) {
 		fn   func(t *testing.T, s persistence.Store)
 	}{
 		{"commit, read back, search and stats", testCommitAndRead},
+		{"a simulation reads the newest decisions of a range in seq order", testSimulationReads},
 		{"concurrent committers never fork a chain", testChainNoFork},
 		{"a failed batch writes nothing", testBatchAtomic},
 		{"search sees every committed row, in small and large batches and after a deletion", testSearchBacklog},
