@@ -3,6 +3,8 @@ package e2e
 import (
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -88,6 +90,29 @@ func TestE2EPolicySimulation(t *testing.T) {
 		}
 		if len(changed) != len(payments)+len(crm) {
 			t.Errorf("changed %d decisions, want the %d payments and crm ones", len(changed), len(payments)+len(crm))
+		}
+
+		// The same through the CLI, as a CI job runs it on a pull request.
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "no_payments.rego"), []byte(simNoPayments), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cli := func(threshold string) (int, string) {
+			code, out, errOut := gateway.RunCLI("policy", "simulate", "-url", s.Base, "-token", admin, "-remove", "crm_approval",
+				"-threshold", threshold, dir)
+			return code, out + errOut
+		}
+		code, out := cli("5")
+		for _, want := range []string{"| 9 | 5 (55.6%) | 0 |", "| allow → deny | 3 |", "| require_approval → allow | 2 |", "`no_payments`",
+			"removed: `crm_approval`"} {
+			if code != 0 || !strings.Contains(out, want) {
+				t.Errorf("svc policy simulate -threshold 5: exit %d, want 0 and %q in\n%s", code, want, out)
+			}
+		}
+		for threshold, wantCode := range map[string]int{"4": 1, "50%": 1, "60%": 0} {
+			if code, out := cli(threshold); code != wantCode {
+				t.Errorf("-threshold %s: exit %d, want %d\n%s", threshold, code, wantCode, out)
+			}
 		}
 
 		// The newest two only; a range before any decision; refold.

@@ -38,7 +38,7 @@ const (
 )
 
 func usage(w io.Writer) {
-	_, _ = fmt.Fprintln(w, "usage: svc [serve] | svc migrate | svc tenants create NAME | svc verify-receipts [-public-key BASE64] [-checkpoint FILE] FILE | svc verify-pack [-public-key BASE64] FILE | svc version")
+	_, _ = fmt.Fprintln(w, "usage: svc [serve] | svc migrate | svc tenants create NAME | svc verify-receipts [-public-key BASE64] [-checkpoint FILE] FILE | svc verify-pack [-public-key BASE64] FILE | svc policy test DIR | svc policy simulate [flags] DIR | svc version")
 }
 
 // Run runs the command line args (without the program name) of the
@@ -60,6 +60,8 @@ func Run(version string, args []string, stdout, stderr io.Writer) int {
 		return verifyReceipts(args[1:], stdout, stderr)
 	case "verify-pack":
 		return verifyPack(args[1:], stdout, stderr)
+	case "policy":
+		return policyCmd(args[1:], stdout, stderr)
 	case "serve", "migrate", "tenants":
 	default:
 		_, _ = fmt.Fprintf(stderr, "svc: unknown command %q\n", cmd)
