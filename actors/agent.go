@@ -207,6 +207,7 @@ func (g *agentActor) evaluate(ctx context.Context, m *messages.Authorize, ad aut
 		f.logger().Error("policy evaluation failed; failing closed", "tenant_id", m.TenantID, "error", err)
 		res = policy.Result{Decision: authz.DecisionDeny, Reason: "policy_error"}
 	}
+	res.Shadow = f.shadowOutcomes(ctx, m.TenantID, in)
 	return res, facts, nil
 }
 
@@ -233,7 +234,8 @@ func (g *agentActor) presentApproval(ctx context.Context, m *messages.Authorize,
 		if reason == authz.ReasonApprovalConsumed {
 			df.Replay = authz.ApprovalReplay
 		}
-		return g.draftIn(ctx, m, ad, policy.Result{Decision: authz.DecisionDeny, Reason: reason, MatchedPolicies: res.MatchedPolicies}, df, run)
+		return g.draftIn(ctx, m, ad, policy.Result{Decision: authz.DecisionDeny, Reason: reason, MatchedPolicies: res.MatchedPolicies,
+			Shadow: res.Shadow}, df, run)
 	}
 	var reason string
 	var err error
@@ -252,7 +254,8 @@ func (g *agentActor) presentApproval(ctx context.Context, m *messages.Authorize,
 	}
 	facts.ApprovalUsed = true
 	d := g.draftDecision(ctx, m, ad,
-		policy.Result{Decision: authz.DecisionAllow, Reason: authz.ReasonApproved, MatchedPolicies: res.MatchedPolicies, RedactedFields: res.RedactedFields}, facts)
+		policy.Result{Decision: authz.DecisionAllow, Reason: authz.ReasonApproved, MatchedPolicies: res.MatchedPolicies, RedactedFields: res.RedactedFields,
+			Shadow: res.Shadow}, facts)
 	if d.write != nil {
 		d.write.Use = &persistence.ApprovalUse{ApprovalID: id, AgentID: m.AgentID, ActionHash: hash, At: d.write.Decision.CreatedAt}
 		d.approvalID, d.denied = id, deny
@@ -295,7 +298,8 @@ func (g *agentActor) draftIn(ctx context.Context, m *messages.Authorize, ad auth
 		CompositeRiskScore: composite, MatchedPolicyIDs: nonNil(res.MatchedPolicies), RedactedFields: nonNil(res.RedactedFields),
 		MutatesState: v.Mutates, TrustLevel: ad.SourceTrust, RootTrustLevel: ad.EffectiveTrust, Environment: req.Environment,
 		ToolCall: toolCall, CreatedAt: now, ReceiptID: receiptID, Nonce: req.Nonce, AuditID: persistence.NewRecordID(),
-		EventID: uuid.NewString()} // the authorize_decision event's id (a security event: v4)
+		EventID: uuid.NewString(), // the authorize_decision event's id (a security event: v4)
+		Shadow:  g.facts.recordShadow(res.Shadow)}
 	if req.Trace != nil {
 		rec.RunID, rec.ParentRunID, rec.TraceID = req.Trace.RunID, req.Trace.ParentRunID, req.Trace.TraceID
 	}

@@ -128,6 +128,12 @@ func (f *fakeFacts) ensurePolicies(_ context.Context, tenantID string) error {
 	return nil
 }
 
+func (f *fakeFacts) shadowOutcomes(context.Context, string, policy.Input) []policy.ShadowOutcome {
+	return nil
+}
+
+func (f *fakeFacts) recordShadow([]policy.ShadowOutcome) []persistence.ShadowOutcome { return nil }
+
 func (f *fakeFacts) evaluatePolicy(ctx context.Context, tenantID string, in policy.Input) (policy.Result, error) {
 	f.calls = append(f.calls, "evaluate")
 	f.inputs = append(f.inputs, in)

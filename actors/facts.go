@@ -42,6 +42,11 @@ type agentFacts interface {
 	mcpInput(ctx context.Context, tenantID, serverKey, toolKey string) *policy.MCPInput
 	ensurePolicies(ctx context.Context, tenantID string) error
 	evaluatePolicy(ctx context.Context, tenantID string, in policy.Input) (policy.Result, error)
+	// shadowOutcomes evaluates the tenant's shadow policies on the call
+	// (nil without any, or when they fail); recordShadow turns them into
+	// the decision's record and counts them (shadow.go).
+	shadowOutcomes(ctx context.Context, tenantID string, in policy.Input) []policy.ShadowOutcome
+	recordShadow(outs []policy.ShadowOutcome) []persistence.ShadowOutcome
 	// approvalTTL is the lifetime of a new approval; on false when the
 	// node creates and checks no approvals.
 	approvalTTL() (ttl time.Duration, on bool)
@@ -79,6 +84,8 @@ type factSource struct {
 	skillGen atomic.Uint64
 	// seeding: a restore of the run taint floors runs (runcontext.go).
 	seeding atomic.Bool
+	// shadowCounts counts shadow policy outcomes (shadow.go).
+	shadowCounts ShadowCounts
 }
 
 type skillEntry struct {
@@ -307,7 +314,7 @@ func (f *factSource) preparePolicies(ctx context.Context, tenantID string) error
 	mods := make([]policy.Module, 0, len(ps))
 	for _, p := range ps {
 		if p.Enabled {
-			mods = append(mods, policy.Module{Name: p.Name, Rego: p.Rego})
+			mods = append(mods, policy.Module{Name: p.Name, Rego: p.Rego, Shadow: p.Mode == persistence.PolicyShadow})
 		}
 	}
 	return f.engine.SetTenantPolicies(tenantID, strconv.FormatInt(v, 10), mods)

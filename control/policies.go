@@ -20,6 +20,29 @@ type PolicyPatch struct {
 	Rego        *string
 	Description *string
 	Enabled     *bool
+	// Mode is persistence.PolicyEnforce or persistence.PolicyShadow.
+	Mode *string
+}
+
+// modeDetail is a policy change's event details: its name, and its mode
+// when it is shadow (an enforced policy's events read as they always did).
+func modeDetail(pol persistence.Policy) map[string]any {
+	d := map[string]any{"name": pol.Name}
+	if pol.Mode == persistence.PolicyShadow {
+		d["mode"] = pol.Mode
+	}
+	return d
+}
+
+// policyMode validates a policy's mode ("" is enforce).
+func policyMode(mode string) (string, error) {
+	switch mode {
+	case "", persistence.PolicyEnforce:
+		return persistence.PolicyEnforce, nil
+	case persistence.PolicyShadow:
+		return mode, nil
+	}
+	return "", invalid("mode", "must be %s or %s, not %q", persistence.PolicyEnforce, persistence.PolicyShadow, mode)
 }
 
 // CreatePolicy stores a new tenant policy (pol's tenant is op's) with a
@@ -27,13 +50,18 @@ type PolicyPatch struct {
 // Unprocessable (policy_compile_error, details.errors); a name already
 // taken is Exists.
 func (p *Plane) CreatePolicy(ctx context.Context, op Operator, pol persistence.Policy) (persistence.Policy, error) {
+	mode, err := policyMode(pol.Mode)
+	if err != nil {
+		return persistence.Policy{}, err
+	}
+	pol.Mode = mode
 	if r := p.compile(pol.Name, pol.Rego); r != nil {
 		return persistence.Policy{}, r
 	}
 	pol.TenantID = op.TenantID
 	var out persistence.Policy
-	err := p.change(func() (err error) {
-		out, err = p.d.Store.CreatePolicy(ctx, pol, Event(op, "config_change", "policy_created", "", map[string]any{"name": pol.Name}))
+	err = p.change(func() (err error) {
+		out, err = p.d.Store.CreatePolicy(ctx, pol, Event(op, "config_change", "policy_created", "", modeDetail(pol)))
 		if errors.Is(err, persistence.ErrConflict) {
 			return exists("policy", "a policy named %q already exists", pol.Name)
 		}
@@ -62,9 +90,14 @@ func (p *Plane) UpdatePolicy(ctx context.Context, op Operator, name string, patc
 	if patch.Enabled != nil {
 		cur.Enabled = *patch.Enabled
 	}
+	if patch.Mode != nil {
+		if cur.Mode, err = policyMode(*patch.Mode); err != nil {
+			return persistence.Policy{}, err
+		}
+	}
 	var out persistence.Policy
 	err = p.change(func() (err error) {
-		out, err = p.d.Store.UpdatePolicy(ctx, cur, Event(op, "config_change", "policy_updated", "", map[string]any{"name": cur.Name}))
+		out, err = p.d.Store.UpdatePolicy(ctx, cur, Event(op, "config_change", "policy_updated", "", modeDetail(cur)))
 		return refuse(err, "policy", nil)
 	}, func() { p.policiesChanged(ctx, op.TenantID) })
 	return out, err

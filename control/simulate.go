@@ -180,7 +180,8 @@ func normalizeSimulation(sim *Simulation) error {
 }
 
 // candidateModules are the tenant's enabled policies as the candidate
-// leaves them.
+// leaves them (shadow policies never decide, so they are not in it; a
+// candidate module of a shadow policy's name decides).
 func (p *Plane) candidateModules(ctx context.Context, tenantID string, sim Simulation) ([]policy.Module, error) {
 	cur, err := p.d.Store.ListPolicies(ctx, tenantID)
 	if err != nil {
@@ -209,7 +210,7 @@ func (p *Plane) candidateModules(ctx context.Context, tenantID string, sim Simul
 	}
 	mods := append([]policy.Module(nil), sim.Policies...)
 	for _, pol := range cur {
-		if pol.Enabled && !given[pol.Name] && !drop[pol.Name] {
+		if pol.Enabled && pol.Mode != persistence.PolicyShadow && !given[pol.Name] && !drop[pol.Name] {
 			mods = append(mods, policy.Module{Name: pol.Name, Rego: pol.Rego})
 		}
 	}

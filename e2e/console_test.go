@@ -398,6 +398,15 @@ func testConsole(t *testing.T, backend string) {
 	b.shot("graph-run-context")
 	b.do(chromedp.Navigate(s.Base+"/dashboard/#/decisions"), chromedp.WaitVisible(chromedp.CSS(`tr[data-decision="`+testkit.Str(t, last, "decision_id")+`"]`)))
 	b.shot("decisions")
+
+	// A shadow policy (CONTRACT §18): the call is allowed, and the decision
+	// page says what the shadow policy would have done.
+	s.Want(t, 201, "POST", "/v2/policies", admin, map[string]any{"name": "watch_reads", "mode": "shadow", "rego": "package svc.policies.watch_reads\n\n" +
+		"results contains {\"decision\": \"deny\", \"reason\": \"watched\"} if input.tool_call.action == \"list_issues\"\n"})
+	watched := gateway.AzDecide(t, s, tok, gateway.AzRead(nil), "allow", "")
+	b.do(chromedp.Navigate(s.Base+"/dashboard/#/decisions?id="+testkit.Str(t, watched, "decision_id")), chromedp.WaitVisible(chromedp.ID("decision-shadow")))
+	b.waitText("#decision-shadow", "watch_reads would deny")
+	b.shot("decision-shadow")
 	b.accessible("decisions")
 
 	// The live feed: its first ticket is refused (as an expired one would

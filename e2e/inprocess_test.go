@@ -20,7 +20,7 @@ var readOnlyPackageVars = []string{
 	// Tables, settings and descriptors nothing writes after init.
 	"actors.onDemandGuardian", "actors.dispatcherExtension", "actors.cefHeaderEscaper", "actors.cefExtensionEscaper",
 	"control.reservedUpstreamHeaders", "httpapi.riskTiers", "httpapi.roleRank", "httpapi.refusalReasons", "httpapi.dashboardFiles",
-	"httpapi.contentTypes", "httpapi.docsFiles", "httpapi.reasonStatus", "httpapi.ingestSources", "httpapi.jobRunsDesc",
+	"httpapi.contentTypes", "httpapi.shadowOutcomesDesc", "httpapi.shadowFailedDesc", "httpapi.docsFiles", "httpapi.reasonStatus", "httpapi.ingestSources", "httpapi.jobRunsDesc",
 	"httpapi.jobLastRunDesc", "httpapi.jobLastDurationDesc", "httpapi.jobLastOKDesc", "httpapi.proxyStatuses", "httpapi.routeErrors",
 	"httpapi.fieldRules", "httpapi.namedPatterns", "httpapi.pageQuery", "httpapi.methodOrder", "httpapi.watchParam",
 	"httpapi.apiVersions", "mcpclient.DefaultLimits", "mcpclient.dataField", "mcpproxy.DefaultLimits", "mcpproxy.SupportedVersions",

@@ -42,6 +42,22 @@ type decisionView struct {
 	// SHA-256 of those canonical bytes.
 	RunContext  json.RawMessage `json:"run_context,omitempty"`
 	ContextHash string          `json:"context_hash,omitempty"`
+	// Shadow is what each of the tenant's shadow policies that fired on
+	// the call would have added (CONTRACT §18): never the decision.
+	Shadow []shadowView `json:"shadow"`
+}
+
+type shadowView struct {
+	Policy   string `json:"policy"`
+	Decision string `json:"decision"`
+}
+
+func viewShadow(s []persistence.ShadowOutcome) []shadowView {
+	out := make([]shadowView, len(s))
+	for i, o := range s {
+		out[i] = shadowView{Policy: o.Policy, Decision: o.Decision}
+	}
+	return out
 }
 
 func viewDecision(d persistence.Decision) decisionView {
@@ -50,7 +66,8 @@ func viewDecision(d persistence.Decision) decisionView {
 		CompositeRiskScore: d.CompositeRiskScore, MatchedPolicyIDs: nonNilStrings(d.MatchedPolicyIDs), RedactedFields: nonNilStrings(d.RedactedFields),
 		MutatesState: d.MutatesState, TrustLevel: d.TrustLevel, RootTrustLevel: d.RootTrustLevel, Environment: d.Environment,
 		RunID: d.RunID, ParentRunID: d.ParentRunID, TraceID: d.TraceID, ReceiptID: nullable(d.ReceiptID), ReceiptHash: nullable(d.ReceiptHash),
-		EventID: nullable(d.EventID), CreatedAt: d.CreatedAt.UTC(), RunContext: d.RunContext, ContextHash: d.ContextHash}
+		EventID: nullable(d.EventID), CreatedAt: d.CreatedAt.UTC(), RunContext: d.RunContext, ContextHash: d.ContextHash,
+		Shadow: viewShadow(d.Shadow)}
 }
 
 func nonNilStrings(s []string) []string {

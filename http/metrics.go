@@ -47,6 +47,7 @@ func newMetrics(s *Server) *metrics {
 		m.reg.MustRegister(w.duration, w.size, w.failed)
 	}
 	m.reg.MustRegister(m.requests, m.latency, m.shed, m.refused, m.authLocked)
+	m.reg.MustRegister(shadowCollector{s})
 	for _, cs := range [][]prometheus.Collector{httpCollectors(s), nodeCollectors(s), authorizeCollectors(s), outboundCollectors(s), socCollectors(s), streamCollectors(s), maintenanceCollectors(s)} {
 		m.reg.MustRegister(cs...)
 	}
@@ -419,4 +420,33 @@ func (c jobsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(jobLastDurationDesc, prometheus.GaugeValue, j.LastDuration.Seconds(), j.Name)
 		ch <- prometheus.MustNewConstMetric(jobLastOKDesc, prometheus.GaugeValue, boolean(j.LastOutcome == "ok"), j.Name)
 	}
+}
+
+// shadowCollector exports the node's shadow policy outcomes (CONTRACT §18):
+// svc_policy_shadow_outcomes_total by policy and decision, and the shadow
+// evaluations that failed.
+type shadowCollector struct{ s *Server }
+
+var (
+	shadowOutcomesDesc = prometheus.NewDesc("svc_policy_shadow_outcomes_total",
+		"What shadow policies would have added on live calls, by policy and decision (none of it decided).", []string{"policy", "decision"}, nil)
+	shadowFailedDesc = prometheus.NewDesc("svc_policy_shadow_failures_total",
+		"Live calls on which the tenant's shadow policies failed to evaluate (the decision stood).", nil, nil)
+)
+
+func (c shadowCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- shadowOutcomesDesc
+	ch <- shadowFailedDesc
+}
+
+func (c shadowCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.s.Authorizer == nil {
+		ch <- prometheus.MustNewConstMetric(shadowFailedDesc, prometheus.CounterValue, 0)
+		return
+	}
+	counts := c.s.Authorizer.ShadowCounts()
+	counts.Each(func(policy, decision string, n uint64) {
+		ch <- prometheus.MustNewConstMetric(shadowOutcomesDesc, prometheus.CounterValue, float64(n), policy, decision)
+	})
+	ch <- prometheus.MustNewConstMetric(shadowFailedDesc, prometheus.CounterValue, float64(counts.Failed()))
 }

@@ -28,13 +28,14 @@ type policyView struct {
 	Rego        string    `json:"rego"`
 	Description string    `json:"description"`
 	Enabled     bool      `json:"enabled"`
+	Mode        string    `json:"mode"`
 	Version     int64     `json:"version"`
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 func viewPolicy(p persistence.Policy) policyView {
-	return policyView{Name: p.Name, Rego: p.Rego, Description: p.Description, Enabled: p.Enabled, Version: p.Version,
+	return policyView{Name: p.Name, Rego: p.Rego, Description: p.Description, Enabled: p.Enabled, Mode: p.Mode, Version: p.Version,
 		CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC()}
 }
 
@@ -106,6 +107,8 @@ type decisionView struct {
 	ReceiptHash        *string   `json:"receipt_hash"`
 	EventID            *string   `json:"event_id"`
 	CreatedAt          time.Time `json:"created_at"`
+	// Shadow is what the tenant's shadow policies would have added.
+	Shadow []persistence.ShadowOutcome `json:"shadow"`
 }
 
 func viewDecision(d persistence.Decision) decisionView {
@@ -114,7 +117,14 @@ func viewDecision(d persistence.Decision) decisionView {
 		CompositeRiskScore: d.CompositeRiskScore, MatchedPolicyIDs: nonNilStrings(d.MatchedPolicyIDs), RedactedFields: nonNilStrings(d.RedactedFields),
 		MutatesState: d.MutatesState, TrustLevel: d.TrustLevel, RootTrustLevel: d.RootTrustLevel, Environment: d.Environment,
 		RunID: d.RunID, ParentRunID: d.ParentRunID, TraceID: d.TraceID, ReceiptID: nullable(d.ReceiptID), ReceiptHash: nullable(d.ReceiptHash),
-		EventID: nullable(d.EventID), CreatedAt: d.CreatedAt.UTC()}
+		EventID: nullable(d.EventID), CreatedAt: d.CreatedAt.UTC(), Shadow: nonNilShadow(d.Shadow)}
+}
+
+func nonNilShadow(s []persistence.ShadowOutcome) []persistence.ShadowOutcome {
+	if s == nil {
+		return []persistence.ShadowOutcome{}
+	}
+	return s
 }
 
 type auditView struct {

@@ -60,6 +60,9 @@ type Decision struct {
 	// ContextHash is its lower-case hex SHA-256 ("" without it).
 	RunContext  json.RawMessage
 	ContextHash string
+	// Shadow is what each of the tenant's shadow policies that fired
+	// would have added (CONTRACT §18); nil when none did.
+	Shadow []ShadowOutcome
 	// auditDetails are the details of an authorize_decision event written
 	// before decisions carried their own (migrated rows); nil otherwise.
 	auditDetails map[string]any
@@ -228,6 +231,20 @@ type DecisionStore interface {
 	SimulationDecisions(ctx context.Context, tenantID string, from, to time.Time, afterSeq int64, limit int) ([]Decision, error)
 }
 
+// Policy modes (CONTRACT §18): an enforced policy decides; a shadow one
+// runs on every live call and only records what it would have added.
+const (
+	PolicyEnforce = "enforce"
+	PolicyShadow  = "shadow"
+)
+
+// ShadowOutcome is what one shadow policy alone would have added to a
+// call's decision.
+type ShadowOutcome struct {
+	Policy   string `json:"policy"`
+	Decision string `json:"decision"`
+}
+
 // Policy is a tenant's Rego module.
 type Policy struct {
 	TenantID    string
@@ -235,9 +252,11 @@ type Policy struct {
 	Rego        string
 	Description string
 	Enabled     bool
-	Version     int64
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// Mode is PolicyEnforce or PolicyShadow.
+	Mode      string
+	Version   int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Skill is one registry entry: its actions' risk metadata.

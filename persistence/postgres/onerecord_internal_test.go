@@ -29,7 +29,7 @@ func TestOneRecordMigratesPopulatedDatabase(t *testing.T) {
 	before = storetest.CheckOneRecord(t, s, before)
 
 	// Newest first, as docs/operations.md's rollback story says.
-	for _, name := range []string{"rollback/0023_receipt_witnesses.sql", "rollback/0022_receipt_log.sql", "rollback/0021_run_context.sql", "rollback/0020_mcp_proxy.sql", "rollback/0019_approval_callbacks.sql", "rollback/0018_codehost.sql", "rollback/0017_maintenance.sql", "rollback/0016_mcp.sql", "rollback/0015_evidence_links.sql", "rollback/0014_one_record.sql"} {
+	for _, name := range []string{"rollback/0024_shadow_policies.sql", "rollback/0023_receipt_witnesses.sql", "rollback/0022_receipt_log.sql", "rollback/0021_run_context.sql", "rollback/0020_mcp_proxy.sql", "rollback/0019_approval_callbacks.sql", "rollback/0018_codehost.sql", "rollback/0017_maintenance.sql", "rollback/0016_mcp.sql", "rollback/0015_evidence_links.sql", "rollback/0014_one_record.sql"} {
 		script, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)

@@ -41,7 +41,7 @@ func TestOneRecordMigratesPopulatedDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Newest first, as README's rollback story says.
-	for _, name := range []string{"rollback/0021_receipt_witnesses.sql", "rollback/0020_receipt_log.sql", "rollback/0019_run_context.sql", "rollback/0018_mcp_proxy.sql", "rollback/0017_approval_callbacks.sql", "rollback/0016_codehost.sql", "rollback/0015_maintenance.sql", "rollback/0014_mcp.sql", "rollback/0013_evidence_links.sql", "rollback/0012_one_record.sql"} {
+	for _, name := range []string{"rollback/0022_shadow_policies.sql", "rollback/0021_receipt_witnesses.sql", "rollback/0020_receipt_log.sql", "rollback/0019_run_context.sql", "rollback/0018_mcp_proxy.sql", "rollback/0017_approval_callbacks.sql", "rollback/0016_codehost.sql", "rollback/0015_maintenance.sql", "rollback/0014_mcp.sql", "rollback/0013_evidence_links.sql", "rollback/0012_one_record.sql"} {
 		script, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)

@@ -20,7 +20,7 @@ const decisionCols = `d.seq, d.id, d.tenant_id, d.agent_id, d.request_id, d.tool
 	d.decision, d.reason, d.risk_score, d.composite_risk_score, d.matched_policy_ids, d.redacted_fields, d.mutates_state,
 	d.trust_level, d.root_trust_level, d.environment, d.run_id, d.parent_run_id, d.trace_id, d.tool_call, d.created_at,
 	COALESCE(d.receipt_id, ''), COALESCE(d.receipt_hash, ''), COALESCE(d.audit_id, ''), COALESCE(d.approval_id, ''), COALESCE(d.event_id, ''),
-	d.run_context, d.context_hash`
+	d.run_context, d.context_hash, d.shadow`
 
 // decisionFrom: a decision's receipt and audit event are columns of its
 // own row (one record per decision), so no read joins.
@@ -29,11 +29,11 @@ const decisionFrom = ` FROM decisions d`
 func scanDecision(row Row) (persistence.Decision, error) {
 	var d persistence.Decision
 	var policies, redacted, toolCall string
-	var runContext *string
+	var runContext, shadow *string
 	err := row.Scan(&d.Seq, &d.ID, &d.TenantID, &d.AgentID, &d.RequestID, &d.Tool, &d.Action, &d.Resource, &d.ActionHash,
 		&d.Decision, &d.Reason, &d.RiskScore, &d.CompositeRiskScore, &policies, &redacted, &d.MutatesState,
 		&d.TrustLevel, &d.RootTrustLevel, &d.Environment, &d.RunID, &d.ParentRunID, &d.TraceID, &toolCall, Time{&d.CreatedAt},
-		&d.ReceiptID, &d.ReceiptHash, &d.AuditID, &d.ApprovalID, &d.EventID, &runContext, &d.ContextHash)
+		&d.ReceiptID, &d.ReceiptHash, &d.AuditID, &d.ApprovalID, &d.EventID, &runContext, &d.ContextHash, &shadow)
 	if IsNoRows(err) {
 		return d, persistence.ErrNotFound
 	}
@@ -49,6 +49,11 @@ func scanDecision(row Row) (persistence.Decision, error) {
 	d.ToolCall = json.RawMessage(toolCall)
 	if runContext != nil {
 		d.RunContext = json.RawMessage(*runContext)
+	}
+	if shadow != nil {
+		if err := json.Unmarshal([]byte(*shadow), &d.Shadow); err != nil {
+			return d, fmt.Errorf("sqlstore: shadow: %w", err)
+		}
 	}
 	return d, nil
 }
@@ -146,7 +151,16 @@ func decisionRow(d persistence.Decision, r *persistence.Receipt, approval *persi
 		d.MutatesState, d.TrustLevel, d.RootTrustLevel, d.Environment, d.RunID, d.ParentRunID, d.TraceID, toolCall,
 		d.CreatedAt, d.Nonce, nullIfEmpty(d.AuditID), nullIfEmpty(approvalID),
 		receiptID, receiptSeq, receiptHash, prevHash, signature, keyID, nullIfEmpty(d.EventID),
-		nullIfEmpty(string(d.RunContext)), d.ContextHash}, nil
+		nullIfEmpty(string(d.RunContext)), d.ContextHash, shadowText(d.Shadow)}, nil
+}
+
+// shadowText is decisions.shadow: NULL without shadow outcomes.
+func shadowText(s []persistence.ShadowOutcome) *string {
+	if len(s) == 0 {
+		return nil
+	}
+	t := jsonText(s)
+	return &t
 }
 
 func nullIfEmpty(s string) *string {
@@ -159,9 +173,9 @@ func nullIfEmpty(s string) *string {
 const decisionInsertHead = `INSERT INTO decisions (id, tenant_id, agent_id, request_id, tool, action, resource, action_hash, decision,
 		reason, risk_score, composite_risk_score, matched_policy_ids, redacted_fields, mutates_state, trust_level,
 		root_trust_level, environment, run_id, parent_run_id, trace_id, tool_call, created_at, nonce, audit_id, approval_id,
-		receipt_id, receipt_seq, receipt_hash, prev_receipt_hash, signature, key_id, event_id, run_context, context_hash)`
+		receipt_id, receipt_seq, receipt_hash, prev_receipt_hash, signature, key_id, event_id, run_context, context_hash, shadow)`
 
-const decisionInsertCols = 35
+const decisionInsertCols = 36
 
 // runTaintUpsert raises a run's durable trust floor, never lowers it.
 const runTaintUpsert = `INSERT INTO run_taint (tenant_id, run_id, level, seq, via, updated_at) VALUES ($1, $2, $3, $4, $5, $6)

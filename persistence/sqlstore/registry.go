@@ -10,11 +10,11 @@ import (
 
 // ---- tenant policies ----
 
-const policyCols = `tenant_id, name, rego, description, enabled, version, created_at, updated_at`
+const policyCols = `tenant_id, name, rego, description, enabled, version, created_at, updated_at, mode`
 
 func scanPolicy(r Row) (persistence.Policy, error) {
 	var p persistence.Policy
-	err := r.Scan(&p.TenantID, &p.Name, &p.Rego, &p.Description, &p.Enabled, &p.Version, Time{&p.CreatedAt}, Time{&p.UpdatedAt})
+	err := r.Scan(&p.TenantID, &p.Name, &p.Rego, &p.Description, &p.Enabled, &p.Version, Time{&p.CreatedAt}, Time{&p.UpdatedAt}, &p.Mode)
 	if IsNoRows(err) {
 		return p, persistence.ErrNotFound
 	}
@@ -30,9 +30,12 @@ func bumpPolicyVersion(ctx context.Context, q Querier, tenantID string) error {
 // CreatePolicy implements persistence.PolicyStore.
 func (s *Store) CreatePolicy(ctx context.Context, p persistence.Policy, audit ...persistence.AuditEvent) (persistence.Policy, error) {
 	p.Version, p.CreatedAt, p.UpdatedAt = 1, now(), now()
+	if p.Mode == "" {
+		p.Mode = persistence.PolicyEnforce
+	}
 	err := s.DB.Tx(ctx, func(q Querier) error {
-		if _, err := q.Exec(ctx, `INSERT INTO tenant_policies (`+policyCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)`,
-			p.TenantID, p.Name, p.Rego, p.Description, p.Enabled, p.Version, p.CreatedAt, p.UpdatedAt); err != nil {
+		if _, err := q.Exec(ctx, `INSERT INTO tenant_policies (`+policyCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`,
+			p.TenantID, p.Name, p.Rego, p.Description, p.Enabled, p.Version, p.CreatedAt, p.UpdatedAt, p.Mode); err != nil {
 			return err
 		}
 		if err := bumpPolicyVersion(ctx, q, p.TenantID); err != nil {
@@ -46,9 +49,12 @@ func (s *Store) CreatePolicy(ctx context.Context, p persistence.Policy, audit ..
 // UpdatePolicy implements persistence.PolicyStore.
 func (s *Store) UpdatePolicy(ctx context.Context, p persistence.Policy, audit ...persistence.AuditEvent) (persistence.Policy, error) {
 	var out persistence.Policy
+	if p.Mode == "" {
+		p.Mode = persistence.PolicyEnforce
+	}
 	err := s.DB.Tx(ctx, func(q Querier) error {
-		n, err := q.Exec(ctx, `UPDATE tenant_policies SET rego = $1, description = $2, enabled = $3, version = version + 1,
-			updated_at = $4 WHERE tenant_id = $5 AND name = $6`, p.Rego, p.Description, p.Enabled, now(), p.TenantID, p.Name)
+		n, err := q.Exec(ctx, `UPDATE tenant_policies SET rego = $1, description = $2, enabled = $3, mode = $4, version = version + 1,
+			updated_at = $5 WHERE tenant_id = $6 AND name = $7`, p.Rego, p.Description, p.Enabled, p.Mode, now(), p.TenantID, p.Name)
 		if err != nil {
 			return err
 		}

@@ -47,6 +47,7 @@ func RunDecisions(t *testing.T, open func(t *testing.T) persistence.Store) {
 	}{
 		{"commit, read back, search and stats", testCommitAndRead},
 		{"a simulation reads the newest decisions of a range in seq order", testSimulationReads},
+		{"a policy's mode and a decision's shadow outcomes are kept", testShadowKept},
 		{"concurrent committers never fork a chain", testChainNoFork},
 		{"a failed batch writes nothing", testBatchAtomic},
 		{"search sees every committed row, in small and large batches and after a deletion", testSearchBacklog},

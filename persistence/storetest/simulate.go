@@ -70,3 +70,39 @@ func testSimulationReads(t *testing.T, s persistence.Store) {
 		t.Errorf("tenant b's decisions of a's range: %d, %v", len(got), err)
 	}
 }
+
+// testShadowKept: a policy's mode is kept and changed; a decision's shadow
+// outcomes are kept with it, and a decision without them reads none.
+func testShadowKept(t *testing.T, s persistence.Store) {
+	a, _ := mustTenant(t, s, "a")
+	ag := mustAgent(t, s, a.ID, "shadow-a")
+	p, err := s.CreatePolicy(ctx(t), persistence.Policy{TenantID: a.ID, Name: "watch", Rego: "package svc.policies.watch\n", Enabled: true,
+		Mode: persistence.PolicyShadow})
+	if err != nil || p.Mode != persistence.PolicyShadow {
+		t.Fatalf("CreatePolicy = %+v, %v", p, err)
+	}
+	plain, err := s.CreatePolicy(ctx(t), persistence.Policy{TenantID: a.ID, Name: "plain", Rego: "package svc.policies.plain\n", Enabled: true})
+	if err != nil || plain.Mode != persistence.PolicyEnforce {
+		t.Fatalf("a policy created without a mode: %+v, %v", plain, err)
+	}
+	got, err := s.GetPolicy(ctx(t), a.ID, "watch")
+	if err != nil || got.Mode != persistence.PolicyShadow {
+		t.Fatalf("GetPolicy = %+v, %v", got, err)
+	}
+	got.Mode = persistence.PolicyEnforce
+	if up, err := s.UpdatePolicy(ctx(t), got); err != nil || up.Mode != persistence.PolicyEnforce {
+		t.Fatalf("UpdatePolicy = %+v, %v", up, err)
+	}
+	with, without := decisionWrite(a.ID, ag.ID, "allow", nil), decisionWrite(a.ID, ag.ID, "allow", nil)
+	with.Decision.Shadow = []persistence.ShadowOutcome{{Policy: "watch", Decision: "deny"}, {Policy: "watch2", Decision: "quarantine"}}
+	if err := s.CommitDecisions(ctx(t), []persistence.DecisionWrite{with, without}, testSeal); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.GetDecision(ctx(t), a.ID, with.Decision.ID)
+	if err != nil || len(d.Shadow) != 2 || d.Shadow[1] != (persistence.ShadowOutcome{Policy: "watch2", Decision: "quarantine"}) {
+		t.Fatalf("the decision's shadow: %+v, %v", d.Shadow, err)
+	}
+	if d, err := s.GetDecision(ctx(t), a.ID, without.Decision.ID); err != nil || d.Shadow != nil {
+		t.Fatalf("a decision without shadow outcomes: %+v, %v", d.Shadow, err)
+	}
+}

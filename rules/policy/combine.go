@@ -53,6 +53,9 @@ type Result struct {
 	MatchedPolicies []string `json:"matched_policies"`
 	RedactedFields  []string `json:"redacted_fields"`
 	Quarantine      bool     `json:"quarantine"`
+	// Shadow is what the tenant's shadow modules would have added
+	// (Engine.EvaluateShadow), which the caller attaches; never decided on.
+	Shadow []ShadowOutcome `json:"-"`
 }
 
 // severity ranks decisions: higher wins. An unknown decision is a deny.

@@ -33,6 +33,9 @@ type Options struct {
 type Module struct {
 	Name string
 	Rego string
+	// Shadow: the module never decides; EvaluateShadow reports what it
+	// alone would have added (CONTRACT §18).
+	Shadow bool
 }
 
 // Engine evaluates the base policy set and each tenant's policy modules. It
@@ -67,8 +70,17 @@ type tenantSet struct {
 	modules []Module
 	query   rego.PreparedEvalQuery
 	// usesRun: the members of input.run and input.agent_history the
-	// modules read.
+	// modules read (the shadow modules' too: they see what live calls see).
 	usesRun runstate.Fields
+	// shadow is the query of the tenant's shadow modules; nil without.
+	shadow *shadowSet
+}
+
+// shadowSet is the base set with every tenant module, whose results are
+// read for the shadow modules only.
+type shadowSet struct {
+	query rego.PreparedEvalQuery
+	names map[string]bool
 }
 
 // BaseSources returns the Rego text of the base policy set in force, by
@@ -162,11 +174,26 @@ func (e *Engine) CompileTenant(name, rego string) []CompileError {
 // place.
 func (e *Engine) SetTenantPolicies(tenantID, version string, mods []Module) error {
 	mods = slices.Clone(mods)
+	enforced := slices.DeleteFunc(slices.Clone(mods), func(m Module) bool { return m.Shadow })
 	for {
 		s := e.snapshot.Load()
-		q, uses, err := e.prepareTenant(s, mods)
+		q, uses, err := e.prepareTenant(s, enforced)
 		if err != nil {
 			return err
+		}
+		var shadow *shadowSet
+		if len(enforced) < len(mods) {
+			sq, shadowUses, err := e.prepareTenant(s, mods)
+			if err != nil {
+				return err
+			}
+			shadow = &shadowSet{query: sq, names: map[string]bool{}}
+			for _, m := range mods {
+				if m.Shadow {
+					shadow.names[m.Name] = true
+				}
+			}
+			uses = shadowUses // compiled from every module, the enforced ones too
 		}
 		e.mu.Lock()
 		cur := e.snapshot.Load()
@@ -175,7 +202,7 @@ func (e *Engine) SetTenantPolicies(tenantID, version string, mods []Module) erro
 			continue
 		}
 		next := &snapshot{base: cur.base, baseQuery: cur.baseQuery, baseUses: cur.baseUses, tenants: maps.Clone(cur.tenants)}
-		next.tenants[tenantID] = &tenantSet{version: version, modules: mods, query: q, usesRun: uses}
+		next.tenants[tenantID] = &tenantSet{version: version, modules: mods, query: q, usesRun: uses, shadow: shadow}
 		e.snapshot.Store(next)
 		e.mu.Unlock()
 		return nil
@@ -218,6 +245,51 @@ func (e *Engine) Evaluate(ctx context.Context, tenantID string, in Input) (Resul
 		return Result{}, err
 	}
 	return Combine(raw), nil
+}
+
+// ShadowOutcome is what one shadow module alone would have added to a
+// call's decision.
+type ShadowOutcome struct {
+	Policy   string
+	Decision string
+}
+
+// HasShadow reports whether the tenant's installed set has shadow modules.
+func (e *Engine) HasShadow(tenantID string) bool {
+	t, ok := e.snapshot.Load().tenants[tenantID]
+	return ok && t.shadow != nil
+}
+
+// EvaluateShadow evaluates the tenant's shadow modules on a call: for each
+// that produced a result, the decision its results alone combine to (a
+// quarantine annotation reads as quarantine), sorted by module. None
+// without shadow modules. An error never concerns the live decision: the
+// caller records no outcome.
+func (e *Engine) EvaluateShadow(ctx context.Context, tenantID string, in Input) ([]ShadowOutcome, error) {
+	t, ok := e.snapshot.Load().tenants[tenantID]
+	if !ok || t.shadow == nil {
+		return nil, nil
+	}
+	raw, err := e.eval(ctx, t.shadow.query, &in)
+	if err != nil {
+		return nil, err
+	}
+	byModule := map[string][]RawResult{}
+	for _, r := range raw {
+		if t.shadow.names[r.Module] {
+			byModule[r.Module] = append(byModule[r.Module], r)
+		}
+	}
+	out := make([]ShadowOutcome, 0, len(byModule))
+	for _, name := range slices.Sorted(maps.Keys(byModule)) {
+		res := Combine(byModule[name])
+		d := res.Decision
+		if res.Quarantine {
+			d = "quarantine"
+		}
+		out = append(out, ShadowOutcome{Policy: name, Decision: d})
+	}
+	return out, nil
 }
 
 // eval runs a prepared query and returns the raw results.

@@ -35,7 +35,10 @@ function one(main, id) {
   api('GET', '/decisions/' + encodeURIComponent(id)).then((d) => {
     const rows = [['Decision', el('span', { id: 'decision-value', class: 'badge', text: d.decision })], ['Reason', d.reason],
       ['Call', d.tool + '.' + d.action], ['Agent', el('code', { text: d.agent_id })], ['When', time(d.created_at)],
-      ['Matched policies', d.matched_policy_ids.join(', ') || '—'], ['Trust', d.trust_level],
+      ['Matched policies', d.matched_policy_ids.join(', ') || '—'],
+      ['Shadow policies', el('span', { id: 'decision-shadow',
+        text: (d.shadow || []).map((s) => s.policy + ' would ' + s.decision).join(', ') || '—' })],
+      ['Trust', d.trust_level],
       ['Run', d.run_id ? el('a', { href: '#/graph?kind=run&id=' + encodeURIComponent(d.run_id), text: d.run_id }) : '—'],
       ['Receipt', d.receipt_id ? el('code', { text: d.receipt_id }) : '—'], ['Action hash', el('code', { text: d.action_hash })]];
     const parts = [el('section', { class: 'panel', 'aria-label': 'The decision' }, el('dl', { class: 'facts' },

@@ -27,7 +27,7 @@ export function render(main) {
       const rows = await api('GET', '/policies');
       if (rows.length === 0) { state(body, 'No tenant policies: the base policy set decides alone.'); return; }
       body.replaceChildren(...rows.map((p) => el('details', { class: 'panel', 'data-policy': p.name },
-        el('summary', {}, el('strong', { text: p.name }), ' · version ' + p.version + (p.enabled ? '' : ' · disabled')),
+        el('summary', {}, el('strong', { text: p.name }), ' · version ' + p.version + (p.mode === 'shadow' ? ' · shadow (never decides)' : '') + (p.enabled ? '' : ' · disabled')),
         p.description ? el('p', { class: 'muted', text: p.description }) : '',
         el('pre', { class: 'details', text: p.rego }))));
     } catch (e) {
