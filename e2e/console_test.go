@@ -565,6 +565,15 @@ func testConsole(t *testing.T, backend string) {
 	b.waitText("#compile-errors", "line ")
 	b.shot("policies-compile-error")
 	b.accessible("policies")
+	// Simulated first: the reads recorded above would have been denied.
+	b.do(chromedp.SetValue(chromedp.ID("policy-name"), "no_reads"),
+		chromedp.SetValue(chromedp.ID("policy-rego"), "package svc.policies.no_reads\n\nresults contains {\"decision\": \"deny\", \"reason\": \"no_reads\"} "+
+			"if input.tool_call.action == \"list_issues\"\n"),
+		chromedp.Click(chromedp.ID("policy-simulate")))
+	b.waitText("#simulation-summary", "changed")
+	b.waitCount(`#simulation tr[data-transition="allow->deny"]`, 1)
+	b.shot("policies-simulation")
+	b.accessible("policies")
 
 	// Rules: a backtest of a default rule shows its figures.
 	b.do(chromedp.Navigate(s.Base+"/dashboard/#/rules"), chromedp.WaitVisible(chromedp.ID("rules-body")))

@@ -1,0 +1,110 @@
+package control_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"svc/control"
+	"svc/persistence"
+	"svc/persistence/sqlite"
+	"svc/rules/policy"
+)
+
+// benchDecisions is how many decisions BenchmarkSimulate records
+// (SVC_BENCH_SIM_DECISIONS; default 100,000: the 1,000,000 of the issue's
+// figure takes about a minute to build).
+func benchDecisions(b *testing.B) int {
+	if s := os.Getenv("SVC_BENCH_SIM_DECISIONS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("SVC_BENCH_SIM_DECISIONS=%q", s)
+		}
+		return n
+	}
+	return 100_000
+}
+
+// BenchmarkSimulate re-decides n recorded decisions (reads and payments
+// over 50 agents and 200 runs, the base set in force) with a candidate
+// that denies payments, on SQLite: decisions/s and the process's peak RSS.
+func BenchmarkSimulate(b *testing.B) {
+	ctx := context.Background()
+	n := benchDecisions(b)
+	store, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(b.TempDir(), "svc.db")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = store.Close() }()
+	tenant := persistence.Tenant{ID: uuid.NewString(), Name: "bench", CreatedAt: time.Now().UTC()}
+	if err := store.CreateTenant(ctx, tenant, persistence.OperatorToken{ID: uuid.NewString(), TenantID: tenant.ID, Name: "admin",
+		Role: persistence.RoleAdmin, CreatedAt: time.Now().UTC()}, []byte(uuid.NewString())); err != nil {
+		b.Fatal(err)
+	}
+	agents := make([]string, 50)
+	for i := range agents {
+		a := persistence.Agent{ID: uuid.NewString(), TenantID: tenant.ID, Name: fmt.Sprint("agent-", i), Status: persistence.AgentActive,
+			RiskTier: "low", CreatedAt: time.Now().UTC()}
+		if err := store.CreateAgent(ctx, a, []byte(uuid.NewString())); err != nil {
+			b.Fatal(err)
+		}
+		agents[i] = a.ID
+	}
+	start := time.Now().UTC().Add(-time.Hour)
+	const batch = 1000
+	for done := 0; done < n; {
+		ws := make([]persistence.DecisionWrite, 0, batch)
+		for i := 0; i < batch && done < n; i++ {
+			tool := "github"
+			if done%10 == 0 {
+				tool = "payments"
+			}
+			run := fmt.Sprint("run-", done%200)
+			at := start.Add(time.Duration(done) * time.Microsecond)
+			call, _ := json.Marshal(map[string]any{"tool": tool, "action": "list", "resource": nil, "parameters": map[string]any{"page": done % 7}})
+			d := persistence.Decision{ID: uuid.NewString(), TenantID: tenant.ID, AgentID: agents[done%len(agents)], Tool: tool, Action: "list",
+				ActionHash: "ab", Decision: "allow", Reason: "read_only", MatchedPolicyIDs: []string{"default_allow_read"}, RedactedFields: []string{},
+				TrustLevel: "trusted_internal_signed", RootTrustLevel: "trusted_internal_signed", RunID: &run, ToolCall: call, CreatedAt: at,
+				AuditID: uuid.NewString()}
+			ws = append(ws, persistence.DecisionWrite{Decision: d})
+			done++
+		}
+		if err := store.CommitDecisions(ctx, ws, func(string, persistence.ChainHead, []*persistence.Receipt) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	engine, err := policy.NewEngine(policy.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	plane := control.New(control.Deps{Store: store, Engine: engine})
+	op := control.Operator{TenantID: tenant.ID, Actor: "bench"}
+	sim := control.Simulation{Policies: []policy.Module{{Name: "no_payments", Rego: "package svc.policies.no_payments\n\n" +
+		"results contains {\"decision\": \"deny\", \"reason\": \"no_payments\"} if input.tool_call.tool == \"payments\"\n"}},
+		From: start.Add(-time.Minute), To: time.Now().Add(time.Minute), Limit: n}
+	runtime.GC()
+	b.ResetTimer()
+	for b.Loop() {
+		r, err := plane.Simulate(ctx, op, sim)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.Evaluated != n || r.Changed != (n+9)/10 {
+			b.Fatalf("evaluated %d, changed %d", r.Evaluated, r.Changed)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MB")
+	}
+}
