@@ -48,6 +48,14 @@ type Deps struct {
 	// MCPCredentials seals MCP servers' upstream headers (the key derived
 	// from the installation secret); nil: they cannot be stored here.
 	MCPCredentials *mcpproxy.Sealer
+	// Live counts the node's live decisions (actors.Authorizer): a policy
+	// simulation slows down while they come; nil: it never does.
+	Live LiveCalls
+}
+
+// LiveCalls reports how many decisions the node has made.
+type LiveCalls interface {
+	Stats() (decisions, bestEffortFailures, refusals uint64)
 }
 
 // PolicyPreparer prepares a tenant's policy set for the authorize path.

@@ -163,7 +163,7 @@ func (n *Node) build(ctx context.Context, stdout io.Writer) error {
 	}
 	n.subscribe()
 	plane := control.New(control.Deps{Config: n.cfg, Store: n.store, Registry: n.registry, MCP: n.mcp, Invalidations: n.invalidations, Approvals: n.approvals,
-		Policies: n.authorizer, Engine: n.engine, Exporter: n.exports, MCPCredentials: n.mcpCredentials}).WithLogger(n.log)
+		Policies: n.authorizer, Engine: n.engine, Exporter: n.exports, MCPCredentials: n.mcpCredentials, Live: n.authorizer}).WithLogger(n.log)
 	n.api = httpapi.New(httpapi.Deps{Control: plane, Config: n.cfg, Store: n.store, Shared: n.shared, Registry: n.registry, Leader: n.leader,
 		Pool: n.pool, Events: n.bus, Supervisor: n.sup, Authorizer: n.authorizer, Waits: n.waits, Callbacks: n.callbacks,
 		SOC: actors.NewSOC(n.socStats), Invalidations: n.invalidations, SOCStats: n.socStats, Feed: n.feed,

@@ -28,6 +28,7 @@
 #   BENCH_RATIO_CONCURRENCY [8,64] ratio: the closed-loop phases of each run; each
 #                                target's best phase is its throughput in the round
 #   BENCH_RUNS_PAIRS [5]         runs: pairs with and without run policies
+#   BENCH_SIM_PAIRS [5]          sim: pairs with and without policy simulations running
 #   BENCH_BEFORE_BIN []          before: an svc binary to alternate with bin/svc
 #   BENCH_BEFORE_PAIRS [5]       before: before/after pairs
 #   BENCH_TARGETS [sqlite,postgres,opa,ratio,soc,runs]  which runs to do (ratio:
@@ -35,7 +36,8 @@
 #                                soc: the SOC pipeline's overhead on authorize, on
 #                                vs SVC_SOC_PIPELINE=false; runs: the cost of run
 #                                context, README's five run policies loaded vs none;
-#                                before: BENCH_BEFORE_BIN against bin/svc)
+#                                sim: the authorize p99 while policy simulations
+#                                run vs none; before: BENCH_BEFORE_BIN against bin/svc)
 #   BENCH_GO [1]                 0 skips the Go benchmarks
 #   BENCH_GO_PKGS [./rules/policy/ ./canonical/ ./receipt/ ./actors/ ./mcpregistry/ ./persistence/postgres/]
 #   BENCHFLAGS []                extra go test flags, e.g. -benchtime=2s -count=3
@@ -305,6 +307,36 @@ run_runs() {
 		"$OUT" "$pairs" runs-on runs-off 0.90 | tee "$OUT/runs.txt"
 }
 
+# run_sim: the authorize path while policy simulations run (CONTRACT §18:
+# a simulation yields to live traffic), SQLite, closed loop c=32: loadgen
+# -simulate keeps one simulation over every decision so far running on the
+# node, against the same run without, in BENCH_SIM_PAIRS [5] alternating
+# pairs. Reported: p99 and throughput of each, and the median p99 ratio.
+run_sim() {
+	local pair rc=0 pairs=${BENCH_SIM_PAIRS:-5}
+	for pair in $(seq 1 "$pairs"); do
+		run_svc "sim-on-$pair" "sqlite://$WORK/sim-on-$pair.db" -concurrency 32 -half-load=false -simulate || rc=1
+		run_svc "sim-off-$pair" "sqlite://$WORK/sim-off-$pair.db" -concurrency 32 -half-load=false || rc=1
+	done
+	[[ $rc == 0 ]] || return 1
+	python3 - "$OUT" "$pairs" <<'PY' | tee "$OUT/sim.txt"
+import json, statistics, sys
+out, pairs = sys.argv[1], int(sys.argv[2])
+def phase(label):
+    with open(f"{out}/{label}.json") as f:
+        return json.load(f)["phases"][0]
+print("\n== authorize while policy simulations run (on) vs none (off); sqlite, closed loop c=32")
+print(f"{'pair':>4} {'on req/s':>9} {'off req/s':>9} {'on p99 ms':>10} {'off p99 ms':>11} {'p99 on/off':>11} {'req/s on/off':>13}")
+p99s, tputs = [], []
+for pair in range(1, pairs + 1):
+    on, off = phase(f"sim-on-{pair}"), phase(f"sim-off-{pair}")
+    p99s.append(on["p99_ms"] / off["p99_ms"] if off["p99_ms"] else float("nan"))
+    tputs.append(on["throughput"] / off["throughput"])
+    print(f"{pair:>4} {on['throughput']:>9.0f} {off['throughput']:>9.0f} {on['p99_ms']:>10.3f} {off['p99_ms']:>11.3f} {p99s[-1]:>11.3f} {tputs[-1]:>13.3f}")
+print(f"median p99 on/off {statistics.median(p99s):.3f}, median throughput on/off {statistics.median(tputs):.3f}")
+PY
+}
+
 # run_before: BENCH_BEFORE_BIN (an svc binary built from an earlier commit)
 # against bin/svc on SQLite, closed loop c=32, the default workload, in
 # BENCH_BEFORE_PAIRS [5] alternating pairs: a change's cost measured on the
@@ -405,7 +437,7 @@ files=()
 IFS=, read -r -a targets <<<"$TARGETS"
 for t in "${targets[@]}"; do
 	case $t in
-	sqlite | postgres | opa | ratio | soc | runs | before) ;;
+	sqlite | postgres | opa | ratio | soc | runs | sim | before) ;;
 	*)
 		log "unknown target $t in BENCH_TARGETS"
 		failures+=("$t")
@@ -413,7 +445,7 @@ for t in "${targets[@]}"; do
 		;;
 	esac
 	if "run_$t"; then
-		[[ $t == soc || $t == ratio || $t == runs || $t == before ]] || files+=("$OUT/$t.json")
+		[[ $t == soc || $t == ratio || $t == runs || $t == sim || $t == before ]] || files+=("$OUT/$t.json")
 	else
 		log "$t: FAILED"
 		failures+=("$t")

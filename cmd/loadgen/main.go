@@ -82,6 +82,8 @@ type options struct {
 	// files installed as tenant policies (svc).
 	runs        int
 	runPolicies string
+	// simulate keeps policy simulations running on the server (svc).
+	simulate bool
 }
 
 func main() {
@@ -119,6 +121,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.selfProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
 	fs.StringVar(&o.client, "client", "raw", "raw: a minimal HTTP/1.1 keep-alive client that costs the shared CPU little; std: net/http")
 	fs.IntVar(&o.runs, "runs", 0, "svc: > 0 names a run in every call (trace.run_id), each run lasting that many of its agent's rounds per class, so a run holds at most that many calls of one tool")
+	fs.BoolVar(&o.simulate, "simulate", false, "svc: keep policy simulations (POST /v2/policies/simulate over every decision so far) running during the run, one at a time")
 	fs.StringVar(&o.runPolicies, "run-policies", "", "svc: a directory of .rego files installed as tenant policies (e.g. bench/runs, README's run-aware examples)")
 	fs.IntVar(&o.subscribers, "ws-subscribers", 0, "svc: live-feed WebSocket subscribers (GET /v2/ws/events) kept reading during the run")
 	fs.StringVar(&summary, "summary", "", "summary mode: comma list of JSON result files to compare")

@@ -198,6 +198,15 @@ func runLoad(ctx context.Context, o options, stdout, stderr io.Writer) (*Report,
 		}()
 		logf("%d live-feed subscribers attached", o.subscribers)
 	}
+	if o.simulate && o.target == "svc" {
+		sims := startSimulations(ctx, client, o.url, w.opToken)
+		defer func() {
+			sims.stop()
+			logf("%d policy simulations completed over %d decisions in all (%d answered busy, %d failed)", sims.completed.Load(),
+				sims.decisions.Load(), sims.busy.Load(), sims.failed.Load())
+		}()
+		logf("policy simulations running")
+	}
 	if o.client == "raw" {
 		t, err := newRawTarget(w.endpoint, o.timeout)
 		if err != nil {
