@@ -16,7 +16,9 @@ import (
 
 	"svc/control"
 	"svc/persistence"
+	"svc/persistence/postgres"
 	"svc/persistence/sqlite"
+	"svc/persistence/storetest"
 	"svc/rules/policy"
 )
 
@@ -34,19 +36,39 @@ func benchDecisions(b *testing.B) int {
 	return 100_000
 }
 
-// BenchmarkSimulate re-decides n recorded decisions (reads and payments
+// BenchmarkSimulate re-decides n recorded decisions on SQLite and on a
+// fresh Postgres database (when one is provisioned: make test's or make
+// bench's): see simulateOn.
+func BenchmarkSimulate(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) {
+		store, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(b.TempDir(), "svc.db")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = store.Close() }()
+		simulateOn(b, store)
+	})
+	b.Run("postgres", func(b *testing.B) {
+		if os.Getenv("SVC_TEST_POSTGRES_URL") == "" {
+			b.Skip("SVC_TEST_POSTGRES_URL is not set")
+		}
+		store, err := postgres.Open(context.Background(), postgres.Options{URL: storetest.PostgresURL(b)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = store.Close() }()
+		simulateOn(b, store)
+	})
+}
+
+// simulateOn re-decides n recorded decisions (reads and payments
 // over 50 agents and 200 runs, the base set in force) with a candidate
-// that denies payments, on SQLite: decisions/s, decisions per CPU second
+// that denies payments, in store: decisions/s, decisions per CPU second
 // (every thread of the process: the per-core rate) and the process's peak
 // RSS (building the decisions included).
-func BenchmarkSimulate(b *testing.B) {
+func simulateOn(b *testing.B, store persistence.Store) {
 	ctx := context.Background()
 	n := benchDecisions(b)
-	store, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(b.TempDir(), "svc.db")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = store.Close() }()
 	tenant := persistence.Tenant{ID: uuid.NewString(), Name: "bench", CreatedAt: time.Now().UTC()}
 	if err := store.CreateTenant(ctx, tenant, persistence.OperatorToken{ID: uuid.NewString(), TenantID: tenant.ID, Name: "admin",
 		Role: persistence.RoleAdmin, CreatedAt: time.Now().UTC()}, []byte(uuid.NewString())); err != nil {
