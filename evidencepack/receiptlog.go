@@ -79,9 +79,9 @@ func verifyCheckpoint(rep *Report, m Manifest, byName map[string]*zip.File, key 
 	}
 	if key == nil {
 		fail("%s: the pack names no key to check the checkpoint's signature with", CheckpointName)
-	} else if vkey, err := receiptlog.VerifierKeyFor(cp.Origin, key); err != nil {
+	} else if v, err := logVerifier(cp.Origin, key); err != nil {
 		fail("%s: %v", CheckpointName, err)
-	} else if n, err := note.Open(signed, note.VerifierList(mustVerifier(vkey))); err != nil {
+	} else if n, err := note.Open(signed, note.VerifierList(v)); err != nil {
 		fail("%s: its signature does not verify with the receipt key: %v", CheckpointName, err)
 	} else {
 		for _, s := range n.UnverifiedSigs {
@@ -107,12 +107,14 @@ func verifyCheckpoint(rep *Report, m Manifest, byName map[string]*zip.File, key 
 	}
 }
 
-func mustVerifier(vkey string) note.Verifier {
-	v, err := note.NewVerifier(vkey)
+// logVerifier is the note verifier of the log named origin whose
+// checkpoints the receipt key signs.
+func logVerifier(origin string, key ed25519.PublicKey) (note.Verifier, error) {
+	vkey, err := receiptlog.VerifierKeyFor(origin, key)
 	if err != nil {
-		panic(err) // receiptlog.VerifierKeyFor made it
+		return nil, err
 	}
-	return v
+	return note.NewVerifier(vkey)
 }
 
 // verifyReceipts reads the pack's receipts, calling each with every one,
