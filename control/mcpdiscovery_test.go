@@ -203,8 +203,11 @@ func TestDiscoverMCPServerRefusals(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer release()
+				// Long enough for the reads before the slot wait on a busy
+				// machine (50 ms failed once in CI under load), short enough
+				// for a test.
 				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+				ctx, cancel = context.WithTimeout(ctx, time.Second)
 				defer cancel()
 			}
 			_, err := d.plane.DiscoverMCPServer(ctx, d.op, "srv", tc.tools)
