@@ -171,14 +171,7 @@ func (g *agentActor) evaluate(ctx context.Context, m *messages.Authorize, ad aut
 	act, registered := sk.skill.Actions[tc.Action]
 	registered = registered && sk.found
 	if registered {
-		out := act.OutputTrust
-		if out == "" {
-			out = sk.skill.OutputTrust
-		}
-		facts.Skill = authz.Skill{Risk: act.Risk, Mutates: act.MutatesState}
-		in.Skill = &policy.SkillInput{Key: sk.skill.Key, Description: sk.skill.Description, Action: tc.Action,
-			Risk: act.Risk, MutatesState: act.MutatesState, ApprovalRequired: act.ApprovalRequired,
-			OutputTrust: out, Labels: act.Labels}
+		in.Skill, facts.Skill = SkillFacts(sk.skill, tc.Action, act)
 	}
 	if server, ok := strings.CutPrefix(tc.Tool, "mcp:"); ok {
 		// The registry's server and tool (CONTRACT §8); the base policy
@@ -209,6 +202,18 @@ func (g *agentActor) evaluate(ctx context.Context, m *messages.Authorize, ad aut
 	}
 	res.Shadow = f.shadowOutcomes(ctx, m.TenantID, in)
 	return res, facts, nil
+}
+
+// SkillFacts are the policy input's skill object and rule 9's skill facts
+// of action, registered in sk as act: what a live call's policy sees, and
+// what a simulation rebuilds.
+func SkillFacts(sk persistence.Skill, action string, act persistence.SkillAction) (*policy.SkillInput, authz.Skill) {
+	out := act.OutputTrust
+	if out == "" {
+		out = sk.OutputTrust
+	}
+	return &policy.SkillInput{Key: sk.Key, Description: sk.Description, Action: action, Risk: act.Risk, MutatesState: act.MutatesState,
+		ApprovalRequired: act.ApprovalRequired, OutputTrust: out, Labels: act.Labels}, authz.Skill{Risk: act.Risk, Mutates: act.MutatesState}
 }
 
 // rootTrust is the request's trace.root_trust_level, if any.

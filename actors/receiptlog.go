@@ -96,7 +96,7 @@ func askWitnesses(ctx context.Context, o ReceiptLogOptions) (string, error) {
 			o.Log.Error("witness refused the receipt log's checkpoint", "tenant_id", w.TenantID, "witness", w.URL, "size", c.Size,
 				"error", err)
 			if w.Status != persistence.WitnessRefused && o.Refused != nil {
-				o.Refused(&messages.LogRefused{TenantID: w.TenantID, Witness: witnessName(w.Key), URL: w.URL, Size: c.Size,
+				o.Refused(&messages.LogRefused{TenantID: w.TenantID, Witness: receiptlog.WitnessName(w.Key), URL: w.URL, Size: c.Size,
 					Reason: refusal.Reason, At: time.Now()})
 			}
 		default:
@@ -105,14 +105,6 @@ func askWitnesses(ctx context.Context, o ReceiptLogOptions) (string, error) {
 		}
 	}
 	return fmt.Sprintf("%d cosigned, %d refused, %d failed", cosigned, refused, failed), nil
-}
-
-// witnessName is the name of a witness's key.
-func witnessName(vkey string) string {
-	if v, err := receiptlog.WitnessVerifier(vkey); err == nil {
-		return v.Name()
-	}
-	return vkey
 }
 
 func publishLogs(ctx context.Context, store persistence.Store, signer *receipt.Signer, origin string, keys map[string]receiptlog.Keys,

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"svc/actors"
 	"svc/persistence"
-	"svc/rules/authz"
 	"svc/rules/policy"
 	"svc/rules/simulate"
 	"svc/runstate"
@@ -315,13 +315,7 @@ func (f *callFacts) recorded(ctx context.Context, d *persistence.Decision) simul
 	}
 	if sk := f.skill(ctx, tc.Tool); sk != nil {
 		if act, ok := sk.Actions[tc.Action]; ok {
-			out := act.OutputTrust
-			if out == "" {
-				out = sk.OutputTrust
-			}
-			r.Facts.Skill = authz.Skill{Risk: act.Risk, Mutates: act.MutatesState}
-			in.Skill = &policy.SkillInput{Key: sk.Key, Description: sk.Description, Action: tc.Action, Risk: act.Risk,
-				MutatesState: act.MutatesState, ApprovalRequired: act.ApprovalRequired, OutputTrust: out, Labels: act.Labels}
+			in.Skill, r.Facts.Skill = actors.SkillFacts(*sk, tc.Action, act)
 		}
 	}
 	if server, ok := strings.CutPrefix(tc.Tool, "mcp:"); ok {

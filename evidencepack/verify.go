@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -132,7 +133,7 @@ func Verify(r io.ReaderAt, size int64, pinned ed25519.PublicKey) (Report, error)
 	case listed[CheckpointName] && byName[CheckpointName] != nil:
 		key := pinned
 		if key == nil {
-			key = manifestKey(m)
+			key, _ = manifestKey(m) // a malformed one is reported above
 		}
 		verifyCheckpoint(&rep, m, byName, key, fail)
 	case listed[InclusionProofsName]:
@@ -141,33 +142,28 @@ func Verify(r io.ReaderAt, size int64, pinned ed25519.PublicKey) (Report, error)
 	return rep, nil
 }
 
-// manifestKey is the key the manifest names, nil when it names none (or
-// one that is not a key: verifySignature reports it).
-func manifestKey(m Manifest) ed25519.PublicKey {
+// manifestKey is the key the manifest names, nil when it names none.
+func manifestKey(m Manifest) (ed25519.PublicKey, error) {
 	if m.PublicKey == nil {
-		return nil
+		return nil, nil
 	}
 	k, err := base64.StdEncoding.Strict().DecodeString(*m.PublicKey)
 	if err != nil || len(k) != ed25519.PublicKeySize {
-		return nil
+		return nil, errors.New("public_key is not a base64 Ed25519 public key")
 	}
-	return k
+	return k, nil
 }
 
 // verifySignature checks manifest.sig against the pinned key or the key
 // the manifest names.
 func verifySignature(rep *Report, m Manifest, raw []byte, sigFile *zip.File, pinned ed25519.PublicKey, fail func(string, ...any)) {
-	var pub ed25519.PublicKey
-	if m.PublicKey != nil {
-		k, err := base64.StdEncoding.Strict().DecodeString(*m.PublicKey)
-		if err != nil || len(k) != ed25519.PublicKeySize {
-			fail("%s: public_key is not a base64 Ed25519 public key", ManifestName)
-			return
-		}
-		pub = k
-		if receipt.KeyID(pub) != m.KeyID {
-			fail("%s: key_id does not match public_key", ManifestName)
-		}
+	pub, err := manifestKey(m)
+	if err != nil {
+		fail("%s: %v", ManifestName, err)
+		return
+	}
+	if pub != nil && receipt.KeyID(pub) != m.KeyID {
+		fail("%s: key_id does not match public_key", ManifestName)
 	}
 	switch {
 	case pinned != nil && pub == nil:

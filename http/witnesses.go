@@ -29,11 +29,7 @@ type witnessView struct {
 }
 
 func viewWitness(w persistence.ReceiptWitness) witnessView {
-	name := ""
-	if v, err := receiptlog.WitnessVerifier(w.Key); err == nil {
-		name = v.Name()
-	}
-	return witnessView{WitnessID: w.ID, TenantID: w.TenantID, URL: w.URL, Key: w.Key, Name: name, Status: w.Status, TreeSize: w.Size,
+	return witnessView{WitnessID: w.ID, TenantID: w.TenantID, URL: w.URL, Key: w.Key, Name: receiptlog.WitnessName(w.Key), Status: w.Status, TreeSize: w.Size,
 		Error: w.Error, CheckedAt: utcPtr(w.CheckedAt), CreatedAt: w.CreatedAt.UTC()}
 }
 

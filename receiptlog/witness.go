@@ -63,6 +63,15 @@ func WitnessVerifier(vkey string) (note.Verifier, error) {
 	return v, nil
 }
 
+// WitnessName is the name of a witness's key (its cosignature lines'), or
+// the key itself when it is none.
+func WitnessName(vkey string) string {
+	if v, err := WitnessVerifier(vkey); err == nil {
+		return v.Name()
+	}
+	return vkey
+}
+
 // RefusedError is a witness's refusal of a checkpoint as inconsistent
 // with the one it cosigned before.
 type RefusedError struct {

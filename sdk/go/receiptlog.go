@@ -67,13 +67,7 @@ const maxProof = 63
 // checkpoint's size, and it leads from the receipt's leaf to the
 // checkpoint's root, whether or not the signature verifies.
 func VerifyInclusion(receipt any, proof any, checkpoint string, publicKeyB64 string) InclusionResult {
-	// The checkpoint's head, read without checking a signature.
-	_, err := note.Open([]byte(checkpoint), note.VerifierList())
-	var un *note.UnverifiedNoteError
-	if !errors.As(err, &un) {
-		return InclusionResult{Error: "not a signed note"}
-	}
-	origin, size, root, err := parseCheckpoint(un.Note.Text)
+	origin, size, root, err := readCheckpoint(checkpoint)
 	if err != nil {
 		return InclusionResult{Error: err.Error()}
 	}
@@ -119,10 +113,15 @@ func checkpointSigned(checkpoint, origin string, pub ed25519.PublicKey) bool {
 	return err == nil
 }
 
-// parseCheckpoint reads a checkpoint's body: origin, size, base64 root,
-// then any extension lines.
-func parseCheckpoint(text string) (string, int64, tlog.Hash, error) {
-	lines := strings.Split(text, "\n")
+// readCheckpoint reads a signed checkpoint's head without checking a
+// signature: origin, size, base64 root, then any extension lines.
+func readCheckpoint(signed string) (string, int64, tlog.Hash, error) {
+	_, err := note.Open([]byte(signed), note.VerifierList())
+	var un *note.UnverifiedNoteError
+	if !errors.As(err, &un) {
+		return "", 0, tlog.Hash{}, errors.New("not a signed note")
+	}
+	lines := strings.Split(un.Note.Text, "\n")
 	if len(lines) < 4 || lines[0] == "" {
 		return "", 0, tlog.Hash{}, errors.New("not a checkpoint: origin, size and root lines expected")
 	}
@@ -234,13 +233,7 @@ func (c *Client) VerifyInclusion(ctx context.Context, receiptID string) (Inclusi
 		}
 		return InclusionResult{}, err
 	}
-	_, oerr := note.Open([]byte(checkpoint), note.VerifierList())
-	var un *note.UnverifiedNoteError
-	if !errors.As(oerr, &un) {
-		return InclusionResult{}, &ReceiptInvalid{SvcError: SvcError{ErrorCode: "inclusion_invalid", Message: "svc: the checkpoint served is not a signed note"},
-			Receipt: r}
-	}
-	_, size, _, perr := parseCheckpoint(un.Note.Text)
+	_, size, _, perr := readCheckpoint(checkpoint)
 	if perr != nil {
 		return InclusionResult{}, &ReceiptInvalid{SvcError: SvcError{ErrorCode: "inclusion_invalid", Message: "svc: " + perr.Error()}, Receipt: r}
 	}
