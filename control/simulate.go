@@ -125,7 +125,7 @@ func (p *Plane) Simulate(ctx context.Context, op Operator, sim Simulation) (Simu
 	eval := func(ctx context.Context, in policy.Input) (policy.Result, error) {
 		return p.d.Engine.EvaluateCandidate(ctx, cand, in)
 	}
-	sr := simulate.New(eval, sim.Mode, cand.RunFields().Any())
+	sr := simulate.New(eval, sim.Mode, cand.RunFields())
 	facts := newCallFacts(p.d.Store, op.TenantID)
 	floor, err := p.d.Store.SimulationFloor(ctx, op.TenantID, sim.From, sim.To, sim.Limit)
 	if err != nil {
@@ -188,12 +188,11 @@ func (y *yielder) yield(ctx context.Context) error {
 	if y.live == nil {
 		return nil
 	}
-	took := time.Since(y.began)
 	now, _, _ := y.live.Stats()
-	if float64(now-y.decisions) < yieldBusyRate*took.Seconds() {
+	rest := restAfter(time.Since(y.began), now-y.decisions)
+	if rest == 0 {
 		return nil
 	}
-	rest := time.Duration(float64(took) * (1/yieldShare - 1))
 	t := time.NewTimer(rest)
 	defer t.Stop()
 	select {
@@ -202,6 +201,17 @@ func (y *yielder) yield(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// restAfter is how long a simulation rests after a page that took took,
+// during which its node decided live calls: none while the node decided
+// fewer than yieldBusyRate a second, else long enough that the page's
+// share of the time is yieldShare.
+func restAfter(took time.Duration, live uint64) time.Duration {
+	if took <= 0 || float64(live) < yieldBusyRate*took.Seconds() {
+		return 0
+	}
+	return time.Duration(float64(took) * (1/yieldShare - 1))
 }
 
 func normalizeSimulation(sim *Simulation) error {
@@ -294,7 +304,8 @@ func newCallFacts(store persistence.Store, tenantID string) *callFacts {
 }
 
 func (f *callFacts) recorded(ctx context.Context, d *persistence.Decision) simulate.Recorded {
-	r := simulate.Recorded{DecisionID: d.ID, AgentID: d.AgentID, Decision: d.Decision, Reason: d.Reason, MatchedPolicies: d.MatchedPolicyIDs}
+	r := simulate.Recorded{DecisionID: d.ID, AgentID: d.AgentID, Decision: d.Decision, Reason: d.Reason, MatchedPolicies: d.MatchedPolicyIDs,
+		At: d.CreatedAt.UnixMilli()}
 	if d.RunID != nil {
 		r.RunID = *d.RunID
 	}
@@ -324,7 +335,7 @@ func (f *callFacts) recorded(ctx context.Context, d *persistence.Decision) simul
 	if len(d.RunContext) > 0 {
 		if c, err := runstate.ParseContext(d.RunContext); err == nil {
 			in.Run, in.AgentHistory, in.RunKey = c.Run, c.AgentHistory, d.RunContext
-			r.HasContext = true
+			r.Context = c
 		}
 	}
 	r.Facts.RequestMutates = d.MutatesState

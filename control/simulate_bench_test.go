@@ -20,6 +20,7 @@ import (
 	"svc/persistence/sqlite"
 	"svc/persistence/storetest"
 	"svc/rules/policy"
+	"svc/rules/simulate"
 )
 
 // benchDecisions is how many decisions BenchmarkSimulate records
@@ -34,6 +35,20 @@ func benchDecisions(b *testing.B) int {
 		return n
 	}
 	return 100_000
+}
+
+// benchRefold: SVC_BENCH_SIM_MODE=refold simulates in refold, with a run
+// context in every decision (see simulateOn).
+func benchRefold(b *testing.B) bool {
+	switch m := os.Getenv("SVC_BENCH_SIM_MODE"); m {
+	case "", "as_recorded":
+		return false
+	case "refold":
+		return true
+	default:
+		b.Fatalf("SVC_BENCH_SIM_MODE=%q", m)
+		return false
+	}
 }
 
 // BenchmarkSimulate re-decides n recorded decisions on SQLite and on a
@@ -65,7 +80,11 @@ func BenchmarkSimulate(b *testing.B) {
 // over 50 agents and 200 runs, the base set in force) with a candidate
 // that denies payments, in store: decisions/s, decisions per CPU second
 // (every thread of the process: the per-core rate) and the process's peak
-// RSS (building the decisions included).
+// RSS (building the decisions included). In refold (benchRefold) the
+// decisions are spread over 199 runs, each keeps the run's decision counts
+// as its context, and the candidate also denies every call of a run after
+// a deny: the calls of a run after its first payments call change too,
+// each evaluated on its re-settled context.
 func simulateOn(b *testing.B, store persistence.Store) {
 	ctx := context.Background()
 	n := benchDecisions(b)
@@ -83,6 +102,14 @@ func simulateOn(b *testing.B, store persistence.Store) {
 		}
 		agents[i] = a.ID
 	}
+	refold := benchRefold(b)
+	runs := 200
+	if refold {
+		runs = 199
+	}
+	calls := make([]int64, runs)   // refold: each run's calls so far
+	diverged := make([]bool, runs) // refold: the run had a payments call
+	wantChanged := 0
 	start := time.Now().UTC().Add(-time.Hour)
 	const batch = 1000
 	for done := 0; done < n; {
@@ -92,13 +119,26 @@ func simulateOn(b *testing.B, store persistence.Store) {
 			if done%10 == 0 {
 				tool = "payments"
 			}
-			run := fmt.Sprint("run-", done%200)
+			run := fmt.Sprint("run-", done%runs)
 			at := start.Add(time.Duration(done) * time.Microsecond)
+			var runContext json.RawMessage
+			if refold {
+				k := calls[done%runs]
+				runContext = json.RawMessage(fmt.Sprintf(`{"run":{"decisions":{"allow":%d,"consecutive_denies":0,"deny":0,`+
+					`"quarantine":0,"redact":0,"require_approval":0},"seq":%d}}`, k, k+1))
+				calls[done%runs]++
+			}
+			if tool == "payments" || (refold && diverged[done%runs]) {
+				wantChanged++
+			}
+			if tool == "payments" && refold {
+				diverged[done%runs] = true
+			}
 			call, _ := json.Marshal(map[string]any{"tool": tool, "action": "list", "resource": nil, "parameters": map[string]any{"page": done % 7}})
 			d := persistence.Decision{ID: uuid.NewString(), TenantID: tenant.ID, AgentID: agents[done%len(agents)], Tool: tool, Action: "list",
 				ActionHash: "ab", Decision: "allow", Reason: "read_only", MatchedPolicyIDs: []string{"default_allow_read"}, RedactedFields: []string{},
 				TrustLevel: "trusted_internal_signed", RootTrustLevel: "trusted_internal_signed", RunID: &run, ToolCall: call, CreatedAt: at,
-				AuditID: uuid.NewString()}
+				AuditID: uuid.NewString(), RunContext: runContext}
 			ws = append(ws, persistence.DecisionWrite{Decision: d})
 			done++
 		}
@@ -115,6 +155,11 @@ func simulateOn(b *testing.B, store persistence.Store) {
 	sim := control.Simulation{Policies: []policy.Module{{Name: "no_payments", Rego: "package svc.policies.no_payments\n\n" +
 		"results contains {\"decision\": \"deny\", \"reason\": \"no_payments\"} if input.tool_call.tool == \"payments\"\n"}},
 		From: start.Add(-time.Minute), To: time.Now().Add(time.Minute), Limit: n}
+	if refold {
+		sim.Mode = simulate.Refold
+		sim.Policies = append(sim.Policies, policy.Module{Name: "stop_after_deny", Rego: "package svc.policies.stop_after_deny\n\n" +
+			"results contains {\"decision\": \"deny\", \"reason\": \"after_a_deny\"} if input.run.decisions.deny >= 1\n"})
+	}
 	runtime.GC()
 	cpu := func() float64 {
 		var ru syscall.Rusage
@@ -130,7 +175,7 @@ func simulateOn(b *testing.B, store persistence.Store) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if r.Evaluated != n || r.Changed != (n+9)/10 {
+		if r.Evaluated != n || r.Changed != wantChanged || (refold && r.WithoutContext != 0) {
 			b.Fatalf("evaluated %d, changed %d", r.Evaluated, r.Changed)
 		}
 	}

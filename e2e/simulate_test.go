@@ -158,5 +158,62 @@ func TestE2EPolicySimulation(t *testing.T) {
 		if after := written(t, s, admin); after != before {
 			t.Errorf("the simulations wrote: before %s, after %s", before, after)
 		}
+
+		simulateRefold(t, s)
 	})
+}
+
+const simDenyGuard = "package svc.policies.deny_guard\n\nresults contains {\"decision\": \"deny\", \"reason\": \"too_many_denies\"} if input.run.decisions.deny >= 5\n"
+
+const simStopAfterDeny = "package svc.policies.stop_after_deny\n\nresults contains {\"decision\": \"deny\", \"reason\": \"run_has_a_deny\"} if input.run.decisions.deny >= 1\n"
+
+// simulateRefold: traffic recorded under a policy that reads the run's
+// decision counts, simulated with a candidate that denies payments and
+// stops a run after a deny. As recorded, only the payments call changes
+// (the reads after it saw a run without denies); refolded, the reads of
+// its run see the simulated deny and change too, counterfactual, and the
+// other run does not.
+func simulateRefold(t *testing.T, s *gateway.Server) {
+	t.Helper()
+	_, admin := s.Tenant(t, "refold-"+testkit.Uniq())
+	_, tok := s.Agent(t, admin, "refold-agent", nil)
+	s.Want(t, 201, "POST", "/v2/policies", admin, map[string]any{"name": "deny_guard", "rego": simDenyGuard})
+	in := func(run string) map[string]any { return map[string]any{"trace": map[string]any{"run_id": run}} }
+	var r1 []string
+	first := gateway.AzDecide(t, s, tok, gateway.AzBody("payments", "list_refunds", false, gateway.AzSigned, in("run-1")), "allow", "")
+	for range 3 {
+		gateway.AzDecide(t, s, tok, gateway.AzRead(in("run-2")), "allow", "")
+		d := gateway.AzDecide(t, s, tok, gateway.AzRead(in("run-1")), "allow", "")
+		r1 = append(r1, testkit.Str(t, d, "decision_id"))
+	}
+	gateway.Settle(t, s)
+	candidate := []any{map[string]any{"name": "no_payments", "rego": simNoPayments}, map[string]any{"name": "stop_after_deny", "rego": simStopAfterDeny}}
+
+	recorded := testkit.Obj(t, s.Want(t, 200, "POST", "/v2/policies/simulate", admin, map[string]any{"policies": candidate}))
+	if recorded["evaluated"] != 7.0 || recorded["changed"] != 1.0 || recorded["without_context"] != 0.0 {
+		t.Errorf("as recorded: %v", recorded)
+	}
+	refold := testkit.Obj(t, s.Want(t, 200, "POST", "/v2/policies/simulate", admin, map[string]any{"mode": "refold", "policies": candidate}))
+	if refold["evaluated"] != 7.0 || refold["changed"] != 4.0 || refold["runs_diverged"] != 1.0 || refold["counterfactual"] != 3.0 ||
+		refold["counterfactual_changed"] != 3.0 {
+		t.Errorf("refold: %v", refold)
+	}
+	if want := map[string]any{"allow->deny": 4.0}; !maps.Equal(refold["transitions"].(map[string]any), want) {
+		t.Errorf("refold transitions %v, want %v", refold["transitions"], want)
+	}
+	var got []string
+	for _, c := range testkit.Arr(t, gateway.AzJSON(t, refold["changes"])) {
+		id := testkit.Str(t, c, "decision_id")
+		got = append(got, id)
+		if id == testkit.Str(t, first, "decision_id") {
+			if c["counterfactual"] != false || !slices.Equal(gateway.AzStrings(c["policies"]), []string{"no_payments"}) {
+				t.Errorf("the payments change: %v", c)
+			}
+		} else if c["counterfactual"] != true || c["simulated"] != "deny" || !slices.Equal(gateway.AzStrings(c["policies"]), []string{"stop_after_deny"}) {
+			t.Errorf("a refolded change: %v", c)
+		}
+	}
+	if want := append([]string{testkit.Str(t, first, "decision_id")}, r1...); !slices.Equal(got, want) {
+		t.Errorf("refold changed %v, want the payments call and the reads of its run %v", got, want)
+	}
 }

@@ -58,7 +58,9 @@ func (s *Server) registerSimulation() {
 			"(name and rego: tenant modules added, or replacing the policy of that name), remove (names of tenant policies left out), " +
 			"from and to (RFC 3339; default the last 24 hours), limit (the newest this many decisions of the range; default 10,000, " +
 			"at most 1,000,000), mode (as_recorded, the default: each decision on the run context it kept; refold: the calls of a " +
-			"run after its first changed decision are marked counterfactual and counted apart). Each decision's input is rebuilt: " +
+			"run after its first changed decision are marked counterfactual, counted apart, and evaluated on their run context " +
+			"re-settled with the simulated outcomes: the run's and the agent's decision counts, consecutive denies, last allowed " +
+			"call, recent decisions and deny windows as the candidate would have left them). Each decision's input is rebuilt: " +
 			"the call, its effective trust, environment, mutates_state and run context as recorded; the agent, the skill registry " +
 			"and the MCP registry as they are now. Decisions no policy made alone are skipped (skipped_reasons: agent_frozen, " +
 			"replay, approval_presented, policy_failed, no_tool_call, candidate_error); without_context counts those evaluated " +

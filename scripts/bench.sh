@@ -29,6 +29,7 @@
 #                                target's best phase is its throughput in the round
 #   BENCH_RUNS_PAIRS [5]         runs: pairs with and without run policies
 #   BENCH_SIM_PAIRS [5]          sim: pairs with and without policy simulations running
+#   BENCH_SIM_DB [sqlite]        sim: the backend, sqlite or postgres (a fresh database each run)
 #   BENCH_BEFORE_BIN []          before: an svc binary to alternate with bin/svc
 #   BENCH_BEFORE_PAIRS [5]       before: before/after pairs
 #   BENCH_TARGETS [sqlite,postgres,opa,ratio,soc,runs]  which runs to do (ratio:
@@ -308,24 +309,37 @@ run_runs() {
 }
 
 # run_sim: the authorize path while policy simulations run (CONTRACT §18:
-# a simulation yields to live traffic), SQLite, closed loop c=32: loadgen
-# -simulate keeps one simulation over every decision so far running on the
-# node, against the same run without, in BENCH_SIM_PAIRS [5] alternating
-# pairs. Reported: p99 and throughput of each, and the median p99 ratio.
+# a simulation yields to live traffic), on BENCH_SIM_DB [sqlite] (or
+# postgres), closed loop c=32: loadgen -simulate keeps one simulation over
+# every decision so far running on the node, against the same run without,
+# in BENCH_SIM_PAIRS [5] alternating pairs. Reported: p99 and throughput of
+# each, and the median p99 ratio.
 run_sim() {
-	local pair rc=0 pairs=${BENCH_SIM_PAIRS:-5}
+	local pair rc=0 pairs=${BENCH_SIM_PAIRS:-5} db=${BENCH_SIM_DB:-sqlite}
+	sim_run() { # LABEL [loadgen flags...]
+		local label=$1
+		shift
+		case $db in
+		sqlite) run_svc "$label" "sqlite://$WORK/$label.db" "$@" ;;
+		postgres) run_postgres "$label" "$@" ;;
+		*)
+			log "sim: BENCH_SIM_DB=$db: sqlite or postgres"
+			return 1
+			;;
+		esac
+	}
 	for pair in $(seq 1 "$pairs"); do
-		run_svc "sim-on-$pair" "sqlite://$WORK/sim-on-$pair.db" -concurrency 32 -half-load=false -simulate || rc=1
-		run_svc "sim-off-$pair" "sqlite://$WORK/sim-off-$pair.db" -concurrency 32 -half-load=false || rc=1
+		sim_run "sim-on-$pair" -concurrency 32 -half-load=false -simulate || rc=1
+		sim_run "sim-off-$pair" -concurrency 32 -half-load=false || rc=1
 	done
 	[[ $rc == 0 ]] || return 1
-	python3 - "$OUT" "$pairs" <<'PY' | tee "$OUT/sim.txt"
+	python3 - "$OUT" "$pairs" "$db" <<'PY' | tee "$OUT/sim.txt"
 import json, statistics, sys
-out, pairs = sys.argv[1], int(sys.argv[2])
+out, pairs, db = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 def phase(label):
     with open(f"{out}/{label}.json") as f:
         return json.load(f)["phases"][0]
-print("\n== authorize while policy simulations run (on) vs none (off); sqlite, closed loop c=32")
+print(f"\n== authorize while policy simulations run (on) vs none (off); {db}, closed loop c=32")
 print(f"{'pair':>4} {'on req/s':>9} {'off req/s':>9} {'on p99 ms':>10} {'off p99 ms':>11} {'p99 on/off':>11} {'req/s on/off':>13}")
 p99s, tputs = [], []
 for pair in range(1, pairs + 1):

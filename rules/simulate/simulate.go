@@ -6,6 +6,13 @@
 // decision, and the report counts what changed. It does no I/O and keeps
 // no decision: memory is bounded by the changes it lists and the runs it
 // follows (refold), whatever the number of decisions.
+//
+// In refold, each run and agent is followed from its first changed
+// decision on: the decisions after it are counterfactual (the agent would
+// have acted differently), and the run context they are evaluated with is
+// re-settled with the simulated outcomes (runstate.Resettle): the run's
+// and the agent's decision-dependent members are what a fold under the
+// candidate would have given, the attempt counts as recorded.
 package simulate
 
 import (
@@ -15,6 +22,7 @@ import (
 
 	"svc/rules/authz"
 	"svc/rules/policy"
+	"svc/runstate"
 )
 
 // Modes of a simulation.
@@ -23,7 +31,9 @@ const (
 	AsRecorded = "as_recorded"
 	// Refold also follows each run: once the candidate decided one of its
 	// calls otherwise, the calls after it in the run are counterfactual
-	// (the agent would have acted differently), marked and counted apart.
+	// (the agent would have acted differently), marked and counted apart,
+	// and the run context of the calls after a change of their run or
+	// agent is re-settled with the simulated outcomes.
 	Refold = "refold"
 )
 
@@ -64,10 +74,12 @@ type Recorded struct {
 	MatchedPolicies []string
 	Input           policy.Input
 	Facts           authz.Facts
-	// HasContext: the decision kept its run context (Input.Run and
-	// Input.AgentHistory are what the policy saw).
-	HasContext bool
-	NoCall     bool
+	// Context is the run context the decision kept (Input.Run and
+	// Input.AgentHistory are its documents), nil when it kept none.
+	Context *runstate.Context
+	// At is the decision's time in Unix ms.
+	At     int64
+	NoCall bool
 }
 
 // Change is a decision the candidate decides otherwise.
@@ -117,18 +129,25 @@ type Simulator struct {
 	report   Report
 	diverged map[string]bool // refold: runs with a change so far
 	maxRuns  int
+	// resettle (refold) re-settles the contexts of diverged runs and
+	// agents.
+	resettle *runstate.Resettle
 }
 
-// maxFollowedRuns bounds the runs refold remembers as diverged; past it a
-// run's later calls are no longer marked (the report says so through
-// RunsDiverged exceeding it).
+// maxFollowedRuns bounds the runs (and agents) refold remembers as
+// diverged; past it a run's later calls are no longer marked nor
+// re-settled (the report says so through RunsDiverged exceeding it).
 const maxFollowedRuns = 100_000
 
 // New starts a simulation with the candidate eval in mode (AsRecorded or
-// Refold); readsRun says whether the candidate reads the run context.
-func New(eval Evaluator, mode string, readsRun bool) *Simulator {
-	return &Simulator{eval: eval, mode: mode, readsRun: readsRun, diverged: map[string]bool{}, maxRuns: maxFollowedRuns,
+// Refold); reads are the run context members the candidate reads.
+func New(eval Evaluator, mode string, reads runstate.Fields) *Simulator {
+	s := &Simulator{eval: eval, mode: mode, readsRun: reads.Any(), diverged: map[string]bool{}, maxRuns: maxFollowedRuns,
 		report: Report{SkippedReasons: map[string]int{}, Transitions: map[string]int{}, Changes: []Change{}}}
+	if mode == Refold {
+		s.resettle = runstate.NewResettle(reads, maxFollowedRuns)
+	}
+	return s
 }
 
 // skipReason says why a recorded decision is not the policy's alone, ""
@@ -158,29 +177,41 @@ func (s *Simulator) skip(reason string) {
 // Add evaluates one recorded decision with the candidate. Decisions must
 // come in the order they were made (seq order) for Refold to follow runs.
 func (s *Simulator) Add(ctx context.Context, r *Recorded) error {
+	runKey := r.RunID
+	if runKey == "" {
+		runKey = "agent:" + r.AgentID
+	}
 	if why := skipReason(r); why != "" {
 		s.skip(why)
+		s.settle(runKey, r, r.Decision, r.Reason)
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	res, err := s.eval(ctx, r.Input)
+	in := r.Input
+	if s.resettle != nil && r.Context != nil {
+		c, err := s.resettle.Patch(runKey, r.AgentID, r.Context, r.At)
+		if err != nil {
+			return err
+		}
+		in.Run, in.AgentHistory, in.RunKey = c.Run, c.AgentHistory, c.Canonical
+	}
+	res, err := s.eval(ctx, in)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		s.skip(SkipEvalError)
+		s.settle(runKey, r, r.Decision, r.Reason)
 		return nil
 	}
-	simulated := authz.Decide(res, r.Facts).Decision
+	v := authz.Decide(res, r.Facts)
+	simulated := v.Decision
+	s.settle(runKey, r, simulated, v.Reason)
 	s.report.Evaluated++
-	if s.readsRun && !r.HasContext {
+	if s.readsRun && r.Context == nil {
 		s.report.WithoutContext++
-	}
-	runKey := r.RunID
-	if runKey == "" {
-		runKey = "agent:" + r.AgentID
 	}
 	counterfactual := s.mode == Refold && s.diverged[runKey]
 	if counterfactual {
@@ -205,6 +236,18 @@ func (s *Simulator) Add(ctx context.Context, r *Recorded) error {
 			Policies: differ(r.MatchedPolicies, res.MatchedPolicies), Counterfactual: counterfactual})
 	}
 	return nil
+}
+
+// settle settles a decision at its run and agent (refold): the simulated
+// outcome, or the recorded one of a decision not decided again. A decision
+// that kept no run context was not settled at its run (or no policy read
+// the run), so it is not settled here either.
+func (s *Simulator) settle(runKey string, r *Recorded, decision, reason string) {
+	if s.resettle == nil || r.Context == nil || r.NoCall {
+		return
+	}
+	s.resettle.Settle(runKey, r.AgentID, r.Context, &runstate.Outcome{Tool: r.Input.ToolCall.Tool, Action: r.Input.ToolCall.Action,
+		At: r.At, Recorded: r.Decision, RecordedReason: r.Reason, Decision: decision, Reason: reason})
 }
 
 // Report returns the report so far.

@@ -9,6 +9,7 @@ import (
 
 	"svc/rules/policy"
 	"svc/rules/simulate"
+	"svc/runstate"
 )
 
 // candidate prepares the base set with mods on a real engine.
@@ -47,7 +48,7 @@ func TestAsRecorded(t *testing.T) {
 	if c.RunFields().Any() {
 		t.Fatal("a candidate that reads no run context says it does")
 	}
-	s := simulate.New(eval, simulate.AsRecorded, false)
+	s := simulate.New(eval, simulate.AsRecorded, runstate.Fields{})
 	ctx := context.Background()
 	recorded := []*simulate.Recorded{
 		call("d1", "r1", "search", "allow", "read_only", "default_allow_read"),
@@ -89,7 +90,7 @@ func TestAsRecorded(t *testing.T) {
 // its first change are counterfactual, and other runs are not.
 func TestRefoldMarksWhatFollowsADivergence(t *testing.T) {
 	eval, _ := candidate(t, policy.Module{Name: "no_payments", Rego: denyPayments})
-	s := simulate.New(eval, simulate.Refold, false)
+	s := simulate.New(eval, simulate.Refold, runstate.Fields{})
 	ctx := context.Background()
 	for _, r := range []*simulate.Recorded{
 		call("d1", "r1", "search", "allow", "read_only", "default_allow_read"),
@@ -124,7 +125,7 @@ func TestCandidateErrorsAreSkippedAndCancellationStops(t *testing.T) {
 	fails := func(context.Context, policy.Input) (policy.Result, error) {
 		return policy.Result{}, errors.New("eval failed")
 	}
-	s := simulate.New(fails, simulate.AsRecorded, false)
+	s := simulate.New(fails, simulate.AsRecorded, runstate.Fields{})
 	if err := s.Add(context.Background(), call("d1", "r1", "search", "allow", "read_only")); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestCandidateErrorsAreSkippedAndCancellationStops(t *testing.T) {
 // listed.
 func TestChangesAreBounded(t *testing.T) {
 	eval, _ := candidate(t, policy.Module{Name: "no_payments", Rego: denyPayments})
-	s := simulate.New(eval, simulate.AsRecorded, false)
+	s := simulate.New(eval, simulate.AsRecorded, runstate.Fields{})
 	for i := range simulate.MaxChanges + 5 {
 		if err := s.Add(context.Background(), call(fmt.Sprint("d", i), "r1", "payments", "allow", "read_only")); err != nil {
 			t.Fatal(err)
