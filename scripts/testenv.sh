@@ -18,6 +18,10 @@
 #                          with pg_basebackup; every database created on the
 #                          primary appears there under the same name; tests
 #                          create lag with pg_wal_replay_pause())
+#   SVC_TEST_PG_DURABILITY "fast" (fsync, synchronous_commit and full_page_writes
+#                          off: the tests' default) or "durable" (all three on,
+#                          Postgres's production defaults: set SVC_TESTENV_PG_DURABLE=1,
+#                          as make bench does)
 #   SVC_TEST_VALKEY_URL    redis://127.0.0.1:<port>/0
 #   SVC_TEST_CHROMIUM      the headless browser the console tests drive
 #                          (Debian's chromium; it is started by each test on
@@ -248,7 +252,13 @@ start_postgres() {
 		return 1
 	fi
 
-	local port="" attempt
+	local port="" attempt durability=off
+	SVC_TEST_PG_DURABILITY=fast
+	if [[ ${SVC_TESTENV_PG_DURABLE:-0} == 1 ]]; then
+		durability=on
+		SVC_TEST_PG_DURABILITY=durable
+	fi
+	export SVC_TEST_PG_DURABILITY
 	for attempt in 1 2 3; do
 		port=$(free_port) || {
 			loud "no free TCP port for Postgres" \
@@ -264,13 +274,13 @@ start_postgres() {
 			listen_addresses = '127.0.0.1'
 			port = $port
 			unix_socket_directories = '$TMP'
-			fsync = off
-			synchronous_commit = off
-			full_page_writes = off
+			fsync = $durability
+			synchronous_commit = $durability
+			full_page_writes = $durability
 			max_connections = 300
 		EOF
 		if as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$TMP/postgres.log" -w -t 60 \
-			-o "-k $TMP -h 127.0.0.1 -p $port -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+			-o "-k $TMP -h 127.0.0.1 -p $port -c fsync=$durability -c synchronous_commit=$durability -c full_page_writes=$durability -c max_connections=300" \
 			start >/dev/null 2>&1; then
 			PG_STARTED=1
 			break

@@ -95,7 +95,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o options
 	var conc, mix, summary, baseline, targets string
-	var p99Max, p50Max time.Duration
+	var equalConc int
+	var latencyRatio float64
 	fs.StringVar(&o.target, "target", "", "svc or opa")
 	fs.StringVar(&o.url, "url", "", "base URL of the server, e.g. http://127.0.0.1:8080")
 	fs.StringVar(&o.label, "label", "", "name of this run in reports (default: the target)")
@@ -126,9 +127,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.subscribers, "ws-subscribers", 0, "svc: live-feed WebSocket subscribers (GET /v2/ws/events) kept reading during the run")
 	fs.StringVar(&summary, "summary", "", "summary mode: comma list of JSON result files to compare")
 	fs.StringVar(&baseline, "baseline", "opa", "summary: label of the baseline run")
-	fs.StringVar(&targets, "targets", "sqlite=1.0,postgres=0.7", "summary: label=minimum throughput ratio to the baseline")
-	fs.DurationVar(&p99Max, "p99-max", 10*time.Millisecond, "summary: target p99 at half the maximum throughput")
-	fs.DurationVar(&p50Max, "p50-max", 500*time.Microsecond, "summary: target unloaded p50")
+	fs.StringVar(&targets, "targets", "sqlite=1.0,postgres=0.8", "summary: label=minimum throughput ratio to the baseline")
+	fs.IntVar(&equalConc, "equal-concurrency", 64, "summary: the closed-loop concurrency at which throughputs are also compared")
+	fs.Float64Var(&latencyRatio, "latency-ratio", 1.5, "summary: the most unloaded p50 and p99 at half load may be, as a ratio to the baseline's")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -136,7 +137,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if summary != "" {
-		return printSummary(stdout, stderr, strings.Split(summary, ","), baseline, targets, p99Max, p50Max)
+		return printSummary(stdout, stderr, strings.Split(summary, ","), baseline, targets, equalConc, latencyRatio)
 	}
 	var err error
 	if o.concurrency, err = parseInts(conc); err != nil {

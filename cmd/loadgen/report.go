@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 )
 
 func phaseName(ph Phase) string {
@@ -91,11 +90,24 @@ func mixString(mix []mixWeight) string {
 	return strings.Join(parts, ",")
 }
 
-// printSummary compares the runs of files: throughput ratio to the
-// baseline, unloaded p50, p99 at half the maximum throughput, errors, and a
-// PASS or MISS per target. It returns 1 when a file cannot be read (a run
-// failed), 0 otherwise, whatever the verdicts.
-func printSummary(w, stderr io.Writer, files []string, baseline, targets string, p99Max, p50Max time.Duration) int {
+// closedAt is r's closed-loop phase at concurrency c, nil when it has none.
+func closedAt(r *Report, c int) *Phase {
+	for i := range r.Phases {
+		if ph := &r.Phases[i]; ph.Mode == "closed" && ph.Concurrency == c {
+			return ph
+		}
+	}
+	return nil
+}
+
+// printSummary compares the runs of files with the baseline's, from the
+// same run of make bench: the throughput ratio at each one's best
+// concurrency and at equalConc, the unloaded p50 and the p99 at half of
+// each one's own maximum throughput as ratios to the baseline's (at most
+// latencyRatio), errors, and a PASS or MISS per target. It returns 1 when
+// a file cannot be read (a run failed), 0 otherwise, whatever the
+// verdicts.
+func printSummary(w, stderr io.Writer, files []string, baseline, targets string, equalConc int, latencyRatio float64) int {
 	minRatio := map[string]float64{}
 	var order []string
 	for _, t := range strings.Split(targets, ",") {
@@ -167,8 +179,8 @@ func printSummary(w, stderr io.Writer, files []string, baseline, targets string,
 	if base == nil {
 		_, _ = fmt.Fprintf(w, "no %s run: no throughput ratio\n", baseline)
 	}
-	_, _ = fmt.Fprintf(w, "\ntargets (informational): throughput ratio to %s; p99 at half the maximum throughput <= %s; unloaded p50 <= %s\n",
-		baseline, fmtDur(p99Max), fmtDur(p50Max))
+	_, _ = fmt.Fprintf(w, "\ntargets (informational), against %s in this run: throughput ratio at each one's best concurrency and at c=%d; "+
+		"unloaded p50, and p99 at half of each one's own maximum throughput, at most %.2fx %s's\n", baseline, equalConc, latencyRatio, baseline)
 	for _, name := range order {
 		var r *Report
 		for _, x := range reps {
@@ -189,21 +201,31 @@ func printSummary(w, stderr io.Writer, files []string, baseline, targets string,
 			pass = false
 			return "MISS"
 		}
-		if base != nil && base.MaxThroughput > 0 {
-			ratio := r.MaxThroughput / base.MaxThroughput
-			checks = append(checks, fmt.Sprintf("throughput %.2fx %s (>= %.2fx) %s", ratio, baseline, minRatio[name], verdict(ratio >= minRatio[name])))
-		} else {
-			checks = append(checks, "throughput ratio: no baseline "+verdict(false))
+		if base == nil || base.MaxThroughput <= 0 {
+			checks = append(checks, "no baseline "+verdict(false))
+			_, _ = fmt.Fprintf(w, "  %-9s MISS: %s\n", name, strings.Join(checks, "; "))
+			continue
 		}
-		if h := r.HalfLoad; h != nil {
-			checks = append(checks, fmt.Sprintf("p99 at half max %.3f ms (<= %s) %s", h.P99Ms, fmtDur(p99Max), verdict(h.P99Ms <= ms(int64(p99Max)))))
+		ratio := r.MaxThroughput / base.MaxThroughput
+		checks = append(checks, fmt.Sprintf("throughput at best concurrency %.2fx %s (>= %.2fx) %s", ratio, baseline, minRatio[name],
+			verdict(ratio >= minRatio[name])))
+		if ph, bp := closedAt(r, equalConc), closedAt(base, equalConc); ph != nil && bp != nil && bp.Throughput > 0 {
+			eq := ph.Throughput / bp.Throughput
+			checks = append(checks, fmt.Sprintf("at c=%d %.2fx (>= %.2fx) %s", equalConc, eq, minRatio[name], verdict(eq >= minRatio[name])))
 		} else {
-			checks = append(checks, "p99 at half max: not measured "+verdict(false))
+			checks = append(checks, fmt.Sprintf("at c=%d: not measured %s", equalConc, verdict(false)))
 		}
-		if r.UnloadedP50Ms != nil {
-			checks = append(checks, fmt.Sprintf("unloaded p50 %.3f ms (<= %s) %s", *r.UnloadedP50Ms, fmtDur(p50Max), verdict(*r.UnloadedP50Ms <= ms(int64(p50Max)))))
+		if r.UnloadedP50Ms != nil && base.UnloadedP50Ms != nil && *base.UnloadedP50Ms > 0 {
+			q := *r.UnloadedP50Ms / *base.UnloadedP50Ms
+			checks = append(checks, fmt.Sprintf("unloaded p50 %.3f ms, %.2fx (<= %.2fx) %s", *r.UnloadedP50Ms, q, latencyRatio, verdict(q <= latencyRatio)))
 		} else {
 			checks = append(checks, "unloaded p50: no concurrency-1 phase "+verdict(false))
+		}
+		if h, bh := r.HalfLoad, base.HalfLoad; h != nil && bh != nil && bh.P99Ms > 0 {
+			q := h.P99Ms / bh.P99Ms
+			checks = append(checks, fmt.Sprintf("p99 at half max %.3f ms, %.2fx (<= %.2fx) %s", h.P99Ms, q, latencyRatio, verdict(q <= latencyRatio)))
+		} else {
+			checks = append(checks, "p99 at half max: not measured "+verdict(false))
 		}
 		errs := 0
 		for _, ph := range r.Phases {
@@ -228,8 +250,4 @@ func numCPU(reps []*Report) int {
 		}
 	}
 	return 0
-}
-
-func fmtDur(d time.Duration) string {
-	return strconv.FormatFloat(ms(int64(d)), 'f', -1, 64) + " ms"
 }
