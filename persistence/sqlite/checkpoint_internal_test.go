@@ -85,3 +85,54 @@ func TestCheckpointerBoundsTheLog(t *testing.T) {
 	}
 	t.Logf("log file %d frames; %d rounds, %d rewinds", st.Size()/frame, s.ckpt.rounds.Load(), s.ckpt.rewinds.Load())
 }
+
+// The rounds follow writes: one runs after a commit, and none while nobody
+// writes (an idle store costs no CPU).
+func TestCheckpointerRestsWhileIdle(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "idle.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	write := func() {
+		t.Helper()
+		if err := s.DB.Tx(ctx, func(q sqlstore.Querier) error {
+			_, err := q.Exec(ctx, `CREATE TABLE IF NOT EXISTS idle (id INTEGER PRIMARY KEY)`)
+			if err == nil {
+				_, err = q.Exec(ctx, `INSERT INTO idle DEFAULT VALUES`)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Whatever opening wrote gets its round; then the store is idle.
+	write()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.ckpt.rounds.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s.ckpt.rounds.Load() == 0 {
+		t.Fatal("no round after a commit")
+	}
+	// A round still due runs now: wait until the count holds for 20
+	// intervals (a busy machine may delay it), then watch.
+	idle := s.ckpt.rounds.Load()
+	for still := time.Now(); time.Since(still) < 20*checkpointInterval && time.Now().Before(deadline); time.Sleep(checkpointInterval) {
+		if n := s.ckpt.rounds.Load(); n != idle {
+			idle, still = n, time.Now()
+		}
+	}
+	time.Sleep(30 * checkpointInterval)
+	if got := s.ckpt.rounds.Load(); got != idle {
+		t.Fatalf("%d rounds while nothing was written (a ticker's polling)", got-idle)
+	}
+	write()
+	for deadline := time.Now().Add(10 * time.Second); s.ckpt.rounds.Load() == idle && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s.ckpt.rounds.Load() == idle {
+		t.Fatal("no round after the next commit")
+	}
+}

@@ -56,6 +56,9 @@ func (w *writeConn) tx(ctx context.Context, fn func(sqlstore.Querier) error) err
 		_, err = w.conn.ExecContext(ctx, "COMMIT")
 		err = mapErr(err)
 	}
+	if err == nil && w.ckpt != nil {
+		w.ckpt.noteWrite()
+	}
 	if err != nil {
 		// After a failed statement or COMMIT the transaction may still be
 		// open; after some errors SQLite has already rolled it back, and
