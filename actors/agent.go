@@ -30,8 +30,11 @@ type agentActor struct {
 	table *actorTable // where its incarnation is registered
 	idle  time.Duration
 	idleT idleTimer
-	key   string
-	ref   *actorRef // the incarnation; a restart after a panic keeps it
+	// key and ref are the actor's key and incarnation, found on Started
+	// from its name (every agent actor is built from the same props: one
+	// Props per agent was about 300 bytes of every live agent).
+	key string
+	ref *actorRef
 	// run is the current call's place in its run, set by evaluate when
 	// the tenant's policies read the run context and recorded by
 	// draftDecision (the actor handles one call at a time).
@@ -43,6 +46,8 @@ func (g *agentActor) Receive(ctx actor.Context) {
 	g.idleT.seen(ctx.Message())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		g.key = incarnationKey(ctx.Self().Id, agentPrefix)
+		g.ref = g.table.self(g.key, ctx.Self())
 		g.idleT.start(ctx, g.idle)
 	case idleTick:
 		if g.idleT.idle() {
@@ -57,7 +62,9 @@ func (g *agentActor) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		// Calls still queued in the mailbox are dropped; their callers
 		// retry on seeing the stop.
-		g.table.stopped(g.key, g.ref)
+		if g.ref != nil {
+			g.table.stopped(g.key, g.ref)
+		}
 	case *agentAsk:
 		// The caller waits until the request's deadline: a call still
 		// queued past it is not decided (no rate token, nonce or approval

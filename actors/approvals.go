@@ -193,7 +193,7 @@ func (a *Approvals) props(tenantID, id string) func(*actorRef) *actor.Props {
 	return func(ref *actorRef) *actor.Props {
 		return actor.PropsFromProducer(func() actor.Actor {
 			return &approvalActor{front: a, key: key, ref: ref, tenantID: tenantID, id: id}
-		}, actor.WithDispatcher(dispatcherOf(a.system)), actor.WithGuardian(onDemandGuardian))
+		}, actor.WithDispatcher(dispatcherOf(a.system)), actor.WithMailbox(entityMailbox), actor.WithGuardian(onDemandGuardian))
 	}
 }
 

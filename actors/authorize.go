@@ -86,6 +86,9 @@ type Authorizer struct {
 
 	agents actorTable  // tenant/agent → its actor (incarnation.go)
 	facts  *factSource // what the agent actors read, and its caches (facts.go)
+	// agentProps are every agent actor's props; an actor finds its key and
+	// incarnation from its name on Started.
+	agentProps *actor.Props
 
 	bestEffortFailures atomic.Uint64
 	decisions          atomic.Uint64
@@ -116,6 +119,9 @@ func NewAuthorizer(system *actor.ActorSystem, store persistence.Store, shared sh
 		return nil, err
 	}
 	a := &Authorizer{system: system, store: store, shared: shared, writer: writer, events: events, log: log, opt: o, facts: f}
+	a.agentProps = actor.PropsFromProducer(func() actor.Actor {
+		return &agentActor{facts: a.facts, table: &a.agents, idle: a.opt.AgentIdle}
+	}, actor.WithDispatcher(dispatcherOf(a.system)), actor.WithMailbox(entityMailbox), actor.WithGuardian(onDemandGuardian))
 	if o.Invalidations != nil {
 		o.Invalidations.Subscribe(f.drop, messages.CacheSkill, messages.CachePolicy, messages.CacheRisk, messages.CacheBasePolicy)
 		o.Invalidations.Subscribe(f.mcp.drop, messages.CacheMCP)
@@ -261,7 +267,9 @@ func (a *Authorizer) LiveAgents() int { return a.agents.len() }
 func (a *Authorizer) askAgent(ctx context.Context, m *messages.Authorize) (*draft, error) {
 	key := m.TenantID + "/" + m.AgentID
 	res, err := askIncarnation(&a.agents, key,
-		func() (*actorRef, error) { return a.agents.get(a.system, key, "agent/"+key, a.agentProps(key)) },
+		func() (*actorRef, error) {
+			return a.agents.get(a.system, key, agentPrefix+key, func(*actorRef) *actor.Props { return a.agentProps })
+		},
 		askDeadline(ctx),
 		func(pid *actor.PID) chan agentAnswer {
 			q := &agentAsk{m: m, reply: make(chan agentAnswer, 1)}
@@ -275,15 +283,9 @@ func (a *Authorizer) askAgent(ctx context.Context, m *messages.Authorize) (*draf
 	return res.d, err
 }
 
-func (a *Authorizer) agentProps(key string) func(*actorRef) *actor.Props {
-	return func(ref *actorRef) *actor.Props {
-		return actor.PropsFromProducer(func() actor.Actor {
-			return &agentActor{facts: a.facts, table: &a.agents, idle: a.opt.AgentIdle, key: key, ref: ref}
-		},
-			actor.WithDispatcher(dispatcherOf(a.system)),
-			actor.WithGuardian(onDemandGuardian))
-	}
-}
+// agentPrefix begins every agent actor's name: agentPrefix, its key, "#"
+// and the incarnation's number.
+const agentPrefix = "agent/"
 
 // settle applies a committed decision to its run: at once in this
 // process's state, or on a goroutine of its own when the state is shared

@@ -5,6 +5,9 @@ package actors
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -32,10 +35,13 @@ type correlated struct {
 }
 
 // corrEntry is a live correlator and how many observations the pipeline
-// has sent it.
+// has sent it (sent, on the pipeline's goroutine) and it has processed
+// (seen, on the correlator's, kept across its restarts).
 type corrEntry struct {
-	pid  *actor.PID
-	sent uint64
+	pid                    *actor.PID
+	sent                   uint64
+	tenantID, agentID, key string
+	seen                   uint64
 }
 
 // correlatorIdle tells the pipeline a correlator's windows are empty after
@@ -55,13 +61,25 @@ func (p *socPipeline) correlator(ctx actor.Context, tenantID, agentID string) *c
 	if e, ok := p.corr[key]; ok {
 		return e
 	}
-	parent, idle, seen := ctx.Self(), p.opt.CorrelatorIdle, new(uint64)
-	shared, life, stats := p.opt.Shared, p.life, p.stats
-	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &correlator{tenantID: tenantID, agentID: agentID, key: key, parent: parent, idle: idle, seen: seen,
-			shared: shared, life: life, stats: stats}
-	}, actor.WithDispatcher(dispatcherOf(ctx.ActorSystem()))))
-	e := &corrEntry{pid: pid}
+	if p.corrProps == nil {
+		parent, idle, shared, life, stats, byID := ctx.Self(), p.opt.CorrelatorIdle, p.opt.Shared, p.life, p.stats, p.corrByID
+		p.corrProps = actor.PropsFromProducer(func() actor.Actor {
+			return &correlator{parent: parent, idle: idle, shared: shared, life: life, stats: stats, byID: byID}
+		}, actor.WithDispatcher(dispatcherOf(ctx.ActorSystem())), actor.WithMailbox(entityMailbox))
+	}
+	// One props for every correlator (one per agent was about 350 bytes of
+	// every live agent): each finds its entry by its name on Started.
+	e := &corrEntry{tenantID: tenantID, agentID: agentID, key: key}
+	p.corrSeq++
+	name := "corr-" + strconv.FormatUint(p.corrSeq, 10)
+	p.corrByID.Store(ctx.Self().Id+"/"+name, e)
+	pid, err := ctx.SpawnNamed(p.corrProps, name)
+	if err != nil {
+		// Names are numbered per incarnation of the pipeline, whose
+		// children stop with it: a clash is a defect, for its supervisor.
+		panic(fmt.Errorf("actors: correlator %s: %w", name, err))
+	}
+	e.pid = pid
 	p.corr[key] = e
 	p.stats.Correlators.Add(1)
 	return e
@@ -73,12 +91,12 @@ func (p *socPipeline) correlator(ctx actor.Context, tenantID, agentID string) *c
 // windows (with shared detection: when idle) it asks the pipeline to stop
 // it.
 type correlator struct {
-	tenantID, agentID, key string
-	parent                 *actor.PID
-	idle                   time.Duration
-	idleT                  idleTimer
-	w                      *correlate.Windows
-	seen                   *uint64 // observations processed (kept across a restart)
+	e      *corrEntry // found by name on Started
+	byID   *sync.Map  // the pipeline's corrByID
+	parent *actor.PID
+	idle   time.Duration
+	idleT  idleTimer
+	w      *correlate.Windows
 
 	shared *SharedDetection // nil: the windows are w
 	life   context.Context  // the pipeline's: ends a wait for the shared state
@@ -91,26 +109,31 @@ func (c *correlator) Receive(ctx actor.Context) {
 	c.idleT.seen(ctx.Message())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if e, ok := c.byID.Load(ctx.Self().Id); ok {
+			c.e = e.(*corrEntry) //nolint:errcheck // only *corrEntry is stored
+		} else {
+			c.e = &corrEntry{} // not the pipeline's: it is never sent anything
+		}
 		c.w = &correlate.Windows{}
 		c.cached = ""
 		c.idleT.start(ctx, c.idle)
 	case observed:
-		*c.seen++
+		c.e.seen++
 		if c.shared == nil {
 			if found := c.w.Observe(m.obs); len(found) > 0 {
-				ctx.Send(c.parent, correlated{tenantID: c.tenantID, agentID: c.agentID, incidents: found, ev: m.ev, de: m.de})
+				ctx.Send(c.parent, correlated{tenantID: c.e.tenantID, agentID: c.e.agentID, incidents: found, ev: m.ev, de: m.de})
 			}
 			return
 		}
 		so := &sharedObservation{event: m.de, obs: m.obs}
-		found, anomalies, ok := c.shared.observeRetrying(c.life, c.tenantID, c.agentID, so, &c.cached)
+		found, anomalies, ok := c.shared.observeRetrying(c.life, c.e.tenantID, c.e.agentID, so, &c.cached)
 		if ok {
 			c.stats.SharedObserved.Add(1)
 		} else {
 			c.stats.SharedDropped.Add(1)
 		}
 		if len(found) > 0 || len(anomalies) > 0 {
-			ctx.Send(c.parent, correlated{tenantID: c.tenantID, agentID: c.agentID, incidents: found, ev: m.ev, de: m.de, anomalies: anomalies})
+			ctx.Send(c.parent, correlated{tenantID: c.e.tenantID, agentID: c.e.agentID, incidents: found, ev: m.ev, de: m.de, anomalies: anomalies})
 		}
 	case idleTick:
 		if !c.idleT.idle() {
@@ -118,7 +141,7 @@ func (c *correlator) Receive(ctx actor.Context) {
 		}
 		c.idleT.rearm()
 		if c.shared != nil || c.w.Idle(time.Now()) {
-			ctx.Send(c.parent, correlatorIdle{key: c.key, pid: ctx.Self(), seen: *c.seen})
+			ctx.Send(c.parent, correlatorIdle{key: c.e.key, pid: ctx.Self(), seen: c.e.seen})
 		}
 	case *actor.Stopping:
 		c.idleT.stop()

@@ -71,6 +71,14 @@ func (d *reusingDispatcher) work(fn func()) {
 	}
 }
 
+// entityMailbox is the mailbox of the actors svc keeps one of per agent,
+// approval and correlator window, a hundred thousand of them or more: a
+// lock-free queue of linked nodes, which holds nothing while empty, where
+// protoactor's default allocates a ring of ten slots and a mutex for every
+// actor up front (about 40 MB at 100,000 agents with their correlators;
+// bench/HISTORY.md). A message costs one small node.
+var entityMailbox = actor.UnboundedLockfree()
+
 // systemDispatcher is an actor system's dispatcher, kept as one of the
 // system's extensions: NewSystem creates one per system (so per node),
 // and it runs every actor svc spawns in that system (mailbox throughput

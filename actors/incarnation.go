@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,10 @@ type actorTable struct {
 	m   sync.Map   // key → *actorRef
 	mu  sync.Mutex // serializes spawning (not the lookups)
 	seq atomic.Uint64
+	// spawning holds an incarnation's ref by its name while it is spawned,
+	// so that an actor built from props shared by every key finds its own
+	// on Started (self) before get has stored it under the key.
+	spawning sync.Map
 }
 
 // actorRef is one incarnation of a keyed actor.
@@ -47,13 +52,39 @@ func (t *actorTable) get(system *actor.ActorSystem, key, name string, props func
 		return ref.(*actorRef), nil //nolint:errcheck // only *actorRef is stored
 	}
 	ref := &actorRef{stopped: make(chan struct{})}
-	pid, err := system.Root.SpawnNamed(props(ref), name+"#"+strconv.FormatUint(t.seq.Add(1), 10))
+	id := name + "#" + strconv.FormatUint(t.seq.Add(1), 10)
+	t.spawning.Store(id, ref)
+	pid, err := system.Root.SpawnNamed(props(ref), id)
 	if err != nil {
+		t.spawning.Delete(id)
 		return nil, err
 	}
 	ref.pid = pid
-	t.m.Store(key, ref)
+	t.m.Store(key, ref) // before the Delete: self finds it in one of the two
+	t.spawning.Delete(id)
 	return ref, nil
+}
+
+// self is the incarnation whose process is pid, for an actor built from
+// shared props (on Started): nil when key names another incarnation now
+// (this one was dropped, so it has stopped).
+func (t *actorTable) self(key string, pid *actor.PID) *actorRef {
+	if ref, ok := t.spawning.Load(pid.Id); ok {
+		return ref.(*actorRef) //nolint:errcheck // only *actorRef is stored
+	}
+	if ref, ok := t.load(key); ok && ref.pid.Equal(pid) {
+		return ref
+	}
+	return nil
+}
+
+// incarnationKey is the key of an incarnation named prefix+key+"#"+seq.
+func incarnationKey(id, prefix string) string {
+	id = strings.TrimPrefix(id, prefix)
+	if i := strings.LastIndexByte(id, '#'); i >= 0 {
+		return id[:i]
+	}
+	return id
 }
 
 // stopped is called by the incarnation on actor.Stopped: protoactor has

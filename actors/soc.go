@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -59,6 +60,12 @@ type socPipeline struct {
 
 	baselines *lru.Cache[string, *detect.Baseline] // in-process path only (Shared nil)
 	corr      map[string]*corrEntry
+	// corrByID finds a correlator's entry by its process id; corrProps
+	// are every correlator's props (built once per incarnation of the
+	// pipeline); corrSeq numbers their names.
+	corrByID  *sync.Map
+	corrProps *actor.Props
+	corrSeq   uint64
 	// life ends when the pipeline stops or restarts, cutting short a
 	// correlator waiting for the shared state.
 	life    context.Context
@@ -135,7 +142,7 @@ func (p *socPipeline) Receive(ctx actor.Context) {
 		p.rules, p.loading, p.ruleGen = map[string][]detect.Rule{}, map[string][]*messages.AseEvent{}, map[string]uint64{}
 		p.defaults = detect.Evaluated()
 		p.baselines, _ = lru.New[string, *detect.Baseline](p.opt.MaxBaselines)
-		p.corr = map[string]*corrEntry{}
+		p.corr, p.corrByID, p.corrProps = map[string]*corrEntry{}, &sync.Map{}, nil
 		p.lost = map[string]*lostRecords{}
 		p.life, p.endLife = context.WithCancel(context.Background())
 		p.stats.Correlators.Store(0) // a restart stopped the previous ones with their parent
@@ -163,6 +170,7 @@ func (p *socPipeline) Receive(ctx actor.Context) {
 	case correlatorIdle:
 		if e := p.corr[m.key]; e != nil && e.pid.Equal(m.pid) && e.sent == m.seen {
 			delete(p.corr, m.key)
+			p.corrByID.Delete(m.pid.Id)
 			ctx.Stop(m.pid)
 			p.stats.Correlators.Add(-1)
 		}

@@ -18,7 +18,7 @@ import (
 // them; they may, because no request or node changes them.
 var readOnlyPackageVars = []string{
 	// Tables, settings and descriptors nothing writes after init.
-	"actors.onDemandGuardian", "actors.dispatcherExtension", "actors.cefHeaderEscaper", "actors.cefExtensionEscaper",
+	"actors.onDemandGuardian", "actors.dispatcherExtension", "actors.entityMailbox", "actors.cefHeaderEscaper", "actors.cefExtensionEscaper",
 	"control.reservedUpstreamHeaders", "httpapi.riskTiers", "httpapi.roleRank", "httpapi.refusalReasons", "httpapi.dashboardFiles",
 	"httpapi.contentTypes", "httpapi.shadowOutcomesDesc", "httpapi.shadowFailedDesc", "httpapi.docsFiles", "httpapi.reasonStatus", "httpapi.ingestSources", "httpapi.jobRunsDesc",
 	"httpapi.jobLastRunDesc", "httpapi.jobLastDurationDesc", "httpapi.jobLastOKDesc", "httpapi.proxyStatuses", "httpapi.routeErrors",

@@ -39,7 +39,10 @@
 #                                vs SVC_SOC_PIPELINE=false; runs: the cost of run
 #                                context, README's five run policies loaded vs none;
 #                                sim: the authorize p99 while policy simulations
-#                                run vs none; before: BENCH_BEFORE_BIN against bin/svc)
+#                                run vs none; before: BENCH_BEFORE_BIN against bin/svc;
+#                                memory: what 100,000 agents cost, active and idle)
+#   BENCH_MEMORY_AGENTS [100000] memory: agents registered, each authorizing once
+#   BENCH_MEMORY_IDLE_WAIT [135] memory: seconds to wait for the agent actors to stop
 #   BENCH_PG_DURABLE [1]         1: Postgres runs with its production durability
 #                                (fsync, synchronous_commit, full_page_writes on;
 #                                the output says the settings); 0: the test
@@ -205,8 +208,15 @@ run_svc() {
 		return 1
 	fi
 	local rc=0
+	if [[ -n ${SVC_BEFORE_LOAD:-} ]]; then
+		"$SVC_BEFORE_LOAD" "$label" "$port" "$dport" || rc=1
+	fi
 	PROFILE_URL="http://127.0.0.1:$dport/debug/pprof/profile" \
 		run_loadgen "$label" svc "http://127.0.0.1:$port" -admin-token "$admin" "$@" || rc=$?
+	# A target's own look at the server before it stops (run_memory).
+	if [[ $rc == 0 && -n ${SVC_AFTER_LOAD:-} ]]; then
+		"$SVC_AFTER_LOAD" "$label" "$port" "$dport" || rc=1
+	fi
 	# The server's own view (the writer's commit histograms among it).
 	curl -fsS --max-time 5 -o "$OUT/$label.metrics" "http://127.0.0.1:$port/metrics" 2>/dev/null || true
 	stop_server
@@ -367,6 +377,71 @@ print(f"median p99 on/off {statistics.median(p99s):.3f}, median throughput on/of
 PY
 }
 
+# run_memory: what agents cost in memory (issue 43): svc on SQLite with
+# BENCH_MEMORY_AGENTS [100000] agents registered, each of which authorizes
+# once (read-only calls, closed loop c=8, the agents taking turns), then the
+# process's RSS and Go heap right after, the live heap after a forced
+# collection, and the same once every agent actor has stopped (two minutes
+# without a call, BENCH_MEMORY_IDLE_WAIT [135] s): the cost of an idle agent
+# against a node that never saw one.
+run_memory() {
+	local n=${BENCH_MEMORY_AGENTS:-100000}
+	# Calls enough for every agent once at this machine's pace, with room.
+	local secs=$((n / 1500 + 10))
+	SVC_BEFORE_LOAD=memory_fresh SVC_AFTER_LOAD=memory_probe run_svc memory "sqlite://$WORK/memory.db" -agents "$n" -concurrency 8 -duration "${secs}s" \
+		-warmup 0s -half-load=false -mix read=100 || return 1
+	python3 - "$OUT" "$n" <<'PY' | tee "$OUT/memory.txt"
+import json, sys
+out, n = sys.argv[1], int(sys.argv[2])
+m = json.load(open(f"{out}/memory.probe.json"))
+r = json.load(open(f"{out}/memory.json"))
+calls = r["phases"][0]["requests"]
+mib = lambda b: b / 1048576
+print(f"\n== memory: {n} agents registered, {calls} read-only calls (every agent at least once: {calls >= n}); sqlite")
+for k, label in (("fresh", "a fresh node (no agent)"), ("after", "right after the calls"), ("after_gc", "after a forced collection"),
+                 ("idle_gc", f"{m['idle_wait']} s later without calls, collected")):
+    s = m[k]
+    print(f"  {label:<48} RSS {mib(s['rss']):7.1f} MiB  heap in use {mib(s['heap_inuse']):7.1f} MiB  live {mib(s['heap_alloc']):7.1f} MiB  agent actors {s['actors']}")
+print(f"  peak RSS during the run {mib(m['peak_rss']):.1f} MiB (target <= 512 MiB: {'PASS' if m['peak_rss'] <= 512 * 1048576 else 'MISS'})")
+print(f"  live heap per active agent {(m['after_gc']['heap_alloc'] - m['fresh']['heap_alloc']) / n:.0f} bytes; per idle agent "
+      f"{(m['idle_gc']['heap_alloc'] - m['fresh']['heap_alloc']) / n:.0f} bytes")
+PY
+}
+
+# memory_fresh and memory_probe LABEL PORT DEBUG_PORT: run_memory's
+# measurements of the server (SERVER_PID) before the load and after it,
+# into $OUT/memory.fresh.json and $OUT/memory.probe.json.
+memory_fresh() { memory_snap fresh "$2" "$3"; }
+memory_probe() { memory_snap probe "$2" "$3"; }
+memory_snap() {
+	local mode=$1 port=$2 dport=$3
+	python3 - "$mode" "$SERVER_PID" "$port" "$dport" "${BENCH_MEMORY_IDLE_WAIT:-135}" "$OUT/memory.probe.json" "$OUT/memory.fresh.json" <<'PY'
+import json, re, sys, time, urllib.request
+mode, pid, port, dport, wait, dst, fresh = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6], sys.argv[7]
+def status(key):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(rf"^{key}:\s+(\d+) kB", f.read(), re.M).group(1)) * 1024
+def metric(text, name):
+    m = re.search(rf"^{name} (\S+)$", text, re.M)
+    return int(float(m.group(1))) if m else -1
+def snap(gc):
+    if gc:
+        urllib.request.urlopen(f"http://127.0.0.1:{dport}/debug/pprof/heap?gc=1", timeout=60).read()
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+    return {"rss": status("VmRSS"), "heap_inuse": metric(text, "go_memstats_heap_inuse_bytes"),
+            "heap_alloc": metric(text, "go_memstats_heap_alloc_bytes"), "actors": metric(text, "svc_agent_actors")}
+if mode == "fresh":
+    json.dump(snap(True), open(fresh, "w"))
+    sys.exit(0)
+out = {"idle_wait": wait, "after": snap(False), "peak_rss": status("VmHWM")}
+out["after_gc"] = snap(True)
+time.sleep(wait)
+out["idle_gc"] = snap(True)
+out["fresh"] = json.load(open(fresh))
+json.dump(out, open(dst, "w"))
+PY
+}
+
 # run_before: BENCH_BEFORE_BIN (an svc binary built from an earlier commit)
 # against bin/svc on SQLite, closed loop c=32, the default workload, in
 # BENCH_BEFORE_PAIRS [5] alternating pairs: a change's cost measured on the
@@ -484,7 +559,7 @@ files=()
 IFS=, read -r -a targets <<<"$TARGETS"
 for t in "${targets[@]}"; do
 	case $t in
-	sqlite | postgres | opa | ratio | soc | runs | sim | before) ;;
+	sqlite | postgres | opa | ratio | soc | runs | sim | before | memory) ;;
 	*)
 		log "unknown target $t in BENCH_TARGETS"
 		failures+=("$t")
@@ -492,7 +567,7 @@ for t in "${targets[@]}"; do
 		;;
 	esac
 	if "run_$t"; then
-		[[ $t == soc || $t == ratio || $t == runs || $t == sim || $t == before ]] || files+=("$OUT/$t.json")
+		[[ $t == soc || $t == ratio || $t == runs || $t == sim || $t == before || $t == memory ]] || files+=("$OUT/$t.json")
 	else
 		log "$t: FAILED"
 		failures+=("$t")
@@ -517,7 +592,7 @@ fi
 if [[ -s $OUT/ratio.txt ]]; then
 	cat "$OUT/ratio.txt" # again, beside the summary: the ratios to quote
 fi
-for f in runs before; do
+for f in runs before memory; do
 	[[ ! -s $OUT/$f.txt ]] || cat "$OUT/$f.txt"
 done
 if [[ -n $PG_SETTINGS ]]; then

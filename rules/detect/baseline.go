@@ -105,6 +105,11 @@ type Baseline struct {
 	opts  BaselineOptions
 	ready bool
 
+	// The pairs seen, most recently used last: in few, a short slice,
+	// while they number at most fewPairs (most agents call a handful of
+	// tools, and a map with a list cost about 400 bytes of each of a
+	// hundred thousand agents); past it, in pairs and lru.
+	few   []pairKey
 	pairs map[pairKey]*list.Element // values of lru: pairKey
 	lru   *list.List                // front: most recently used
 
@@ -154,8 +159,6 @@ func (b *Baseline) init() {
 		return
 	}
 	b.opts = b.opts.withDefaults()
-	b.pairs = make(map[pairKey]*list.Element)
-	b.lru = list.New()
 	b.rate = NewRate(b.opts)
 	b.ready = true
 }
@@ -221,6 +224,9 @@ func (b *Baseline) Remember(tool, action string) {
 // touch marks the pair as most recently used and reports whether it was
 // new, evicting the least recently used pair when over the bound.
 func (b *Baseline) touch(k pairKey) bool {
+	if b.pairs == nil {
+		return b.touchFew(k)
+	}
 	if el, ok := b.pairs[k]; ok {
 		b.lru.MoveToFront(el)
 		return false
@@ -230,6 +236,42 @@ func (b *Baseline) touch(k pairKey) bool {
 		if old, ok := b.lru.Remove(b.lru.Back()).(pairKey); ok {
 			delete(b.pairs, old)
 		}
+	}
+	return true
+}
+
+// remembered is how many pairs the baseline knows.
+func (b *Baseline) remembered() int {
+	if b.pairs == nil {
+		return len(b.few)
+	}
+	return len(b.pairs)
+}
+
+// fewPairs is how many pairs a baseline keeps in its slice.
+const fewPairs = 16
+
+// touchFew is touch while the pairs are in the slice: a known pair moves
+// to the end, a new one is appended (evicting the least recently used past
+// MaxPairs), and past fewPairs they move to the map and list.
+func (b *Baseline) touchFew(k pairKey) bool {
+	for i, p := range b.few {
+		if p == k {
+			copy(b.few[i:], b.few[i+1:])
+			b.few[len(b.few)-1] = k
+			return false
+		}
+	}
+	b.few = append(b.few, k)
+	if len(b.few) > b.opts.MaxPairs {
+		b.few = append(b.few[:0], b.few[1:]...)
+	}
+	if len(b.few) > fewPairs {
+		b.pairs, b.lru = make(map[pairKey]*list.Element, len(b.few)), list.New()
+		for _, p := range b.few {
+			b.pairs[p] = b.lru.PushFront(p)
+		}
+		b.few = nil
 	}
 	return true
 }

@@ -116,6 +116,12 @@ func TestBaselineRemembersAtMostMaxPairs(t *testing.T) {
 		{name: "bound of one", max: 1,
 			calls: []string{"a", "a", "b", "a"},
 			want:  []bool{true, false, true, true}},
+		// Past fewPairs the pairs move from the slice to the map and list,
+		// in their order of use: "a", used after the move, stays; "b", the
+		// least recently used, goes first.
+		{name: "recency survives the move to the map", max: fewPairs + 2,
+			calls: append(letters(fewPairs+1), "a", "x", "y", "a", "b"),
+			want:  append(trues(fewPairs+1), false, true, true, false, true)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,8 +131,8 @@ func TestBaselineRemembersAtMostMaxPairs(t *testing.T) {
 				if got != tc.want[i] {
 					t.Fatalf("call %d (%s): new = %v, want %v", i, a, got, tc.want[i])
 				}
-				if len(b.pairs) > tc.max || b.lru.Len() != len(b.pairs) {
-					t.Fatalf("call %d: %d pairs (list %d), bound %d", i, len(b.pairs), b.lru.Len(), tc.max)
+				if b.remembered() > tc.max || (b.pairs != nil && b.lru.Len() != len(b.pairs)) {
+					t.Fatalf("call %d: %d pairs, bound %d", i, b.remembered(), tc.max)
 				}
 			}
 		})
@@ -137,8 +143,8 @@ func TestBaselineRemembersAtMostMaxPairs(t *testing.T) {
 		for i := range 3000 {
 			b.Observe(call("t", fmt.Sprint(i)), t0)
 		}
-		if len(b.pairs) != DefaultBaselineMaxPairs || b.lru.Len() != DefaultBaselineMaxPairs {
-			t.Fatalf("%d pairs remembered, want %d", len(b.pairs), DefaultBaselineMaxPairs)
+		if b.remembered() != DefaultBaselineMaxPairs || b.lru.Len() != DefaultBaselineMaxPairs {
+			t.Fatalf("%d pairs remembered, want %d", b.remembered(), DefaultBaselineMaxPairs)
 		}
 		// The newest 1024 (1976..2999) are known, 1975 was evicted.
 		if got := b.Observe(call("t", "2999"), t0); len(got) != 0 {
@@ -441,4 +447,21 @@ func TestRateJSONRoundTrip(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"window_ns":0,"history_cap":60}`), &r); err == nil {
 		t.Fatal("a zero window decoded")
 	}
+}
+
+// letters are the first n of "a", "b", ... (n at most 26).
+func letters(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = string(rune('a' + i))
+	}
+	return out
+}
+
+func trues(n int) []bool {
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = true
+	}
+	return out
 }
