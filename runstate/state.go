@@ -396,25 +396,14 @@ func (r *Run) Tighten(level int, at int64) {
 
 // Settle records a committed decision at the run.
 func (r *Run) Settle(s *Settlement) {
-	switch s.Decision {
-	case "allow":
-		r.Dec.Allow++
-	case "deny":
-		r.Dec.Deny++
-	case "require_approval":
-		r.Dec.Approval++
-	case "redact":
-		r.Dec.Redact++
-	case "quarantine":
-		r.Dec.Quarantine++
-	}
+	r.Dec.count(s.Decision, 1)
 	if s.Decision == "deny" {
 		r.Dec.Consec++
 		r.Dec.LastReason = s.Reason
 	} else {
 		r.Dec.Consec = 0
 	}
-	if s.Decision == "allow" || s.Decision == "redact" {
+	if allows(s.Decision) {
 		if t := r.Tool(s.Tool, s.Action); t != nil {
 			t.OK++
 			// The strings the run holds already, rather than the call's.
